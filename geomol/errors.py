@@ -1,0 +1,82 @@
+"""Exceptions raised by geomol for bad input.
+
+Every exception names the offending file (or object) and the reason, so that a user who
+feeds a truncated PDB or a corrupt SDF learns *which* file and *why*, instead of reading a
+traceback from deep inside Biopython or RDKit. Long jobs catch :class:`GeomolError`, skip the
+item and report it; any other exception is a bug in geomol.
+"""
+from __future__ import annotations
+
+from os import PathLike
+
+__all__ = [
+    "GeomolError",
+    "StructureReadError",
+    "LigandNotFoundError",
+    "EmptySelectionError",
+    "UnknownElementError",
+    "ConfigError",
+    "ModelLoadError",
+    "DatasetError",
+    "TrajectoryError",
+]
+
+
+class GeomolError(Exception):
+    """Base class of every error geomol raises on purpose.
+
+    Args:
+        reason: what is wrong, in words a user understands.
+        source: the file (or a description of the object) the problem was found in.
+        record: optional location inside the source (line number, molecule index, residue id).
+    """
+
+    def __init__(self, reason: str, source: str | PathLike | None = None, record: str | int | None = None):
+        self.reason = reason
+        self.source = None if source is None else str(source)
+        self.record = record
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = ""
+        if self.source is not None:
+            where = f"{self.source}"
+            if self.record is not None:
+                where += f" [{self.record}]"
+            where += ": "
+        return f"{where}{self.reason}"
+
+    def __reduce__(self):  # keep the structured fields across process boundaries (DataLoader workers)
+        return (type(self), (self.reason, self.source, self.record))
+
+
+class StructureReadError(GeomolError):
+    """A structure file (PDB, mmCIF, SDF, MOL2, ...) is missing, empty, truncated or unparseable."""
+
+
+class LigandNotFoundError(GeomolError):
+    """The requested ligand (residue name, chain or molecule) is not in the file."""
+
+
+class EmptySelectionError(GeomolError):
+    """A selection (pocket, interface, atom selection, chain group) matched nothing."""
+
+
+class UnknownElementError(GeomolError):
+    """An atom's element symbol is not a chemical element."""
+
+
+class ConfigError(GeomolError):
+    """A configuration or option value is inconsistent or out of range."""
+
+
+class ModelLoadError(GeomolError):
+    """A checkpoint or shipped model cannot be found or does not match the model."""
+
+
+class DatasetError(GeomolError):
+    """A dataset directory, index file or split file is missing or malformed."""
+
+
+class TrajectoryError(GeomolError):
+    """A trajectory is unreadable, too short for the request, or inconsistent with its topology."""
