@@ -1,0 +1,30 @@
+"""Shared fixtures: where the real data lives, and deterministic torch settings."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def shared_path(*parts: str) -> Path:
+    """Path under the shared real-data folder; skips the test if that folder is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not found: {path} (set GEOMOL_SHARED_DATA)")
+    return path
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    return shared_path()
+
+
+@pytest.fixture(autouse=True)
+def _seed_torch():
+    torch.manual_seed(0)
+    yield
