@@ -121,8 +121,14 @@ def atomic_number(symbol: str) -> int:
     return _ATOMIC_NUMBER.get(format_element(symbol), 0)
 
 
+_CANONICAL_ATOM_INDEX = {symbol: 2 + z for symbol, z in _ATOMIC_NUMBER.items()}
+
+
 def atom_index(element: str) -> int:
     """Atom-type index of an element (``2 + atomic number``); unknown symbols map to ``ATOM_UNK``."""
+    index = _CANONICAL_ATOM_INDEX.get(element)  # fast path: readers emit canonical symbols ('Cl')
+    if index is not None:
+        return index
     z = atomic_number(element)
     return ATOM_UNK if z == 0 else 2 + z
 

@@ -1,0 +1,142 @@
+"""Preprocessing speed: protein PDB + SDF ligand → pocket BlockGraph, over the 247 PLB complexes.
+
+Two pipelines, single process, one torch thread:
+
+* cold: ``complex_from_files(protein.pdb, ligands.sdf, ligand_index=i)`` for every complex
+  (the protein is parsed again each time);
+* cached: the protein is read once per target with ``read_structure`` and each complex is
+  ``complex_from_structure(receptor, ligands.sdf, ligand_index=i)`` (the SDF record is still
+  read per complex).
+
+Pocket = receptor blocks with a heavy atom within 10 Å of a ligand heavy atom, hydrogens
+dropped, one block per ligand heavy atom, two global blocks -- the reference setting of
+``../shared/BENCHMARKS.md`` (69 ms/complex cold, 4.1 ms/complex cached).
+
+Usage: ``python benchmarks/preprocess.py [--repeats 3] [--output benchmarks/results/preprocess.json]``
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import geomol
+from geomol.data import complex_from_files, complex_from_structure, ligand_names, read_structure
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+REFERENCE_MS = {"cold": 69.0, "cached": 4.1}
+REFERENCE_SIZE = {"blocks": 100.4, "atoms": 590}
+
+
+def plb_complexes(root: Path) -> list[tuple[Path, Path, int]]:
+    """(protein, sdf, ligand index) for every ligand of every PLB target."""
+    jobs = []
+    for target in sorted(p for p in root.iterdir() if (p / "01_protein/crd/protein.pdb").exists()):
+        protein, sdf = target / "01_protein/crd/protein.pdb", target / "02_ligands/ligands.sdf"
+        jobs += [(protein, sdf, i) for i in range(len(ligand_names(sdf)))]
+    return jobs
+
+
+def run_cold(jobs) -> tuple[list[float], list]:
+    times, graphs = [], []
+    for protein, sdf, index in jobs:
+        start = time.perf_counter()
+        graphs.append(complex_from_files(protein, sdf, ligand_index=index))
+        times.append(time.perf_counter() - start)
+    return times, graphs
+
+
+def run_cached(jobs) -> tuple[list[float], list]:
+    """Per-complex times; the one receptor parse of a target is spread over its ligands."""
+    times, graphs = [], []
+    receptor, receptor_path, parse_time, pending = None, None, 0.0, []
+    for protein, sdf, index in jobs + [(None, None, None)]:
+        if protein != receptor_path:
+            share = parse_time / max(len(pending), 1)
+            times += [t + share for t in pending]
+            pending = []
+            if protein is None:
+                break
+            start = time.perf_counter()
+            receptor, receptor_path = read_structure(protein), protein
+            parse_time = time.perf_counter() - start
+        start = time.perf_counter()
+        graphs.append(complex_from_structure(receptor, sdf, ligand_index=index))
+        pending.append(time.perf_counter() - start)
+    return times, graphs
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes over all complexes per pipeline")
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks/results/preprocess.json")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    jobs = plb_complexes(SHARED / "plb")
+    run_cached(jobs[:20])  # warm-up: imports, caches, first allocations
+
+    results = {}
+    for name, run in (("cold", run_cold), ("cached", run_cached)):
+        times, passes = [], []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            pass_times, graphs = run(jobs)
+            passes.append(time.perf_counter() - start)
+            times += pass_times
+        median_ms = statistics.median(times) * 1e3
+        results[name] = {
+            "median_ms_per_complex": round(median_ms, 3),
+            "mean_ms_per_complex": round(statistics.fmean(times) * 1e3, 3),
+            "complexes_per_second": round(len(jobs) / statistics.median(passes), 1),
+            "reference_ms_per_complex": REFERENCE_MS[name],
+            "speedup_vs_reference": round(REFERENCE_MS[name] / median_ms, 2),
+        }
+    sizes = {"blocks": statistics.fmean(g.num_blocks for g in graphs),
+             "atoms": statistics.fmean(g.num_atoms for g in graphs)}
+
+    print(f"{len(jobs)} PLB complexes, {args.repeats} passes, 1 torch thread, {cpu_model()}")
+    print(f"{'pipeline':<10}{'median ms':>11}{'mean ms':>10}{'complexes/s':>13}{'reference ms':>14}{'speed-up':>10}")
+    for name, r in results.items():
+        print(f"{name:<10}{r['median_ms_per_complex']:>11.2f}{r['mean_ms_per_complex']:>10.2f}"
+              f"{r['complexes_per_second']:>13.1f}{r['reference_ms_per_complex']:>14.1f}{r['speedup_vs_reference']:>9.1f}×")
+    print(f"mean size: {sizes['blocks']:.1f} blocks, {sizes['atoms']:.1f} atoms "
+          f"(reference {REFERENCE_SIZE['blocks']} blocks, {REFERENCE_SIZE['atoms']} atoms)")
+
+    record = {
+        "benchmark": "preprocess",
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": {"cpu": cpu_model(), "logical_cores": os.cpu_count(), "platform": platform.platform()},
+        "versions": {"geomol": geomol.__version__ if hasattr(geomol, "__version__") else "unknown",
+                     "python": platform.python_version(), "torch": torch.__version__,
+                     "biopython": __import__("Bio").__version__, "rdkit": __import__("rdkit").__version__},
+        "setup": {"complexes": len(jobs), "repeats": args.repeats, "torch_threads": 1, "pocket_cutoff_A": 10.0,
+                  "hydrogens": "dropped", "ligand_blocks": "one per heavy atom"},
+        "results": results,
+        "mean_graph_size": {k: round(v, 2) for k, v in sizes.items()},
+        "reference_mean_graph_size": REFERENCE_SIZE,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"written {args.output.relative_to(REPO) if args.output.is_relative_to(REPO) else args.output}")
+
+
+if __name__ == "__main__":
+    main()

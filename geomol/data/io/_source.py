@@ -1,0 +1,142 @@
+"""Reading input files safely: existence, gzip, emptiness, format, third-party errors and warnings.
+
+Every reader of :mod:`geomol.data.io` starts here, so that a missing, empty, truncated or
+unparseable file always ends as a :class:`~geomol.errors.GeomolError` naming the file, and the
+warnings of Biopython and RDKit reach the user as one counted :class:`StructureWarning` per file
+instead of one line per atom.
+"""
+from __future__ import annotations
+
+import gzip
+import logging
+import warnings
+import zlib
+from contextlib import contextmanager
+from os import PathLike
+from pathlib import Path
+from typing import Iterator
+
+from rdkit import rdBase
+
+from geomol.errors import GeomolError, StructureReadError
+
+__all__ = ["StructureWarning", "read_text", "detect_format", "third_party_errors", "rdkit_messages",
+           "warn_counted", "FORMATS"]
+
+FORMATS = ("pdb", "cif", "sdf", "mol2")
+_SUFFIX_FORMAT = {".pdb": "pdb", ".ent": "pdb", ".pdb1": "pdb", ".cif": "cif", ".mmcif": "cif",
+                  ".sdf": "sdf", ".sd": "sdf", ".mol": "sdf", ".mol2": "mol2"}
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class StructureWarning(UserWarning):
+    """Input was repaired or partly skipped while reading (the message says what and how often)."""
+
+
+def read_text(path: str | PathLike) -> str:
+    """The text of a (possibly gzip-compressed) file.
+
+    Decoded as Latin-1 so that every byte stays one character: fixed-column formats keep their
+    columns even when a file holds stray non-ASCII bytes.
+
+    Raises:
+        StructureReadError: the file is missing, not a regular file, unreadable, a corrupt or
+            truncated gzip stream, or empty (only whitespace).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise StructureReadError("file not found", source=path)
+    if not p.is_file():
+        raise StructureReadError("not a regular file", source=path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise StructureReadError(f"cannot read file ({exc.strerror or exc})", source=path) from exc
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise StructureReadError(f"corrupt or truncated gzip data ({exc})", source=path) from exc
+    if not data.strip():
+        raise StructureReadError("file is empty", source=path)
+    return data.decode("latin-1")
+
+
+def detect_format(path: str | PathLike, text: str | None = None) -> str:
+    """One of :data:`FORMATS`, from the file suffix (``.gz`` ignored), else from the content.
+
+    Raises:
+        StructureReadError: neither the suffix nor the content says which format it is.
+    """
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    if suffixes and suffixes[-1] in _SUFFIX_FORMAT:
+        return _SUFFIX_FORMAT[suffixes[-1]]
+    text = read_text(path) if text is None else text
+    head = text[:200_000]
+    if "@<TRIPOS>MOLECULE" in head:
+        return "mol2"
+    if "\n$$$$" in head or "M  END" in head:
+        return "sdf"
+    if head.lstrip().startswith("data_") and "_atom_site." in head:
+        return "cif"
+    if "\nATOM  " in head or "\nHETATM" in head or head.startswith(("ATOM  ", "HETATM")):
+        return "pdb"
+    raise StructureReadError("unknown file format (expected PDB, mmCIF, SDF or MOL2)", source=path)
+
+
+@contextmanager
+def third_party_errors(source: str | PathLike, what: str, record: str | int | None = None) -> Iterator[None]:
+    """Turn any exception of a third-party parser into a :class:`StructureReadError`.
+
+    Our own :class:`GeomolError` passes unchanged; anything else raised inside (Biopython's
+    ``PDBConstructionException``, a ``ValueError`` from a number column, RDKit's runtime errors)
+    means that the file could not be read, and is reported as such with the parser's message.
+    """
+    try:
+        yield
+    except GeomolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - translating foreign errors is the point
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StructureReadError(f"cannot parse {what}: {message}", source=source, record=record) from exc
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage().split("] ", 1)[-1].strip())
+
+
+@contextmanager
+def rdkit_messages() -> Iterator[list[str]]:
+    """Capture RDKit's log messages (instead of printing them) and yield the list they fill.
+
+    RDKit is switched once to logging through Python's ``rdkit`` logger (its messages still
+    reach stderr outside this context); inside, they are collected so that a reader can quote
+    RDKit's reason in its own error or warning.
+    """
+    rdBase.LogToPythonLogger()
+    logger = logging.getLogger("rdkit")
+    handler = _Collect()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def warn_counted(source: str | PathLike, what: str, count: int, example: str | None = None,
+                 stacklevel: int = 3) -> None:
+    """Emit one :class:`StructureWarning` for ``count`` occurrences of one problem in a file."""
+    if count <= 0:
+        return
+    detail = f" (e.g. {example})" if example else ""
+    warnings.warn(f"{source}: {count} × {what}{detail}", StructureWarning, stacklevel=stacklevel)
