@@ -15,6 +15,7 @@ from torch_geometric.data import Batch
 
 from geomol.data import (
     BlockGraph,
+    StructureWarning,
     complex_from_files,
     complex_from_structure,
     ligand_blocks,
@@ -36,9 +37,11 @@ def _targets() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def plb():
-    """target name → (protein path, Structure, ligand molecules)."""
-    return {t.name: (t / "01_protein/crd/protein.pdb", read_structure(t / "01_protein/crd/protein.pdb"),
-                     read_ligands(t / "02_ligands/ligands.sdf")) for t in _targets()}
+    """target name → (protein path, Structure, ligand molecules); these clean files warn about nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StructureWarning)
+        return {t.name: (t / "01_protein/crd/protein.pdb", read_structure(t / "01_protein/crd/protein.pdb"),
+                         read_ligands(t / "02_ligands/ligands.sdf")) for t in _targets()}
 
 
 def _mda_heavy_atoms(path: Path):

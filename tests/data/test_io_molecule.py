@@ -1,4 +1,6 @@
 """SDF / MOL2 reading with RDKit, the sanitisation fallback, and ligand blocks (per atom or fragments)."""
+import gzip
+
 import numpy as np
 import pytest
 from rdkit import Chem
@@ -39,6 +41,13 @@ def test_names_properties_and_selection(cdk2_sdf):
     assert "r_i_docking_score" in props and "_geomol_source" not in props
     assert read_ligand(cdk2_sdf, -1).GetProp("_Name") == names[-1]
     assert [m.GetProp("_Name") for m in read_ligands(cdk2_sdf)] == names
+
+
+def test_gzip_sdf(tmp_path, cdk2_sdf):
+    packed = tmp_path / "ligands.sdf.gz"
+    packed.write_bytes(gzip.compress(cdk2_sdf.read_bytes()))
+    assert ligand_names(packed) == ligand_names(cdk2_sdf)
+    assert Chem.MolToSmiles(read_ligand(packed, 3)) == Chem.MolToSmiles(read_ligand(cdk2_sdf, 3))
 
 
 def test_missing_molecule(cdk2_sdf):

@@ -1,6 +1,6 @@
 """PDB / mmCIF reading: altlocs, insertion codes, waters, hydrogens, modified and unknown residues."""
+import bz2
 import gzip
-import shutil
 import warnings
 
 import numpy as np
@@ -109,17 +109,17 @@ def test_unknown_element_x_is_kept_and_counted(tmp_path):
     assert structure.elements == ["C", "X"] and structure.blocks()[-1].symbol == "x"
 
 
-def test_gzip_copy_reads_the_same(tmp_path):
+def test_compressed_copies_read_the_same(tmp_path):
     source = shared_path("plb", "ptp1b", "01_protein", "crd", "protein.pdb")
-    packed = tmp_path / "protein.pdb.gz"
-    with open(source, "rb") as raw, gzip.open(packed, "wb") as out:
-        shutil.copyfileobj(raw, out)
-    plain, zipped = read_structure(source), read_structure(packed)
-    assert plain.resnames == zipped.resnames and plain.names == zipped.names
-    np.testing.assert_array_equal(plain.coords, zipped.coords)
-    unnamed = tmp_path / "receptor_without_suffix"
-    unnamed.write_bytes(packed.read_bytes())
-    assert detect_format(unnamed) == "pdb" and read_structure(unnamed).num_atoms == plain.num_atoms
+    plain = read_structure(source)
+    for name, compress in (("protein.pdb.gz", gzip.compress), ("protein.pdb.bz2", bz2.compress),
+                           ("receptor_without_suffix", gzip.compress)):
+        copy = tmp_path / name
+        copy.write_bytes(compress(source.read_bytes()))
+        packed = read_structure(copy)
+        assert plain.resnames == packed.resnames and plain.names == packed.names
+        np.testing.assert_array_equal(plain.coords, packed.coords)
+    assert detect_format(tmp_path / "receptor_without_suffix") == "pdb"
 
 
 @pytest.mark.parametrize("code", ["1BD2", "3PWP"])
@@ -133,6 +133,19 @@ def test_mmcif_and_pdb_give_the_same_blocks(code):
         assert (a.symbol, a.label, a.elements, a.positions, a.atom_names) == \
                (b.symbol, b.label, b.elements, b.positions, b.atom_names)
         np.testing.assert_allclose(a.coords, b.coords, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["1YJP.cif", "1YJP_invalid.cif.gz", "5PTI.cif.gz", "7ETN.cif.gz", "custom.cif.gz",
+                                  "multimodel_warning.cif.gz"])
+def test_mmcif_samples(name):
+    from MDAnalysisTests.datafiles import MMCIF
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        structure = read_structure(f"{MMCIF}/{name}")
+    assert structure.num_atoms > 0 and len(structure.blocks()) > 0
+    unknown = structure.elements.count("X")
+    assert unknown == sum("unknown element" in str(w.message) for w in caught)  # each one counted, once
 
 
 def test_rna_with_magnesium_and_free_base():

@@ -7,8 +7,10 @@ instead of one line per atom.
 """
 from __future__ import annotations
 
+import bz2
 import gzip
 import logging
+import re
 import warnings
 import zlib
 from contextlib import contextmanager
@@ -21,12 +23,13 @@ from rdkit import rdBase
 from geomol.errors import GeomolError, StructureReadError
 
 __all__ = ["StructureWarning", "read_text", "detect_format", "third_party_errors", "rdkit_messages",
-           "warn_counted", "FORMATS"]
+           "rdkit_reason", "warn_counted", "FORMATS"]
 
 FORMATS = ("pdb", "cif", "sdf", "mol2")
 _SUFFIX_FORMAT = {".pdb": "pdb", ".ent": "pdb", ".pdb1": "pdb", ".cif": "cif", ".mmcif": "cif",
                   ".sdf": "sdf", ".sd": "sdf", ".mol": "sdf", ".mol2": "mol2"}
-_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_MAGIC = re.compile(rb"\x1f\x8b")
+_BZIP2_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")  # header + block magic: an SDF title 'BZh...' is not bzip2
 
 
 class StructureWarning(UserWarning):
@@ -34,14 +37,14 @@ class StructureWarning(UserWarning):
 
 
 def read_text(path: str | PathLike) -> str:
-    """The text of a (possibly gzip-compressed) file.
+    """The text of a file, possibly gzip- or bzip2-compressed (recognised by content, not name).
 
     Decoded as Latin-1 so that every byte stays one character: fixed-column formats keep their
     columns even when a file holds stray non-ASCII bytes.
 
     Raises:
         StructureReadError: the file is missing, not a regular file, unreadable, a corrupt or
-            truncated gzip stream, or empty (only whitespace).
+            truncated compressed stream, or empty (only whitespace).
     """
     p = Path(path)
     if not p.exists():
@@ -52,11 +55,12 @@ def read_text(path: str | PathLike) -> str:
         data = p.read_bytes()
     except OSError as exc:
         raise StructureReadError(f"cannot read file ({exc.strerror or exc})", source=path) from exc
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise StructureReadError(f"corrupt or truncated gzip data ({exc})", source=path) from exc
+    for magic, kind, decompress in ((_GZIP_MAGIC, "gzip", gzip.decompress), (_BZIP2_MAGIC, "bzip2", bz2.decompress)):
+        if magic.match(data):
+            try:
+                data = decompress(data)
+            except (OSError, EOFError, ValueError, zlib.error) as exc:
+                raise StructureReadError(f"corrupt or truncated {kind} data ({exc})", source=path) from exc
     if not data.strip():
         raise StructureReadError("file is empty", source=path)
     return data.decode("latin-1")
@@ -69,7 +73,7 @@ def detect_format(path: str | PathLike, text: str | None = None) -> str:
         StructureReadError: neither the suffix nor the content says which format it is.
     """
     suffixes = [s.lower() for s in Path(path).suffixes]
-    if suffixes and suffixes[-1] == ".gz":
+    if suffixes and suffixes[-1] in (".gz", ".bz2"):
         suffixes.pop()
     if suffixes and suffixes[-1] in _SUFFIX_FORMAT:
         return _SUFFIX_FORMAT[suffixes[-1]]
@@ -117,20 +121,34 @@ def rdkit_messages() -> Iterator[list[str]]:
     """Capture RDKit's log messages (instead of printing them) and yield the list they fill.
 
     RDKit is switched once to logging through Python's ``rdkit`` logger (its messages still
-    reach stderr outside this context); inside, they are collected so that a reader can quote
-    RDKit's reason in its own error or warning.
+    reach stderr outside this context); inside, the logger's handlers are replaced by one that
+    collects the lines, so that a reader can quote RDKit's reason in its own error or warning.
     """
     rdBase.LogToPythonLogger()
     logger = logging.getLogger("rdkit")
     handler = _Collect()
-    propagate = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
+    saved = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [handler], False
     try:
         yield handler.messages
     finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
+        logger.handlers, logger.propagate = saved
+
+
+_NOT_A_REASON = ("", "****", "Stacktrace:")
+
+
+def rdkit_reason(messages: list[str], default: str) -> str:
+    """The informative part of captured RDKit messages (an invariant's header and what failed)."""
+    lines = []
+    for line in messages:
+        if line.startswith(("Violation occurred", "----------")):
+            break
+        if line not in _NOT_A_REASON and not line.startswith("ERROR: moving to"):
+            lines.append(line.removeprefix("ERROR: "))
+    if not lines:
+        return default
+    return f"{lines[0]}: {lines[1]}" if lines[0].endswith("Violation") and len(lines) > 1 else lines[0]
 
 
 def warn_counted(source: str | PathLike, what: str, count: int, example: str | None = None,

@@ -1,4 +1,4 @@
-"""Small molecules from SDF and MOL2 files (multi-molecule, plain or gzip), parsed with RDKit.
+"""Small molecules from SDF and MOL2 files (multi-molecule, plain, gzip or bzip2), parsed with RDKit.
 
 Each record is parsed on its own, so one bad molecule names itself (file and record index) and
 does not hide the others. Molecules keep all their atoms (hydrogens included); what a graph
@@ -20,7 +20,14 @@ import warnings
 from os import PathLike
 from rdkit import Chem
 
-from geomol.data.io._source import StructureWarning, detect_format, rdkit_messages, read_text, third_party_errors
+from geomol.data.io._source import (
+    StructureWarning,
+    detect_format,
+    rdkit_messages,
+    rdkit_reason,
+    read_text,
+    third_party_errors,
+)
 from geomol.errors import LigandNotFoundError, StructureReadError
 
 __all__ = ["read_ligand", "read_ligands", "ligand_names", "molecule_source"]
@@ -94,9 +101,11 @@ def _parse_record(fmt: str, record: str, path, index: int, sanitize: bool) -> Ch
             mol = Chem.MolFromMolBlock(record, sanitize=False, removeHs=False, strictParsing=True)
         else:
             mol = Chem.MolFromMol2Block(record, sanitize=False, removeHs=False)
-    if mol is None or mol.GetNumAtoms() == 0:
-        reason = messages[-1] if messages else "no atoms"
-        raise StructureReadError(f"RDKit cannot read the molecule: {reason}", source=path, record=where)
+    if mol is None:
+        raise StructureReadError(f"RDKit cannot read the molecule: {rdkit_reason(messages, 'malformed or incomplete record')}",
+                                 source=path, record=where)
+    if mol.GetNumAtoms() == 0:
+        raise StructureReadError("molecule has no atoms", source=path, record=where)
     if mol.GetNumConformers() == 0:
         raise StructureReadError("molecule has no coordinates", source=path, record=where)
     if fmt == "sdf":
@@ -116,7 +125,7 @@ def _sanitized_or_raw(mol: Chem.Mol, path, where: str) -> Chem.Mol:
         failed = Chem.SanitizeMol(candidate, catchErrors=True)
     if failed == Chem.SanitizeFlags.SANITIZE_NONE:
         return candidate
-    reason = messages[-1] if messages else str(failed)
+    reason = rdkit_reason(messages, str(failed))
     warnings.warn(f"{path} [{where}]: RDKit sanitisation failed ({reason}); using the unsanitised molecule "
                   "(coordinates, elements and bonds as written)", StructureWarning, stacklevel=4)
     mol.UpdatePropertyCache(strict=False)

@@ -1,4 +1,4 @@
-"""Proteins and nucleic acids from PDB and mmCIF files (plain or gzip), parsed with Biopython.
+"""Proteins and nucleic acids from PDB and mmCIF files (plain, gzip or bzip2), parsed with Biopython.
 
 :func:`read_structure` returns a :class:`~geomol.data.io.structure.Structure`:
 
@@ -17,9 +17,11 @@ of unknown type (atom type ``'m'``, block type unknown) and counted in a
 the official vocabulary has a row for them.
 
 Speed: for PDB files only the coordinate records of the requested model are handed to Biopython,
-without waters and (by default) without hydrogens whose element column says so, and Python's
-garbage collector is paused while Biopython builds its objects (their parent/child reference
-cycles otherwise trigger repeated full collections that cost about half of the parse).
+without waters and (by default) without hydrogens whose element column says so. Python's garbage
+collector is paused while Biopython builds its objects (their parent/child reference cycles
+otherwise trigger repeated collections that cost about half of the parse), and the cycles are
+broken once the arrays are copied out, so the objects are freed at once instead of by a later
+collection.
 """
 from __future__ import annotations
 
@@ -64,12 +66,33 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _release(bio_model) -> None:
+    """Break the parent/child reference cycles of a Biopython structure.
+
+    Every atom, residue, chain and model points to its parent and back; dropped as they are,
+    the objects wait for a garbage collection that traverses all of them. Emptying the child
+    lists lets reference counting free them at once, so pausing the collector costs nothing later.
+    """
+    if bio_model is None:
+        return
+    top = bio_model.get_parent()
+    for model in top.child_list if top is not None else [bio_model]:
+        for chain in model.child_list:
+            for residue in chain.child_list:
+                for part in residue.disordered_get_list() if residue.is_disordered() == 2 else [residue]:
+                    part.child_list, part.child_dict = [], {}
+            chain.child_list, chain.child_dict = [], {}
+        model.child_list, model.child_dict, model.parent = [], {}, None
+    if top is not None:
+        top.child_list, top.child_dict = [], {}
+
+
 def read_structure(path: str | PathLike, *, keep_hydrogens: bool = False, model: int = 0,
                    format: str | None = None) -> Structure:
     """Read one model of a PDB or mmCIF file (optionally gzip-compressed).
 
     Args:
-        path: ``.pdb``/``.ent``/``.cif``/``.mmcif``, optionally ``.gz``; other names are sniffed.
+        path: ``.pdb``/``.ent``/``.cif``/``.mmcif``, optionally ``.gz``/``.bz2``; other names are sniffed.
         keep_hydrogens: keep hydrogen atoms (default: drop them, as the reference GET data does).
         model: index of the model to read (0 = first).
         format: ``'pdb'`` or ``'cif'`` to override detection.
@@ -89,7 +112,10 @@ def read_structure(path: str | PathLike, *, keep_hydrogens: bool = False, model:
                 bio_model, marked_unknown = _parse_pdb(text, path, model, keep_hydrogens)
             else:
                 bio_model, marked_unknown = _parse_cif(text, path, model), frozenset()
-            structure = _to_structure(bio_model, path, keep_hydrogens, marked_unknown)
+            try:
+                structure = _to_structure(bio_model, path, keep_hydrogens, marked_unknown)
+            finally:
+                _release(bio_model)
     _report(caught, path)
     if structure.num_atoms == 0:
         raise StructureReadError("no atoms left after removing waters"

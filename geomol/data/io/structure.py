@@ -119,14 +119,11 @@ class Structure:
     def select_residues(self, mask: np.ndarray) -> "Structure":
         """A new structure with the residues where ``mask`` ([R] bool) is True."""
         keep = np.flatnonzero(mask)
-        lengths = np.diff(self.residue_start)[keep]
-        atoms = np.concatenate([np.arange(self.residue_start[r], self.residue_start[r + 1]) for r in keep]) \
-            if len(keep) else np.zeros(0, dtype=np.int64)
-        pick = lambda values: [values[i] for i in keep]  # noqa: E731
+        atoms = np.flatnonzero(np.repeat(np.asarray(mask, dtype=bool), np.diff(self.residue_start)))
+        offsets = np.concatenate([[0], np.cumsum(np.diff(self.residue_start)[keep])])
+        per_residue = ([values[r] for r in keep] for values in (self.chains, self.numbers, self.icodes, self.resnames))
         return Structure(self.source, self.coords[atoms], [self.elements[i] for i in atoms],
-                         [self.names[i] for i in atoms], np.concatenate([[0], np.cumsum(lengths)]),
-                         pick(self.chains), pick(self.numbers), pick(self.icodes), pick(self.resnames),
-                         self.hydrogens_kept)
+                         [self.names[i] for i in atoms], offsets, *per_residue, hydrogens_kept=self.hydrogens_kept)
 
     # ------------------------------------------------------------------ blocks
     @cached_property
