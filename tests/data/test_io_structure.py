@@ -101,6 +101,17 @@ def test_non_element_raises_with_line(tmp_path):
         read_structure(_write(tmp_path, lines))
 
 
+def test_non_element_type_symbol_in_mmcif(tmp_path):
+    from MDAnalysisTests.datafiles import MMCIF
+
+    text = open(f"{MMCIF}/1YJP.cif").read()
+    assert "ATOM   2  C CA " in text
+    path = tmp_path / "bad.cif"
+    path.write_text(text.replace("ATOM   2  C CA ", "ATOM   2  QQ CA "))
+    with pytest.raises(UnknownElementError, match=r"bad.cif: element 'QQ' of atom 'CA'"):
+        read_structure(path)
+
+
 def test_unknown_element_x_is_kept_and_counted(tmp_path):
     lines = residue_lines(1, "ALA", "A", 1, [("CA", "C", (0, 0, 0))])
     lines += residue_lines(2, "UNX", "A", 2, [("UNK", "X", (1, 1, 1))], record="HETATM")

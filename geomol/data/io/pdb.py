@@ -9,12 +9,14 @@
 * waters removed; hydrogens (and deuterium, read as hydrogen) dropped unless ``keep_hydrogens``;
 * elements from the element column, inferred from the atom name when the column is blank.
 
-Elements: a non-blank element column that is not a chemical element raises
-:class:`~geomol.errors.UnknownElementError` with the line. The PDB's own marker for an atom of
-unknown element, ``X`` (and a blank column whose atom name gives no element), is *kept* as an atom
-of unknown type (atom type ``'m'``, block type unknown) and counted in a
-:class:`~geomol.data.io.StructureWarning`: such atoms exist in deposited structures (``UNX``) and
-the official vocabulary has a row for them.
+Elements: a non-blank element column (mmCIF: ``type_symbol``) that is not a chemical element
+raises :class:`~geomol.errors.UnknownElementError` naming the line (PDB) or the atom (mmCIF).
+The PDB's own marker for an atom of unknown element, ``X`` (and a blank column whose atom name
+gives no element), is *kept* as an atom of unknown type (atom type ``'m'``, block type unknown)
+and counted in a :class:`~geomol.data.io.StructureWarning`: such atoms exist in deposited
+structures (``UNX``) and the official vocabulary has a row for them. Blank element columns are
+filled for force-field ion residues (``POT`` = K, ``SOD`` = Na, ...) and for hydrogens of polymer
+residues (``H5''``, ``HD21``), whose names Biopython would misread.
 
 Speed: for PDB files only the coordinate records of the requested model are handed to Biopython,
 without waters and (by default) without hydrogens whose element column says so. Python's garbage
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import io
+import re
 import warnings
 from contextlib import contextmanager
 from os import PathLike
@@ -116,6 +119,7 @@ def read_structure(path: str | PathLike, *, keep_hydrogens: bool = False, model:
                 structure = _to_structure(bio_model, path, keep_hydrogens, marked_unknown)
             finally:
                 _release(bio_model)
+    _check_given_elements(caught, path)
     _report(caught, path)
     if structure.num_atoms == 0:
         raise StructureReadError("no atoms left after removing waters"
@@ -266,6 +270,22 @@ def _to_structure(bio_model, source, keep_hydrogens: bool, marked_unknown: set |
     xyz = np.asarray(coords, dtype=np.float64).reshape(-1, 3)
     return Structure(str(source), xyz, elements, names, np.asarray(starts), chains, numbers, icodes, resnames,
                      hydrogens_kept=keep_hydrogens)
+
+
+_GIVEN_ELEMENT = re.compile(r"element '?([^']*)'? for Atom \(name=(.*)\) with given element '([^']*)'")
+
+
+def _check_given_elements(caught: list[warnings.WarningMessage], source) -> None:
+    """Raise for an element field that is not an element (Biopython would silently guess one).
+
+    PDB element columns are checked line by line before parsing; this catches mmCIF
+    ``type_symbol`` values. Blank, ``?``, ``.`` (not given) and ``X`` (unknown) are allowed.
+    """
+    for w in caught:
+        match = _GIVEN_ELEMENT.search(str(w.message))
+        if match and match.group(3).strip() not in ("", "?", ".", _UNKNOWN_ELEMENT):
+            raise UnknownElementError(f"element {match.group(3)!r} of atom {match.group(2)!r} is not a chemical "
+                                      "element", source=source)
 
 
 def _report(caught: list[warnings.WarningMessage], source) -> None:
