@@ -25,6 +25,8 @@ SMALL_MOLECULE = "sm"
 
 
 class Fragmenter(Protocol):
+    """Anything that partitions a molecule's atoms into ``[(atom indices, block symbol), ...]``."""
+
     def fragment(self, mol: Chem.Mol) -> list[tuple[tuple[int, ...], str]]: ...
 
 
