@@ -1,0 +1,4 @@
+"""Models: GET (affinity, pair classification, embeddings); EGNO and baselines."""
+from geomol.models.get import GET, GETAffinity, GETModel, GETOutput, GETPairClassifier, load_official_state_dict
+
+__all__ = ["GET", "GETAffinity", "GETModel", "GETOutput", "GETPairClassifier", "load_official_state_dict"]

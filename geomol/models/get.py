@@ -1,0 +1,207 @@
+"""GET on BlockGraphs: embedding, coordinate normalisation, edges, encoder, read-outs and heads.
+
+Reproduces the official affinity / LEP wrappers (``specs/GET.md`` §11.3–11.5):
+
+1. atom features = atom-type + position-code + block-type embeddings;
+2. coordinates: centred on the segment-0 (receptor) global atom, divided by 10 (Å → Å/10);
+   each global atom moved to the mean of its segment's normalised atoms;
+3. edges (:func:`geomol.nn.block_edges.build_block_edges`, k = 9) with a 4-type embedding;
+4. the :class:`~geomol.models.get_core.GET` encoder;
+5. block_repr = normalize(Σ atom H), graph_repr = normalize(Σ block_repr);
+6. affinity: pK = −Σ_blocks energy_ffn(block_repr), over all blocks, globals included.
+
+Example::
+
+    from geomol.data import complex_from_files
+    from geomol.models.get import GETAffinity
+    model = GETAffinity().eval()
+    graph = complex_from_files("protein.pdb", "ligand.sdf")
+    pk = model(graph)                      # tensor [1]
+    pk = model([graph, other_graph])       # tensor [2]; a torch_geometric Batch works too
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.data import Batch
+
+from geomol.data.blocks import BlockGraph
+from geomol.data.vocab import ATOM_TYPES, POSITION_CODES, VOCAB
+from geomol.models.get_core import GET
+from geomol.models.get_official import load_official_state_dict
+from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
+from geomol.nn.scatter import scatter_mean, scatter_sum
+
+__all__ = ["GET", "GETModel", "GETAffinity", "GETPairClassifier", "GETOutput", "GETEmbedding",
+           "load_official_state_dict", "as_batch"]
+
+COORD_SCALE = 10.0  # Å per normalised unit (the official wrapper's fixed std)
+
+
+@dataclass
+class GETOutput:
+    """What the encoder gives for a batch of B complexes (N atoms, Nb blocks).
+
+    Attributes:
+        H: [N, d] atom features.
+        X: [N, 3] output atom coordinates in Å, in the input frame.
+        block_repr: [Nb, d] unit-norm block embeddings.
+        graph_repr: [B, d] unit-norm complex embeddings.
+        block_batch: [Nb] graph of each block.
+        edges: [2, E] block edges used (row 0 receives); edge_type: [E] in 0..3.
+    """
+
+    H: torch.Tensor
+    X: torch.Tensor
+    block_repr: torch.Tensor
+    graph_repr: torch.Tensor
+    block_batch: torch.Tensor
+    edges: torch.Tensor
+    edge_type: torch.Tensor
+
+
+def as_batch(graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> BlockGraph:
+    """A BlockGraph, a list of them or a PyG batch of them, as one batched graph."""
+    if isinstance(graphs, (list, tuple)):
+        return Batch.from_data_list(list(graphs))
+    return graphs
+
+
+class GETEmbedding(nn.Module):
+    """H⁰_a = atom_embedding[A_a] + position_embedding[pos_a] + block_embedding[B[block(a)]].
+
+    Shapes: A, atom_pos, block_id [N]; B [Nb] → [N, d]. Names as the official ``BlockEmbedding``.
+    """
+
+    def __init__(self, d_hidden: int, n_block_types: int, n_atom_types: int = len(ATOM_TYPES),
+                 n_positions: int = len(POSITION_CODES)):
+        super().__init__()
+        self.block_embedding = nn.Embedding(n_block_types, d_hidden)
+        self.atom_embedding = nn.Embedding(n_atom_types, d_hidden)
+        self.position_embedding = nn.Embedding(n_positions, d_hidden)
+
+    def forward(self, A, atom_pos, block_id, B):
+        return self.atom_embedding(A) + self.position_embedding(atom_pos) + self.block_embedding(B)[block_id]
+
+
+def _normalise(X, block_id, segment, is_global, block_batch, n_graphs):
+    """(Z [N, 1, 3] in Å/10 with global atoms re-placed, centre [B, 3] in Å)."""
+    atom_graph = block_batch[block_id]
+    atom_segment = segment[block_id]
+    atom_global = is_global[block_id]
+    # Centre on the segment-0 global atom; without one, on segment 0's atoms, else on all atoms.
+    priority = (atom_segment == 0).long() + (atom_global & (atom_segment == 0)).long()
+    best = torch.zeros(n_graphs, dtype=torch.long, device=X.device).scatter_reduce(0, atom_graph, priority, "amax")
+    anchor = priority == best[atom_graph]
+    centre = scatter_mean(X[anchor], atom_graph[anchor], n_graphs)
+    Z = (X - centre[atom_graph]) / COORD_SCALE
+    # Segment groups (graph, segment) are contiguous runs of blocks.
+    change = torch.ones_like(segment, dtype=torch.bool)
+    change[1:] = (segment[1:] != segment[:-1]) | (block_batch[1:] != block_batch[:-1])
+    atom_group = (torch.cumsum(change.long(), 0) - 1)[block_id]
+    n_groups = int(atom_group.max()) + 1
+    normal = ~atom_global
+    group_mean = scatter_mean(Z[normal], atom_group[normal], n_groups)
+    has_normal = torch.bincount(atom_group[normal], minlength=n_groups) > 0
+    replace = atom_global & has_normal[atom_group]
+    Z = torch.where(replace.unsqueeze(-1), group_mean[atom_group], Z)
+    return Z.unsqueeze(1), centre
+
+
+class GETModel(nn.Module):
+    """GET encoder on BlockGraphs, with the official wrapper's embeddings and energy read-out.
+
+    Defaults are the official LBA configuration (801,518 parameters with the 150-type vocabulary).
+
+    Args:
+        d_hidden, d_radial, n_rbf, cutoff, d_edge, n_layers, n_head, dropout, sparse_k: as in
+            :class:`~geomol.models.get_core.GET` (one coordinate channel).
+        k_neighbors: block KNN k for intra- and inter-segment edges.
+        n_block_types: rows of the block embedding (``len(vocab)``; fragments append rows).
+        z_requires_grad: see :class:`GET` (the official wrappers pass False).
+    """
+
+    def __init__(self, d_hidden: int = 64, d_radial: int = 32, n_rbf: int = 32, cutoff: float = 7.0,
+                 d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
+                 sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int = len(VOCAB),
+                 z_requires_grad: bool = False):
+        super().__init__()
+        self.k_neighbors = k_neighbors
+        self.embedding = GETEmbedding(d_hidden, n_block_types)
+        self.edge_embedding = nn.Embedding(NUM_EDGE_TYPES, d_edge)
+        self.encoder = GET(d_hidden, d_radial, 1, n_rbf, cutoff, d_edge, n_layers, n_head, dropout,
+                           z_requires_grad, sparse_k)
+        self.energy_ffn = nn.Sequential(nn.SiLU(), nn.Linear(d_hidden, d_hidden), nn.SiLU(),
+                                        nn.Linear(d_hidden, 1, bias=False))
+
+    def embed(self, graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> GETOutput:
+        """Encode a BlockGraph, a list of them, or a PyG batch of them."""
+        g = as_batch(graphs)
+        dtype = self.edge_embedding.weight.dtype
+        block_batch = g.block_batch
+        n_graphs = int(block_batch.max()) + 1
+        n_blocks = block_batch.numel()
+        is_global = g.is_global
+        Z, centre = _normalise(g.X.to(dtype), g.block_id, g.segment, is_global, block_batch, n_graphs)
+        edges, edge_type = build_block_edges(Z.detach(), g.block_id, block_batch, g.segment, is_global,
+                                             self.k_neighbors)
+        H = self.embedding(g.A, g.atom_pos, g.block_id, g.B)
+        H, Z = self.encoder(H, Z, g.block_id, block_batch, edges, self.edge_embedding(edge_type))
+        block_repr = F.normalize(scatter_sum(H, g.block_id, n_blocks), dim=-1)
+        graph_repr = F.normalize(scatter_sum(block_repr, block_batch, n_graphs), dim=-1)
+        X = Z[:, 0] * COORD_SCALE + centre[block_batch[g.block_id]]
+        return GETOutput(H, X, block_repr, graph_repr, block_batch, edges, edge_type)
+
+    def energy(self, out: GETOutput) -> torch.Tensor:
+        """[B] Σ over all blocks (globals included) of energy_ffn(block_repr)."""
+        per_block = self.energy_ffn(out.block_repr).squeeze(-1)
+        return scatter_sum(per_block, out.block_batch, out.graph_repr.size(0))
+
+    def forward(self, graphs) -> GETOutput:
+        return self.embed(graphs)
+
+
+class GETAffinity(GETModel):
+    """Binding-affinity predictor: pK = −energy (official ``AffinityPredictor``; LBA defaults).
+
+    ``forward(graphs)`` takes a BlockGraph, a list or a batch of them and returns the predicted
+    pK per complex, shape [B]. Trained with MSE against pK.
+    """
+
+    def forward(self, graphs) -> torch.Tensor:
+        return -self.energy(self.embed(graphs))
+
+    @staticmethod
+    def loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean squared error between predicted and measured pK (official training loss)."""
+        return F.mse_loss(pred, target.to(pred.dtype))
+
+
+class GETPairClassifier(GETModel):
+    """LEP head: is the second conformation of each pair the active one? (official
+    ``GraphPairClassifier``; defaults: the LEP configuration, hidden 128, radial 64).
+
+    ``forward(graphs)`` takes 2P graphs ordered (inactive, active) pair by pair and returns
+    logits [P, 2] of ``class_ffn([graph_repr_2p ‖ graph_repr_2p+1])``; class 1 = active.
+    The energy read-out exists (frozen) only so that official checkpoints load.
+    """
+
+    def __init__(self, d_hidden: int = 128, d_radial: int = 64, **kwargs):
+        super().__init__(d_hidden=d_hidden, d_radial=d_radial, **kwargs)
+        self.class_ffn = nn.Linear(2 * d_hidden, 2)
+        self.energy_ffn.requires_grad_(False)
+
+    def forward(self, graphs) -> torch.Tensor:
+        rep = self.embed(graphs).graph_repr
+        if rep.size(0) % 2:
+            raise ValueError(f"GETPairClassifier needs an even number of graphs (pairs), got {rep.size(0)}")
+        return self.class_ffn(torch.cat([rep[0::2], rep[1::2]], dim=1))
+
+    @staticmethod
+    def loss(logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy over pairs (label 1 = active)."""
+        return F.cross_entropy(logits, label.long())

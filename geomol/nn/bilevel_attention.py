@@ -1,0 +1,183 @@
+"""GET's bilevel attention layer (``specs/GET.md`` §3 and §5).
+
+Each atom i of a receiving block I attends, for every block edge e = (I, J), to its k nearest
+atoms j of J (the pairs of :mod:`geomol.nn.atom_pairs`):
+
+* atom level: α_ij = softmax over the pairs of group (i, e) of a logit s_ij computed by an MLP
+  on [query_i, key_j, RBF(|x_ij|), edge features] (no dot product, no 1/√d);
+* block level: β_e = softmax over the block edges entering I of a logit τ_e computed from the
+  mean pair representation of edge e;
+* H_i += W_out Σ_e β_e MLP_node(Σ_j α_ij m_ij) and Z_i += Σ_e Σ_heads β_e κ_ie Σ_j α_ij w_ij x_ij,
+  with x_ij = Z_i − Z_j, so coordinates move along inter-atomic vectors (E(3)-equivariant).
+
+Heads share all weights and differ by the slice of H, of the edge features and of the RBF
+(the basis functions are partitioned across heads) they see.
+
+Implementation. The first linear layer of each pair MLP is split by input blocks: the query,
+key and value parts are applied once per atom and the edge part once per edge, so only the RBF
+part is a matmul over pairs. The three pair MLPs (attention, message, coordinate message) run
+as one block-diagonal matmul on the concatenated [pairs, heads, 3·r/h] state, and the three
+scalar read-outs (atom logit, block logit, coordinate weight) as one more. By default the work
+runs in chunks of whole receiving blocks, recomputed in the backward pass
+(:mod:`geomol.nn.chunked`); ``chunked=False`` runs the same function on everything at once
+with plain autograd (the reference the chunked path is tested against).
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomol.nn.atom_pairs import AtomPairs, PairIndex
+from geomol.nn.chunked import Chunk, chunked_recompute
+from geomol.nn.mlp import mlp2
+from geomol.nn.radial import RadialBasis
+from geomol.nn.scatter import scatter_softmax, scatter_sum
+
+__all__ = ["BilevelAttention", "attend"]
+
+
+def _mlp2(x, w1, b1, w2, b2):
+    return F.silu(F.linear(F.silu(F.linear(x, w1, b1)), w2, b2))
+
+
+def _group_softmax(logits: torch.Tensor, index: PairIndex) -> torch.Tensor:
+    """α [p, h]: softmax of ``logits`` [p, h] within each group, on a padded [g, K, h] view."""
+    n_groups, width = index.group_atom.numel(), index.width
+    position = index.pair_group * width + index.pair_slot
+    padded = logits.new_full((n_groups * width, logits.size(1)), float("-inf")).index_put((position,), logits)
+    return torch.softmax(padded.view(n_groups, width, -1), dim=1).view(n_groups * width, -1)[position]
+
+
+def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
+           node_w1, node_b1, node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, *, rbf: RadialBasis,
+           n_head: int):
+    """Bilevel attention over the receiving blocks of ``index``.
+
+    Args:
+        index: local indices (p pairs, g groups, e edges, n receiving atoms).
+        x: [p, C, 3] pair vectors Z_i − Z_j.
+        sender_rows: [p, h, 3rh] key/value terms of each pair's sending atom.
+        q_rows: [n, h, rh] query terms (with the attention-MLP bias) of the receiving atoms.
+        edge_rows: [e, h, rh] edge-feature terms of the edges.
+        w_rbf [3rh, C·R/h], w2 [3rh, 3rh], b2 [3rh]: RBF part of the three first layers and the
+            block-diagonal second layers; w3 [2 + C, 3rh], b3 [2 + C]: atom logit, block logit,
+            coordinate weights; b_block: block-logit bias; node_* and coord_*: the two group MLPs.
+    Returns:
+        G [n, d] (before ``node_out_linear``) and ΔZ [n, C, 3].
+    """
+    h, (p, C) = n_head, x.shape[:2]
+    rh = w2.size(0) // 3
+    n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
+    radial = rbf(torch.linalg.vector_norm(x, dim=-1))  # [p, C, R]
+    radial = radial.view(p, C, h, -1).transpose(1, 2).reshape(p, h, -1)
+    hidden = torch.matmul(radial, w_rbf.T) + sender_rows
+    receiver = q_rows[index.group_atom] + edge_rows[index.group_edge]  # [g, h, rh]
+    hidden[..., :rh] += receiver[index.pair_group]
+    hidden = F.silu(F.linear(F.silu(hidden), w2, b2))
+    scalars = F.linear(hidden, w3, b3)  # [p, h, 2 + C]
+    alpha = _group_softmax(scalars[..., 0], index)
+
+    summed = scatter_sum(alpha.unsqueeze(-1) * hidden[..., rh:], index.pair_group, n_groups)  # [g, h, 2rh]
+    block_logit = scatter_sum(scalars[..., 1], index.group_edge[index.pair_group], n_edges)
+    block_logit = block_logit / index.edge_pairs.unsqueeze(1).to(x.dtype) + b_block
+    beta = scatter_softmax(block_logit, index.edge_block, index.n_blocks)[index.group_edge]  # [g, h]
+
+    update = _mlp2(summed[..., :rh].reshape(n_groups, -1), node_w1, node_b1, node_w2, node_b2)
+    G = scatter_sum((beta.unsqueeze(-1) * update.view(n_groups, h, -1)).view(n_groups, -1),
+                    index.group_atom, index.n_atoms)
+    kappa = _mlp2(summed[..., rh:].reshape(n_groups, -1), coord_w1, coord_b1, coord_w2, coord_b2)
+    group_coef = beta.unsqueeze(-1) * kappa.view(n_groups, h, C)
+    coef = (alpha.unsqueeze(-1) * scalars[..., 2:] * group_coef[index.pair_group]).sum(1)  # [p, C]
+    return G, scatter_sum(coef.unsqueeze(-1) * x, index.pair_atom, index.n_atoms)
+
+
+class BilevelAttention(nn.Module):
+    """One GET layer: atom-level and block-level attention with an equivariant coordinate update.
+
+    Args:
+        d_hidden: d, size of atom features H.
+        d_radial: r, size of the attention/message space (split into ``n_head`` chunks).
+        n_channel: C, coordinates per atom.
+        n_rbf: R, radial basis functions (split into ``n_head`` chunks).
+        cutoff: RBF cutoff, in the units of Z.
+        d_edge: size of edge features (0: no edge features).
+        n_head: h; r, R and d must be divisible by h.
+        chunked: process receiving blocks in chunks recomputed in backward (fast, low memory;
+            no second derivatives); False: plain autograd on everything at once.
+
+    Shapes (``forward``): H [N, d], Z [N, C, 3], pairs (P pairs, M groups, E edges),
+    edge_attr [E, d_edge] → (H [N, d], Z [N, C, 3]).
+
+    Submodule names and shapes follow the official ``GETLayer`` (``linear_qk`` rows 0, 2, 4, …
+    give queries, rows 1, 3, 5, … keys).
+    """
+
+    def __init__(self, d_hidden: int, d_radial: int, n_channel: int, n_rbf: int, cutoff: float = 7.0,
+                 d_edge: int = 0, n_head: int = 4, chunked: bool = True):
+        super().__init__()
+        if d_radial % n_head or n_rbf % n_head or d_hidden % n_head:
+            raise ValueError(f"d_hidden {d_hidden}, d_radial {d_radial} and n_rbf {n_rbf} must be divisible by n_head {n_head}")
+        self.n_head, self.n_channel, self.chunked = n_head, n_channel, chunked
+        self.rh, self.dh, self.rbf_h = d_radial // n_head, d_hidden // n_head, n_rbf // n_head
+        rh, crh = self.rh, n_channel * self.rbf_h
+        self.linear_qk = nn.Linear(self.dh, 2 * rh, bias=False)
+        self.linear_v = nn.Linear(self.dh, rh)
+        self.rbf = RadialBasis(n_rbf, cutoff)
+        self.att_mlp = mlp2(3 * rh + crh if d_edge else 2 * rh + crh, rh, rh)
+        self.unit_att_linear = nn.Linear(rh, 1)
+        self.block_att_linear = nn.Linear(rh, 1)
+        self.edge_linear = nn.Linear(d_edge, d_radial) if d_edge else None
+        self.node_mlp = mlp2(d_radial, d_hidden, d_hidden)
+        self.node_out_linear = nn.Linear(d_hidden, d_hidden)
+        self.coord_mlp = mlp2(d_radial, d_hidden, n_head * n_channel)
+        self.unit_msg_mlp = mlp2(rh + crh, rh, rh)
+        self.unit_msg_coord_mlp = mlp2(rh + crh, rh, rh)
+        self.unit_msg_coord_linear = nn.Linear(rh, n_channel)
+
+    def _atom_terms(self, H, edge_attr, n_edges):
+        """Query terms [N, h, rh], sender terms [N, h, 3rh] and edge terms [E, h, rh]."""
+        h, rh, crh = self.n_head, self.rh, self.n_channel * self.rbf_h
+        att, msg, cmsg = self.att_mlp[0], self.unit_msg_mlp[0], self.unit_msg_coord_mlp[0]
+        heads = H.view(H.size(0), h, self.dh)
+        qk = self.linear_qk(heads)
+        v = self.linear_v(heads)
+        query = F.linear(qk[..., 0::2], att.weight[:, :rh], att.bias)
+        sender = torch.cat([qk[..., 1::2] @ att.weight[:, rh:2 * rh].T, F.linear(v, msg.weight[:, :rh], msg.bias),
+                            F.linear(v, cmsg.weight[:, :rh], cmsg.bias)], -1)
+        if self.edge_linear is None:
+            return query, sender, H.new_zeros(n_edges, h, rh)
+        edge = self.edge_linear(edge_attr).view(n_edges, h, rh) @ att.weight[:, 2 * rh + crh:].T
+        return query, sender, edge
+
+    def _kernel_weights(self):
+        """The weights of :func:`attend`, assembled from the official-layout parameters."""
+        rh, crh, C = self.rh, self.n_channel * self.rbf_h, self.n_channel
+        att, msg, cmsg = self.att_mlp, self.unit_msg_mlp, self.unit_msg_coord_mlp
+        w_rbf = torch.cat([att[0].weight[:, 2 * rh:2 * rh + crh], msg[0].weight[:, rh:], cmsg[0].weight[:, rh:]])
+        w2 = torch.block_diag(att[2].weight, msg[2].weight, cmsg[2].weight)
+        b2 = torch.cat([att[2].bias, msg[2].bias, cmsg[2].bias])
+        logits = torch.cat([self.unit_att_linear.weight, self.block_att_linear.weight])
+        zeros = logits.new_zeros
+        w3 = torch.cat([torch.cat([logits, zeros(2, 2 * rh)], 1),
+                        torch.cat([zeros(C, 2 * rh), self.unit_msg_coord_linear.weight], 1)])
+        b3 = torch.cat([self.unit_att_linear.bias, zeros(1), self.unit_msg_coord_linear.bias])
+        node, coord = self.node_mlp, self.coord_mlp
+        return (w_rbf, w2, b2, w3, b3, self.block_att_linear.bias, node[0].weight, node[0].bias, node[2].weight,
+                node[2].bias, coord[0].weight, coord[0].bias, coord[2].weight, coord[2].bias)
+
+    def forward(self, H: torch.Tensor, Z: torch.Tensor, pairs: AtomPairs,
+                edge_attr: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        query, sender, edge = self._atom_terms(H, edge_attr, pairs.edge_pairs.numel())
+        x = Z[pairs.pair_atom] - Z[pairs.pair_neighbor]  # [P, C, 3]
+        fn = partial(attend, rbf=self.rbf, n_head=self.n_head)
+        weights = self._kernel_weights()
+        if self.chunked:
+            chunks = [Chunk(c.index, (c.pairs, c.neighbor, c.atoms, c.edge_ids) + (None,) * len(weights),
+                            (c.atoms, c.atoms)) for c in pairs.chunks]
+            G, dZ = chunked_recompute(fn, (x, sender, query, edge, *weights), chunks, (H.shape, Z.shape))
+        else:
+            G, dZ = fn(pairs.full_index(), x, sender[pairs.pair_neighbor], query, edge, *weights)
+        return H + self.node_out_linear(G), Z + dZ

@@ -1,0 +1,70 @@
+"""Equivariant feed-forward block of GET (``specs/GET.md`` §7).
+
+Each atom sees its features, the mean features of its block and an RBF of its distance to the
+block centroid; one MLP updates the features (residual), another gives a per-channel factor
+that scales the atom's offset from the block centroid: ``Z_a ← c_b + f_a · (Z_a − c_b)``.
+Scaling around the centroid keeps the update E(3)-equivariant.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from geomol.nn.radial import RadialBasis
+from geomol.nn.scatter import scatter_mean
+
+__all__ = ["EquivariantFFN", "FFN_CUTOFF"]
+
+FFN_CUTOFF = 7.0  # hard-coded upstream, whatever the model's cutoff (quirk Q7)
+
+
+def _mlp3(d_in: int, d_hidden: int, d_out: int, dropout: float) -> nn.Sequential:
+    """Linear → SiLU → Dropout → Linear → SiLU → Dropout → Linear → Dropout (keys 0, 3, 6)."""
+    return nn.Sequential(
+        nn.Linear(d_in, d_hidden), nn.SiLU(), nn.Dropout(dropout),
+        nn.Linear(d_hidden, d_hidden), nn.SiLU(), nn.Dropout(dropout),
+        nn.Linear(d_hidden, d_out), nn.Dropout(dropout))
+
+
+class EquivariantFFN(nn.Module):
+    """Feature MLP plus centroid-relative coordinate scaling.
+
+    Args:
+        d_in: feature size d (also the output size: the update is residual).
+        d_hidden: MLP width (4d in GET).
+        n_channel: C, coordinates per atom.
+        n_rbf: R, basis functions of the centroid distance (cutoff 7.0).
+        dropout: dropout probability inside both MLPs (train mode only).
+
+    Shapes (``forward``): H [N, d], Z [N, C, 3], block_id [N] → H [N, d], Z [N, C, 3].
+
+    Both MLPs read the same input [H_a ‖ mean_block(H) ‖ RBF(|Z_a − c_b|)], so their first layers
+    run as one matmul, and the block-mean part is computed once per block.
+    """
+
+    def __init__(self, d_in: int, d_hidden: int, n_channel: int, n_rbf: int, dropout: float = 0.1):
+        super().__init__()
+        d_input = 2 * d_in + n_channel * n_rbf
+        self.d_in = d_in
+        self.mlp_h = _mlp3(d_input, d_hidden, d_in, dropout)
+        self.mlp_z = _mlp3(d_input, d_hidden, n_channel, dropout)
+        self.rbf = RadialBasis(n_rbf, FFN_CUTOFF)
+
+    def _first_layer(self, H, block_mean, radial, block_id):
+        """Hidden pre-activations [N, 2·d_hidden] of both MLPs (h first, then z)."""
+        d = self.d_in
+        weight = torch.cat([self.mlp_h[0].weight, self.mlp_z[0].weight])  # [2·d_hidden, 2d + C·R]
+        bias = torch.cat([self.mlp_h[0].bias, self.mlp_z[0].bias])
+        per_block = block_mean @ weight[:, d:2 * d].T
+        return F.linear(torch.cat([H, radial], 1), torch.cat([weight[:, :d], weight[:, 2 * d:]], 1), bias) + per_block[block_id]
+
+    def forward(self, H: torch.Tensor, Z: torch.Tensor, block_id: torch.Tensor, n_blocks: int):
+        centroid = scatter_mean(Z, block_id, n_blocks)[block_id]
+        offset = Z - centroid
+        radial = self.rbf(torch.linalg.vector_norm(offset, dim=-1)).flatten(1)  # [N, C·R]
+        hidden = self._first_layer(H, scatter_mean(H, block_id, n_blocks), radial, block_id)
+        hidden_h, hidden_z = self.mlp_h[2](F.silu(hidden)).chunk(2, dim=1)
+        out_h = self.mlp_h[6:](self.mlp_h[3:6](hidden_h))
+        out_z = self.mlp_z[6:](self.mlp_z[3:6](hidden_z))
+        return H + out_h, centroid + out_z.unsqueeze(-1) * offset

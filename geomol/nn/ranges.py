@@ -1,0 +1,38 @@
+"""Small index helpers for ragged layouts (blocks of atoms, groups of pairs), vectorised."""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["expand_ranges", "segment_starts", "chunk_bounds"]
+
+
+def segment_starts(counts: torch.Tensor) -> torch.Tensor:
+    """[n] exclusive cumulative sum of ``counts`` [n]: where each segment starts."""
+    return torch.cumsum(counts, 0) - counts
+
+
+def expand_ranges(starts: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Enumerate the ranges ``[starts[i], starts[i] + counts[i])`` one after the other.
+
+    Returns ``(owner, value, local)``, each [Σ counts]: the range each entry belongs to, the
+    value ``starts[owner] + local`` and the position ``local`` inside its range.
+    """
+    owner = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
+    local = torch.arange(owner.numel(), device=counts.device) - segment_starts(counts)[owner]
+    return owner, starts[owner] + local, local
+
+
+def chunk_bounds(costs: torch.Tensor, budget: int) -> list[tuple[int, int]]:
+    """Split items with integer ``costs`` [n] into consecutive chunks of total cost ≲ ``budget``.
+
+    Greedy by running total: an item starts a new chunk when the cost before it crosses a
+    multiple of the budget, so a chunk exceeds the budget by at most one item, and an item
+    costlier than the budget gets a chunk of its own. Returns ``(begin, end)`` item ranges.
+    """
+    if costs.numel() == 0:
+        return []
+    before = torch.cumsum(costs, 0) - costs
+    _, counts = torch.unique_consecutive(torch.div(before, max(int(budget), 1), rounding_mode="floor"),
+                                         return_counts=True)
+    ends = torch.cumsum(counts, 0).tolist()
+    return list(zip([0] + ends[:-1], ends))

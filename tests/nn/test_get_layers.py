@@ -1,0 +1,128 @@
+"""GET building blocks: radial basis, chunked recomputation, attention, norm and FFN."""
+import math
+
+import pytest
+import torch
+
+from geomol.nn.atom_pairs import sparse_atom_pairs
+from geomol.nn.bilevel_attention import BilevelAttention
+from geomol.nn.chunked import Chunk, chunked_recompute
+from geomol.nn.equivariant_ffn import EquivariantFFN
+from geomol.nn.equivariant_norm import EquivariantLayerNorm, recover_scale
+from geomol.nn.radial import RadialBasis
+from geomol.testing import assert_equivariant
+
+
+def test_radial_basis_formula_and_cutoff():
+    rbf = RadialBasis(32, cutoff=7.0).double()
+    assert rbf.gamma == pytest.approx(-480.5000286, abs=1e-6)
+    d = torch.tensor([0.0, 1.3, 3.5, 6.99, 7.0, 9.0], dtype=torch.float64)
+    x = d / 7
+    env = 1 - 21 * x ** 5 + 35 * x ** 6 - 15 * x ** 7
+    mu = torch.linspace(0, 1, 32).double()  # float32 centres, as the official buffer
+    expected = env[:, None] * torch.exp(rbf.gamma * (x[:, None] - mu) ** 2)  # γ from the float32 spacing
+    expected[x >= 1] = 0
+    out = rbf(d)
+    assert out.shape == (6, 32)
+    assert torch.allclose(out, expected, atol=1e-34, rtol=1e-7)  # tails clamped at exp(-80)
+    with pytest.raises(ValueError):
+        RadialBasis(1, 7.0)
+
+
+def _toy(context, rows, gathered, shared):
+    return (torch.tanh(rows * context) @ shared + gathered.sin()).cumsum(0), rows.square().sum(1, keepdim=True)
+
+
+def test_chunked_recompute_gradients():
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.randn(10, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    table = torch.randn(6, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    shared = torch.randn(3, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    index = torch.tensor([0, 5, 5, 2, 1, 0, 3, 3, 4, 2])
+    spans = [(0, 4), (4, 5), (5, 10)]
+    chunks = [Chunk(1.5, ((a, b), index[a:b], None), ((a, b), (a, b))) for a, b in spans]
+
+    def chunked(r, t, s):
+        return chunked_recompute(_toy, (r, t, s), chunks, ((10, 4), (10, 1)))
+
+    def plain(r, t, s):
+        outs = [_toy(1.5, r[a:b], t[index[a:b]], s) for a, b in spans]
+        return torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs])
+
+    for got, want in zip(chunked(rows, table, shared), plain(rows, table, shared)):
+        assert torch.allclose(got, want)
+    assert torch.autograd.gradcheck(chunked, (rows, table, shared))
+
+
+def test_chunked_recompute_replays_dropout():
+    x = torch.randn(40, 8, dtype=torch.float64, requires_grad=True)
+    chunks = [Chunk(None, ((a, a + 10),), ((a, a + 10),)) for a in range(0, 40, 10)]
+    fn = lambda _, rows: (torch.nn.functional.dropout(rows, 0.5, training=True) * rows,)
+    (out,) = chunked_recompute(fn, (x,), chunks, ((40, 8),), preserve_rng=True)
+    out.sum().backward()
+    # d/dx of mask·x² /(1-p) is 2·x·mask/(1-p): zero exactly where the forward output is zero
+    assert torch.equal(x.grad == 0, out == 0)
+    assert torch.allclose(x.grad[out != 0], 2 * (out / x)[out != 0])
+
+
+def _small_complex(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    block_len = torch.tensor([1, 4, 3, 1, 5, 2])
+    block_id = torch.repeat_interleave(torch.arange(6), block_len)
+    batch_id = torch.tensor([0, 0, 0, 1, 1, 1])
+    Z = 1.2 * torch.randn(len(block_id), 2, 3, dtype=torch.float64, generator=gen)
+    H = torch.randn(len(block_id), 16, dtype=torch.float64, generator=gen)
+    edges = torch.tensor([[0, 0, 1, 1, 2, 2, 1, 3, 4, 4, 5, 5], [0, 1, 1, 2, 2, 0, 0, 4, 4, 5, 5, 3]])
+    edge_attr = torch.randn(edges.size(1), 8, dtype=torch.float64, generator=gen)
+    return H, Z, block_id, batch_id, edges, edge_attr
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_attention_is_equivariant(chunked):
+    H, Z, block_id, batch_id, edges, edge_attr = _small_complex()
+    layer = BilevelAttention(16, 8, 2, 8, cutoff=3.0, d_edge=8, n_head=2, chunked=chunked).double()
+
+    def fn(coords):
+        pairs = sparse_atom_pairs(coords, block_id, edges, k=2, chunk_pairs=6)
+        out_H, out_Z = layer(H, coords, pairs, edge_attr)
+        return [out_Z], [out_H]
+
+    assert_equivariant(fn, Z)
+    assert not torch.allclose(fn(Z)[0][0], Z)  # the layer moves atoms
+
+
+def test_norm_ffn_and_recovery_are_equivariant():
+    H, Z, block_id, batch_id, _, _ = _small_complex(1)
+    atom_graph = batch_id[block_id]
+    norm = EquivariantLayerNorm(16, 2, 8, cutoff=3.0).double()
+    ffn = EquivariantFFN(16, 32, 2, 8, dropout=0.0).double()
+
+    def fn(coords):
+        h, z, scale = norm(H, coords, atom_graph, 2)
+        h, z = ffn(h, z, block_id, 6)
+        return [z, recover_scale(z, atom_graph, scale, 2)], [h, scale]
+
+    assert_equivariant(fn, Z)
+
+
+def test_norm_spread_and_degenerate_graphs():
+    norm = EquivariantLayerNorm(4, 1, 4).double()
+    Z = torch.randn(7, 1, 3, dtype=torch.float64)
+    Z[5:] = 2.0  # graph 1: two coincident atoms
+    atom_graph = torch.tensor([0, 0, 0, 0, 0, 1, 1])
+    Z.requires_grad_()
+    H, out, scale = norm(torch.randn(7, 4, dtype=torch.float64), Z, atom_graph, 2)
+    pooled = (Z[:5] - Z[:5].mean(0)).flatten()
+    assert scale[0, 0, 0].item() == pytest.approx(1 / pooled.std().item(), rel=1e-12)
+    assert scale[1, 0, 0].item() == 1.0  # no spread: left unscaled instead of ∞
+    (H.sum() + out.sum()).backward()
+    assert torch.isfinite(H).all() and torch.isfinite(out).all() and torch.isfinite(Z.grad).all()
+
+
+def test_ffn_keeps_single_atom_blocks_in_place():
+    H, Z, block_id, _, _, _ = _small_complex(2)
+    ffn = EquivariantFFN(16, 32, 2, 8, dropout=0.1).double().train()
+    _, out = ffn(H, Z, block_id, 6)
+    single = torch.isin(block_id, torch.tensor([0, 3]))
+    assert torch.equal(out[single], Z[single]) and not torch.allclose(out[~single], Z[~single])
+    assert math.isfinite(out.sum().item())
