@@ -1,4 +1,14 @@
-"""Dynamic batching: batches formed by a budget of blocks, not by a fixed number of complexes.
+"""Batch samplers: deterministic per epoch, sharded over replicas, resumable mid-epoch.
+
+:class:`EpochBatchSampler` is the common machinery: the batches of epoch ``e`` depend only on
+``seed + e``; they are sharded over distributed replicas so that every rank gets the same number
+(a rank that would run out repeats batches from the start of the epoch's list, as
+``DistributedSampler`` pads indices); and :meth:`~EpochBatchSampler.state_dict` /
+:meth:`~EpochBatchSampler.load_state_dict` let a run stopped mid-epoch continue with exactly the
+batches it had not seen (used by :class:`geomol.data.loader.ResumableLoader`).
+
+Dynamic batching (:class:`DynamicBatchSampler`): batches formed by a budget of blocks, not by a
+fixed number of complexes.
 
 GET's cost grows with the number of blocks, so the reference training forms each batch by
 adding shuffled complexes while the total stays within 2000 blocks. :class:`DynamicBatchSampler`
@@ -21,7 +31,7 @@ from torch.utils.data import Sampler
 
 from geomol.errors import ConfigError
 
-__all__ = ["DynamicBatchSampler"]
+__all__ = ["EpochBatchSampler", "DynamicBatchSampler", "FixedBatchSampler"]
 
 
 def _distributed_defaults(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
@@ -36,12 +46,11 @@ def _distributed_defaults(num_replicas: int | None, rank: int | None) -> tuple[i
     return num_replicas, rank
 
 
-class DynamicBatchSampler(Sampler[list[int]]):
-    """Yield lists of dataset indices whose total size fits ``max_blocks``.
+class EpochBatchSampler(Sampler[list[int]]):
+    """Base class: subclasses implement :meth:`_epoch_batches` (all batches of ``self.epoch``).
 
     Args:
-        sizes: size of each item (blocks, global blocks included: ``ProcessedDataset.sizes``).
-        max_blocks: budget per batch (reference: 2000). An item above it gets a batch of its own.
+        num_items: dataset length.
         shuffle: reshuffle items each epoch (call :meth:`set_epoch`); otherwise keep index order.
         seed: base seed; the order of epoch ``e`` depends only on ``seed + e``.
         num_replicas, rank: distributed sharding (default: from ``torch.distributed`` if it is
@@ -49,11 +58,87 @@ class DynamicBatchSampler(Sampler[list[int]]):
         drop_last: with several replicas, drop the trailing batches that do not fill a round
             over all ranks instead of repeating batches to fill it.
 
+    Lightning calls ``set_epoch`` on ``batch_sampler.sampler``, which is the sampler itself.
+    """
+
+    def __init__(self, num_items: int, *, shuffle: bool = True, seed: int = 0, num_replicas: int | None = None,
+                 rank: int | None = None, drop_last: bool = False):
+        self.num_items = int(num_items)
+        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.num_replicas, self.rank = _distributed_defaults(num_replicas, rank)
+        self.epoch = 0
+        self.yielded = 0  # batches handed out in the current pass
+        self._resume: tuple[int, int] | None = None  # (epoch, batches to skip)
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    @property
+    def sampler(self) -> "EpochBatchSampler":
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the shuffle of ``epoch`` (call before iterating, on every rank)."""
+        self.epoch = int(epoch)
+
+    def _order(self) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.num_items))
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return torch.randperm(self.num_items, generator=generator).tolist()
+
+    def _epoch_batches(self) -> list[list[int]]:
+        raise NotImplementedError
+
+    def _all_batches(self) -> list[list[int]]:
+        """Every batch of the current epoch, before sharding (identical on every rank)."""
+        if self._cache is None or self._cache[0] != self.epoch:
+            self._cache = (self.epoch, self._epoch_batches())
+        return self._cache[1]
+
+    def _num_batches_per_rank(self, total: int) -> int:
+        if self.num_replicas == 1:
+            return total
+        if self.drop_last:
+            return total // self.num_replicas
+        return math.ceil(total / self.num_replicas)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._all_batches()
+        per_rank = self._num_batches_per_rank(len(batches))
+        needed = per_rank * self.num_replicas
+        if needed > len(batches) and batches:  # pad by repeating from the start (DistributedSampler rule)
+            batches = batches + (batches * math.ceil(needed / len(batches)))[: needed - len(batches)]
+        skip = 0
+        if self._resume is not None and self._resume[0] == self.epoch:
+            skip = self._resume[1]
+        self._resume = None
+        self.yielded = skip
+        for position in range(self.rank + skip * self.num_replicas, needed, self.num_replicas):
+            self.yielded += 1
+            yield list(batches[position])
+
+    def __len__(self) -> int:
+        return self._num_batches_per_rank(len(self._all_batches()))
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the current pass is: epoch and batches already handed out."""
+        return {"epoch": self.epoch, "batches": self.yielded}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Make the next pass over epoch ``state['epoch']`` skip the batches already seen."""
+        self._resume = (int(state["epoch"]), int(state["batches"]))
+
+
+class DynamicBatchSampler(EpochBatchSampler):
+    """Yield lists of dataset indices whose total size fits ``max_blocks``.
+
+    Args:
+        sizes: size of each item (blocks, global blocks included: ``ProcessedDataset.sizes``).
+        max_blocks: budget per batch (reference: 2000). An item above it gets a batch of its own.
+        shuffle, seed, num_replicas, rank, drop_last: see :class:`EpochBatchSampler`.
+
     Example:
         >>> sampler = DynamicBatchSampler([120, 80, 300], max_blocks=400, seed=12)
-        >>> loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=Batch.from_data_list)
-        >>> for epoch in range(10):
-        ...     sampler.set_epoch(epoch)
+        >>> loader = ResumableLoader(dataset, batch_sampler=sampler)
     """
 
     def __init__(self, sizes: Sequence[int], max_blocks: int = 2000, *, shuffle: bool = True, seed: int = 0,
@@ -63,31 +148,16 @@ class DynamicBatchSampler(Sampler[list[int]]):
         self.sizes = torch.as_tensor(list(sizes), dtype=torch.long)
         if self.sizes.numel() and int(self.sizes.min()) < 0:
             raise ConfigError("item sizes must be non-negative")
+        super().__init__(len(self.sizes), shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank,
+                         drop_last=drop_last)
         self.max_blocks = int(max_blocks)
-        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
-        self.num_replicas, self.rank = _distributed_defaults(num_replicas, rank)
-        self.epoch = 0
         self.oversized: list[int] = torch.nonzero(self.sizes > self.max_blocks).flatten().tolist()
         if self.oversized:
             warnings.warn(
                 f"{len(self.oversized)} item(s) exceed the budget of {self.max_blocks} blocks "
                 f"(largest {int(self.sizes.max())}); each gets a batch of its own", RuntimeWarning, stacklevel=2)
-        self._cache: tuple[int, list[list[int]]] | None = None
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the shuffle of ``epoch`` (call before iterating, on every rank)."""
-        self.epoch = int(epoch)
-
-    def _order(self) -> list[int]:
-        if not self.shuffle:
-            return list(range(len(self.sizes)))
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return torch.randperm(len(self.sizes), generator=generator).tolist()
-
-    def _all_batches(self) -> list[list[int]]:
-        """Every batch of the current epoch, before sharding (identical on every rank)."""
-        if self._cache is not None and self._cache[0] == self.epoch:
-            return self._cache[1]
+    def _epoch_batches(self) -> list[list[int]]:
         sizes = self.sizes.tolist()
         batches: list[list[int]] = []
         current: list[int] = []
@@ -104,24 +174,23 @@ class DynamicBatchSampler(Sampler[list[int]]):
             total += size
         if current:
             batches.append(current)
-        self._cache = (self.epoch, batches)
         return batches
 
-    def _num_batches_per_rank(self, total: int) -> int:
-        if self.num_replicas == 1:
-            return total
-        if self.drop_last:
-            return total // self.num_replicas
-        return math.ceil(total / self.num_replicas)
 
-    def __iter__(self) -> Iterator[list[int]]:
-        batches = self._all_batches()
-        per_rank = self._num_batches_per_rank(len(batches))
-        needed = per_rank * self.num_replicas
-        if needed > len(batches) and batches:  # pad by repeating from the start (DistributedSampler rule)
-            batches = batches + (batches * math.ceil(needed / len(batches)))[: needed - len(batches)]
-        for position in range(self.rank, needed, self.num_replicas):
-            yield list(batches[position])
+class FixedBatchSampler(EpochBatchSampler):
+    """Batches of ``batch_size`` items (the last one smaller unless ``drop_incomplete``).
 
-    def __len__(self) -> int:
-        return self._num_batches_per_rank(len(self._all_batches()))
+    ``drop_incomplete`` drops the last, smaller batch of the epoch (the reference trajectory
+    trainers use ``drop_last=True`` for training); see :class:`EpochBatchSampler` for the rest.
+    """
+
+    def __init__(self, num_items: int, batch_size: int, *, drop_incomplete: bool = False, **kwargs):
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be positive, got {batch_size}")
+        super().__init__(num_items, **kwargs)
+        self.batch_size, self.drop_incomplete = int(batch_size), drop_incomplete
+
+    def _epoch_batches(self) -> list[list[int]]:
+        order = self._order()
+        stop = len(order) - len(order) % self.batch_size if self.drop_incomplete else len(order)
+        return [order[i:i + self.batch_size] for i in range(0, stop, self.batch_size)]

@@ -80,3 +80,49 @@ def test_invalid_arguments():
     with pytest.raises(ConfigError):
         DynamicBatchSampler(SIZES, num_replicas=2, rank=2)
     assert list(DynamicBatchSampler([], max_blocks=10)) == []
+
+
+def test_fixed_batches_cover_items_and_drop_incomplete():
+    from geomol.data.sampler import FixedBatchSampler
+    s = FixedBatchSampler(23, 5, seed=3)
+    batches = list(s)
+    assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
+    assert sorted(i for b in batches for i in b) == list(range(23))
+    assert [len(b) for b in FixedBatchSampler(23, 5, drop_incomplete=True)] == [5] * 4
+    assert s.sampler is s  # Lightning calls batch_sampler.sampler.set_epoch
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_resume_mid_epoch_yields_exactly_the_unseen_batches(replicas):
+    full = DynamicBatchSampler(SIZES, max_blocks=900, seed=2, num_replicas=replicas, rank=replicas - 1)
+    full.set_epoch(3)
+    expected = list(full)
+    interrupted = DynamicBatchSampler(SIZES, max_blocks=900, seed=2, num_replicas=replicas, rank=replicas - 1)
+    interrupted.set_epoch(3)
+    seen = []
+    for batch in interrupted:
+        seen.append(batch)
+        if len(seen) == 4:
+            break
+    state = interrupted.state_dict()
+    assert state == {"epoch": 3, "batches": 4}
+    resumed = DynamicBatchSampler(SIZES, max_blocks=900, seed=2, num_replicas=replicas, rank=replicas - 1)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(3)
+    rest = list(resumed)
+    assert seen + rest == expected
+    assert resumed.state_dict()["batches"] == len(expected)
+    resumed.set_epoch(4)
+    assert len(list(resumed)) == len(resumed)  # the skip applies to one pass only
+
+
+def test_resumable_loader_state_round_trip():
+    from geomol.data.loader import ResumableLoader
+    from geomol.data.sampler import FixedBatchSampler
+    data = list(range(10))
+    loader = ResumableLoader(data, FixedBatchSampler(10, 3, seed=1), collate_fn=list)
+    it = iter(loader)
+    first = [next(it), next(it)]
+    again = ResumableLoader(data, FixedBatchSampler(10, 3, seed=1), collate_fn=list)
+    again.load_state_dict(loader.state_dict())
+    assert first + list(again) == list(ResumableLoader(data, FixedBatchSampler(10, 3, seed=1), collate_fn=list))
