@@ -333,9 +333,9 @@ class FragmentVocab:
                     advance()
         return cls(merges, counts, min_frequency, max_atoms)
 
-    def save(self, path: str | PathLike) -> None:
-        """Write the vocabulary as human-readable JSON (atomically: a crash leaves no half file)."""
-        data = {
+    def to_dict(self) -> dict:
+        """JSON-ready contents (strings and ints only: safe inside a ``weights_only`` checkpoint)."""
+        return {
             "format": _FORMAT,
             "version": _VERSION,
             "min_frequency": self.min_frequency,
@@ -343,9 +343,31 @@ class FragmentVocab:
             "num_fragments": len(self),
             "merges": [{"smiles": s, "count": c} for s, c in zip(self.merges, self.counts or [None] * len(self.merges))],
         }
+
+    @classmethod
+    def from_dict(cls, data, source: str | PathLike | None = "FragmentVocab") -> "FragmentVocab":
+        """Inverse of :meth:`to_dict`; :class:`DatasetError` (naming ``source``) on malformed data."""
+        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+            raise DatasetError(f"not a fragment vocabulary (expected \"format\": \"{_FORMAT}\")", source)
+        if data.get("version") != _VERSION:
+            raise DatasetError(f"unsupported fragment vocabulary version {data.get('version')!r}", source)
+        merges = data.get("merges")
+        if not isinstance(merges, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("smiles"), str) and m["smiles"] for m in merges):
+            raise DatasetError("\"merges\" must be a list of {\"smiles\": non-empty string, \"count\": int}", source)
+        counts = [m.get("count") for m in merges]
+        if not all(isinstance(c, int) for c in counts):
+            counts = []
+        try:
+            return cls([m["smiles"] for m in merges], counts, data.get("min_frequency"), data.get("max_atoms"))
+        except ConfigError as exc:
+            raise DatasetError(exc.reason, source) from None
+
+    def save(self, path: str | PathLike) -> None:
+        """Write the vocabulary as human-readable JSON (atomically: a crash leaves no half file)."""
         tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1)
+            json.dump(self.to_dict(), handle, indent=1)
             handle.write("\n")
         os.replace(tmp, path)
 
@@ -359,21 +381,7 @@ class FragmentVocab:
             raise DatasetError("fragment vocabulary file not found", path) from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise DatasetError(f"cannot read fragment vocabulary: {exc}", path) from None
-        if not isinstance(data, dict) or data.get("format") != _FORMAT:
-            raise DatasetError(f"not a fragment vocabulary (expected \"format\": \"{_FORMAT}\")", path)
-        if data.get("version") != _VERSION:
-            raise DatasetError(f"unsupported fragment vocabulary version {data.get('version')!r}", path)
-        merges = data.get("merges")
-        if not isinstance(merges, list) or not all(
-                isinstance(m, dict) and isinstance(m.get("smiles"), str) and m["smiles"] for m in merges):
-            raise DatasetError("\"merges\" must be a list of {\"smiles\": non-empty string, \"count\": int}", path)
-        counts = [m.get("count") for m in merges]
-        if not all(isinstance(c, int) for c in counts):
-            counts = []
-        try:
-            return cls([m["smiles"] for m in merges], counts, data.get("min_frequency"), data.get("max_atoms"))
-        except ConfigError as exc:
-            raise DatasetError(exc.reason, path) from None
+        return cls.from_dict(data, path)
 
 
 class _PairCounter:

@@ -57,14 +57,17 @@ class EpochBatchSampler(Sampler[list[int]]):
             initialised, else a single replica). Every rank yields the same number of batches.
         drop_last: with several replicas, drop the trailing batches that do not fill a round
             over all ranks instead of repeating batches to fill it.
+        pad: with several replicas and ``drop_last=False``, repeat batches so that every rank
+            gets the same number (training); ``False`` gives every batch exactly once, the
+            last ranks possibly one batch fewer (evaluation, where duplicates would bias metrics).
 
     Lightning calls ``set_epoch`` on ``batch_sampler.sampler``, which is the sampler itself.
     """
 
     def __init__(self, num_items: int, *, shuffle: bool = True, seed: int = 0, num_replicas: int | None = None,
-                 rank: int | None = None, drop_last: bool = False):
+                 rank: int | None = None, drop_last: bool = False, pad: bool = True):
         self.num_items = int(num_items)
-        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.shuffle, self.seed, self.drop_last, self.pad = shuffle, int(seed), drop_last, pad
         self.num_replicas, self.rank = _distributed_defaults(num_replicas, rank)
         self.epoch = 0
         self.yielded = 0  # batches handed out in the current pass
@@ -97,6 +100,8 @@ class EpochBatchSampler(Sampler[list[int]]):
     def _num_batches_per_rank(self, total: int) -> int:
         if self.num_replicas == 1:
             return total
+        if not self.pad and not self.drop_last:
+            return len(range(self.rank, total, self.num_replicas))
         if self.drop_last:
             return total // self.num_replicas
         return math.ceil(total / self.num_replicas)
@@ -104,7 +109,7 @@ class EpochBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         batches = self._all_batches()
         per_rank = self._num_batches_per_rank(len(batches))
-        needed = per_rank * self.num_replicas
+        needed = per_rank * self.num_replicas if self.pad or self.drop_last else len(batches)
         if needed > len(batches) and batches:  # pad by repeating from the start (DistributedSampler rule)
             batches = batches + (batches * math.ceil(needed / len(batches)))[: needed - len(batches)]
         skip = 0
@@ -142,14 +147,15 @@ class DynamicBatchSampler(EpochBatchSampler):
     """
 
     def __init__(self, sizes: Sequence[int], max_blocks: int = 2000, *, shuffle: bool = True, seed: int = 0,
-                 num_replicas: int | None = None, rank: int | None = None, drop_last: bool = False):
+                 num_replicas: int | None = None, rank: int | None = None, drop_last: bool = False,
+                 pad: bool = True):
         if max_blocks < 1:
             raise ConfigError(f"max_blocks must be positive, got {max_blocks}")
         self.sizes = torch.as_tensor(list(sizes), dtype=torch.long)
         if self.sizes.numel() and int(self.sizes.min()) < 0:
             raise ConfigError("item sizes must be non-negative")
         super().__init__(len(self.sizes), shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank,
-                         drop_last=drop_last)
+                         drop_last=drop_last, pad=pad)
         self.max_blocks = int(max_blocks)
         self.oversized: list[int] = torch.nonzero(self.sizes > self.max_blocks).flatten().tolist()
         if self.oversized:

@@ -126,3 +126,13 @@ def test_resumable_loader_state_round_trip():
     again = ResumableLoader(data, FixedBatchSampler(10, 3, seed=1), collate_fn=list)
     again.load_state_dict(loader.state_dict())
     assert first + list(again) == list(ResumableLoader(data, FixedBatchSampler(10, 3, seed=1), collate_fn=list))
+
+
+def test_unpadded_shards_give_every_batch_exactly_once():
+    shards = [list(DynamicBatchSampler(SIZES, max_blocks=700, shuffle=False, num_replicas=3, rank=r, pad=False))
+              for r in range(3)]
+    flat = [i for shard in shards for b in shard for i in b]
+    assert sorted(flat) == list(range(len(SIZES)))
+    lengths = [len(DynamicBatchSampler(SIZES, max_blocks=700, shuffle=False, num_replicas=3, rank=r, pad=False))
+               for r in range(3)]
+    assert lengths == [len(s) for s in shards] and max(lengths) - min(lengths) <= 1

@@ -1,0 +1,25 @@
+"""Lightning wiring of models and datasets: task modules and data modules."""
+from geomol.tasks.affinity import AffinityModule, PairClassificationModule
+from geomol.tasks.affinity_data import (
+    AffinityDataModule,
+    BenchmarkAffinityDataModule,
+    LBADataModule,
+    LEPDataModule,
+    PDBbindDataModule,
+    PPADataModule,
+)
+from geomol.tasks.dynamics import DynamicsModule
+from geomol.tasks.dynamics_data import (
+    MD17DataModule,
+    MDTrajectoryDataModule,
+    MocapDataModule,
+    NBodyDataModule,
+    TrajectoryDataModule,
+)
+
+__all__ = [
+    "AffinityModule", "PairClassificationModule", "DynamicsModule",
+    "AffinityDataModule", "BenchmarkAffinityDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
+    "PPADataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
+    "MDTrajectoryDataModule",
+]

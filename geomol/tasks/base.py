@@ -1,0 +1,108 @@
+"""Pieces shared by the LightningModules: optimiser set-up, epoch-level collection, gathering.
+
+Every task collects per-item predictions during an evaluation epoch and computes its metrics
+once at the end over all items (correlations are not averages of per-batch values), gathering
+across DDP ranks first.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+import torch.distributed as dist
+
+from geomol.tasks.optim import adam_with_decay
+
+__all__ = ["GeomolModule", "EpochCollector", "gather_objects"]
+
+
+def gather_objects(values: list[Any]) -> list[Any]:
+    """Concatenate a Python list over all DDP ranks (the list itself on a single process)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return values
+    parts: list[list[Any]] = [[] for _ in range(dist.get_world_size())]
+    dist.all_gather_object(parts, values)
+    return [v for part in parts for v in part]
+
+
+class EpochCollector:
+    """Accumulate named columns of per-item values over an epoch, then hand them out once."""
+
+    def __init__(self):
+        self._columns: dict[str, list[Any]] = {}
+
+    def add(self, **columns: Any) -> None:
+        for name, values in columns.items():
+            if isinstance(values, torch.Tensor):
+                values = values.detach().float().cpu().reshape(-1).tolist()
+            self._columns.setdefault(name, []).extend(values)
+
+    def pop(self) -> dict[str, list[Any]]:
+        """All columns gathered over ranks; the collector is emptied."""
+        out = {name: gather_objects(values) for name, values in self._columns.items()}
+        self._columns = {}
+        return out
+
+
+class GeomolModule(pl.LightningModule):
+    """Base of the task modules.
+
+    Subclasses call ``super().__init__()`` and ``self.save_hyperparameters()`` with ``lr``,
+    ``final_lr`` and ``weight_decay`` among their arguments, build ``self.model``, and implement
+
+    * ``compute(batch) -> (loss, batch_size, output)`` — one forward pass;
+    * ``collect(batch, output)`` — add per-item columns to ``self.collector`` during evaluation;
+    * ``epoch_metrics(columns) -> dict`` — metrics over the whole evaluation epoch.
+
+    Optimiser: Adam with weight decay and optional per-step exponential decay to ``final_lr``.
+    A non-finite training loss skips the update (as the reference trainers do).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.collector = EpochCollector()
+
+    @property
+    def stage(self) -> str:
+        return "test" if self.trainer.testing else "val"
+
+    def training_step(self, batch, batch_idx):
+        loss, size, _ = self.compute(batch)
+        if not torch.isfinite(loss):
+            self.print(f"skipping step {self.global_step}: non-finite loss")
+            return None
+        self.log("train/loss", loss, batch_size=size, prog_bar=True)
+        return loss
+
+    def _evaluate(self, batch) -> None:
+        loss, size, output = self.compute(batch)
+        self.log(f"{self.stage}/loss", loss, batch_size=size, sync_dist=True)
+        self.collect(batch, output)
+
+    def validation_step(self, batch, batch_idx):
+        self._evaluate(batch)
+
+    def test_step(self, batch, batch_idx):
+        self._evaluate(batch)
+
+    def _finish_epoch(self) -> None:
+        columns = self.collector.pop()
+        if columns and not self.trainer.sanity_checking:
+            self._log_metrics(self.stage, self.epoch_metrics(columns))
+
+    def on_validation_epoch_end(self) -> None:
+        self._finish_epoch()
+
+    def on_test_epoch_end(self) -> None:
+        self._finish_epoch()
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        total = int(self.trainer.estimated_stepping_batches) if self.trainer is not None else 0
+        return adam_with_decay(self.parameters(), hp.lr, hp.weight_decay, hp.get("final_lr"), total)
+
+    def _log_metrics(self, stage: str, metrics: dict[str, float], batch_size: int | None = None) -> None:
+        # values are already global (gathered), so no cross-rank reduction is needed
+        self.log_dict({f"{stage}/{k}": float(v) for k, v in metrics.items()}, prog_bar=False,
+                      sync_dist=False, batch_size=batch_size, rank_zero_only=False)

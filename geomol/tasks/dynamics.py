@@ -1,0 +1,66 @@
+"""Trajectory prediction (EGNO or the EGNN baseline) as a LightningModule.
+
+Loss: the reference objective, mean over the P predicted frames of the per-frame MSE. Logged per
+evaluation epoch over all samples: ``s2s_mse`` (state-to-state: error at the last frame, the
+number the reference scripts report) and ``s2t_mse`` (state-to-trajectory: mean over the P frames).
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+
+from geomol.models.dynamics import s2s_mse, s2t_mse, trajectory_loss
+from geomol.models.egnn import EGNNDynamics
+from geomol.models.egno import EGNO
+from geomol.tasks.base import GeomolModule
+
+__all__ = ["DynamicsModule"]
+
+
+class DynamicsModule(GeomolModule):
+    """Train EGNO (or EGNN) to predict P future frames from one state.
+
+    Args:
+        model: ``"egno"`` or ``"egnn"``.
+        node_features, edge_features: model input widths, |v| and the squared distance included
+            (N-body 1/2, Mocap and MD 2/2, MD17 2/5).
+        hidden, num_layers, num_timesteps (P), num_modes, time_embedding_dim, use_time_conv,
+            node_attr_norm: see :class:`~geomol.models.egno.EGNO`.
+        lr, weight_decay, final_lr: Adam; ``final_lr=None`` keeps the rate constant (reference).
+    """
+
+    def __init__(self, model: Literal["egno", "egnn"] = "egno", node_features: int = 1, edge_features: int = 2,
+                 hidden: int = 64, num_layers: int = 4, num_timesteps: int = 5, num_modes: int = 2,
+                 time_embedding_dim: int = 32, use_time_conv: bool = True,
+                 node_attr_norm: Literal["dataset", "batch_max"] = "dataset",
+                 lr: float = 1e-4, weight_decay: float = 1e-8, final_lr: float | None = None):
+        super().__init__()
+        self.save_hyperparameters()
+        common = dict(node_features=node_features, edge_features=edge_features, hidden=hidden,
+                      num_layers=num_layers, num_timesteps=num_timesteps, node_attr_norm=node_attr_norm)
+        if model == "egno":
+            self.model = EGNO(num_modes=num_modes, time_embedding_dim=time_embedding_dim,
+                              use_time_conv=use_time_conv, **common)
+        elif model == "egnn":
+            self.model = EGNNDynamics(**common)
+        else:
+            raise ValueError(f"unknown model {model!r} (egno | egnn)")
+
+    def forward(self, batch) -> torch.Tensor:
+        """[N, P, 3] predicted positions."""
+        return self.model(batch).x
+
+    def compute(self, batch):
+        pred = self(batch)
+        return trajectory_loss(pred, batch.X_target), batch.num_graphs, pred
+
+    def collect(self, batch, pred) -> None:
+        self.collector.add(s2s=s2s_mse(pred, batch.X_target, batch.batch, batch.num_graphs),
+                           s2t=s2t_mse(pred, batch.X_target, batch.batch, batch.num_graphs))
+
+    def epoch_metrics(self, cols: dict[str, list]) -> dict[str, float]:
+        return {"s2s_mse": float(torch.tensor(cols["s2s"]).mean()), "s2t_mse": float(torch.tensor(cols["s2t"]).mean())}
+
+    def predict_step(self, batch, batch_idx) -> dict[str, Any]:
+        return {"x": self(batch).detach().cpu(), "batch": batch.batch.cpu()}
