@@ -36,10 +36,34 @@ from geomol.models.get_official import load_official_state_dict
 from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
 from geomol.nn.scatter import scatter_mean, scatter_sum
 
-__all__ = ["GET", "GETModel", "GETAffinity", "GETPairClassifier", "GETOutput", "GETEmbedding",
-           "load_official_state_dict", "as_batch"]
+__all__ = ["GET", "GETModel", "GETAffinity", "GETPairClassifier", "GETInputs", "GETOutput", "GETEmbedding",
+           "load_official_state_dict", "as_batch", "normalise_coordinates"]
 
 COORD_SCALE = 10.0  # Å per normalised unit (the official wrapper's fixed std)
+
+
+@dataclass
+class GETInputs:
+    """A batch prepared for the encoder (N atoms, Nb blocks, B graphs, E edges).
+
+    Attributes:
+        graph: the batched BlockGraph.
+        Z: [N, 1, 3] normalised coordinates (Å/10, see :func:`normalise_coordinates`).
+        centre: [B, 3] centre of each graph in Å.
+        block_batch: [Nb] graph of each block.
+        edges: [2, E] block edges (row 0 receives); edge_type: [E] in 0..3.
+    """
+
+    graph: BlockGraph
+    Z: torch.Tensor
+    centre: torch.Tensor
+    block_batch: torch.Tensor
+    edges: torch.Tensor
+    edge_type: torch.Tensor
+
+    @property
+    def num_graphs(self) -> int:
+        return self.centre.size(0)
 
 
 @dataclass
@@ -88,8 +112,14 @@ class GETEmbedding(nn.Module):
         return self.atom_embedding(A) + self.position_embedding(atom_pos) + self.block_embedding(B)[block_id]
 
 
-def _normalise(X, block_id, segment, is_global, block_batch, n_graphs):
-    """(Z [N, 1, 3] in Å/10 with global atoms re-placed, centre [B, 3] in Å)."""
+def normalise_coordinates(X, block_id, segment, is_global, block_batch, n_graphs):
+    """The official wrapper's coordinate normalisation.
+
+    Args: X [N, 3] Å; block_id [N]; segment, is_global, block_batch [Nb]; n_graphs B.
+    Returns: Z [N, 1, 3] = (X − centre) / 10, with each global atom moved to the mean of its
+    segment's other atoms, and centre [B, 3] in Å (the segment-0 global atom; without one,
+    the mean of segment 0, else of all atoms).
+    """
     atom_graph = block_batch[block_id]
     atom_segment = segment[block_id]
     atom_global = is_global[block_id]
@@ -138,23 +168,27 @@ class GETModel(nn.Module):
         self.energy_ffn = nn.Sequential(nn.SiLU(), nn.Linear(d_hidden, d_hidden), nn.SiLU(),
                                         nn.Linear(d_hidden, 1, bias=False))
 
-    def embed(self, graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> GETOutput:
-        """Encode a BlockGraph, a list of them, or a PyG batch of them."""
+    def prepare(self, graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> GETInputs:
+        """Batch, normalise the coordinates and build the block edges (no gradients through edges)."""
         g = as_batch(graphs)
-        dtype = self.edge_embedding.weight.dtype
         block_batch = g.block_batch
         n_graphs = int(block_batch.max()) + 1
-        n_blocks = block_batch.numel()
-        is_global = g.is_global
-        Z, centre = _normalise(g.X.to(dtype), g.block_id, g.segment, is_global, block_batch, n_graphs)
-        edges, edge_type = build_block_edges(Z.detach(), g.block_id, block_batch, g.segment, is_global,
+        X = g.X.to(self.edge_embedding.weight.dtype)
+        Z, centre = normalise_coordinates(X, g.block_id, g.segment, g.is_global, block_batch, n_graphs)
+        edges, edge_type = build_block_edges(Z.detach(), g.block_id, block_batch, g.segment, g.is_global,
                                              self.k_neighbors)
+        return GETInputs(g, Z, centre, block_batch, edges, edge_type)
+
+    def embed(self, graphs: BlockGraph | Batch | Sequence[BlockGraph] | GETInputs) -> GETOutput:
+        """Encode a BlockGraph, a list of them, a PyG batch of them, or prepared inputs."""
+        inputs = graphs if isinstance(graphs, GETInputs) else self.prepare(graphs)
+        g, block_batch = inputs.graph, inputs.block_batch
         H = self.embedding(g.A, g.atom_pos, g.block_id, g.B)
-        H, Z = self.encoder(H, Z, g.block_id, block_batch, edges, self.edge_embedding(edge_type))
-        block_repr = F.normalize(scatter_sum(H, g.block_id, n_blocks), dim=-1)
-        graph_repr = F.normalize(scatter_sum(block_repr, block_batch, n_graphs), dim=-1)
-        X = Z[:, 0] * COORD_SCALE + centre[block_batch[g.block_id]]
-        return GETOutput(H, X, block_repr, graph_repr, block_batch, edges, edge_type)
+        H, Z = self.encoder(H, inputs.Z, g.block_id, block_batch, inputs.edges, self.edge_embedding(inputs.edge_type))
+        block_repr = F.normalize(scatter_sum(H, g.block_id, block_batch.numel()), dim=-1)
+        graph_repr = F.normalize(scatter_sum(block_repr, block_batch, inputs.num_graphs), dim=-1)
+        X = Z[:, 0] * COORD_SCALE + inputs.centre[block_batch[g.block_id]]
+        return GETOutput(H, X, block_repr, graph_repr, block_batch, inputs.edges, inputs.edge_type)
 
     def energy(self, out: GETOutput) -> torch.Tensor:
         """[B] Σ over all blocks (globals included) of energy_ffn(block_repr)."""

@@ -16,10 +16,13 @@ Cost. The block distance is the minimum over atom pairs. Instead of all block pa
 atom pairs, a cheap bound prunes candidates first: with block centroids c and radii r
 (largest atom–centroid distance), ``max(|c_I − c_J| − r_I − r_J, 0)`` is a lower bound and the
 distance between two representative atoms an upper bound. For each receiving block and edge
-type the k-th smallest upper bound is a threshold; only pairs whose lower bound is below it
-can be among the k nearest, and only those get exact atom-level distances. The bound pass is
-chunked over receiving blocks (memory ∝ chunk × blocks per graph, never N_block × N_block at
-once); the exact pass is linear in the surviving atom pairs.
+type, the k candidates with the smallest upper bounds get exact distances; the largest of
+those bounds the k-th nearest distance, and only the few other pairs whose lower bound is below
+it are measured too. Exact distances are therefore computed for O(k) block pairs per block
+(linear in the number of edges). The bound pass evaluates a few flops per block pair of a
+graph, in chunks of receiving blocks (memory ∝ chunk size, never N_block × N_block at once);
+it is the only part that grows with the square of a graph's size, and stays a small share of
+the cost even for 3,200-block complexes.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ __all__ = ["EDGE_INTRA", "EDGE_INTER", "EDGE_GLOBAL_NORMAL", "EDGE_GLOBAL_GLOBAL
 EDGE_INTRA, EDGE_INTER, EDGE_GLOBAL_NORMAL, EDGE_GLOBAL_GLOBAL = 0, 1, 2, 3
 NUM_EDGE_TYPES = 4
 _CHUNK = 1 << 20  # entries of a temporary pair matrix (~4 MB of float32 per tensor)
+_PAD_WIDTH = 32  # blocks up to this many atoms get padded distance matrices
 _SLACK = 1e-5  # relative slack on the pruning test, so rounding never drops a true neighbour
 
 
@@ -56,13 +60,8 @@ def _block_geometry(Z: torch.Tensor, block_id: torch.Tensor, n_blocks: int):
     return centroid, radius, rep
 
 
-def block_min_distance(Z, block_start, block_len, rows, cols, chunk: int = _CHUNK) -> torch.Tensor:
-    """[P] minimum atom–atom distance between blocks ``rows[p]`` and ``cols[p]``.
-
-    The atom distance is the minimum over channels of the per-channel Euclidean distance.
-    Args: Z [N, C, 3]; block_start, block_len [Nb]; rows, cols [P] block indices.
-    """
-    Z = _as_channels(Z)
+def _flat_min_distance(Z, block_start, block_len, rows, cols, chunk):
+    """Minimum distance by enumerating every atom pair (any block sizes)."""
     out = torch.full((rows.numel(),), float("inf"), dtype=Z.dtype, device=Z.device)
     counts = block_len[rows] * block_len[cols]
     for begin, end in chunk_bounds(counts, chunk):
@@ -76,8 +75,49 @@ def block_min_distance(Z, block_start, block_len, rows, cols, chunk: int = _CHUN
     return out
 
 
+def _padded_min_distance(Z, block_start, block_len, rows, cols, width, chunk):
+    """Minimum distance via [pairs, width, width] distance matrices of padded blocks.
+
+    Padding atoms sit at +1e6 on the receiving side and −1e6 on the sending side, so they never
+    win the minimum (real coordinates are far smaller).
+    """
+    n_blocks, C = block_len.numel(), Z.size(1)
+    offsets = torch.arange(width, device=Z.device)
+    valid = offsets < block_len.unsqueeze(1)
+    padded = Z[torch.where(valid, block_start.unsqueeze(1) + offsets, 0)]  # [Nb, width, C, 3]
+    padded = padded.transpose(1, 2)  # [Nb, C, width, 3]
+    hidden = ~valid.view(n_blocks, 1, width, 1)
+    receivers, senders = padded.masked_fill(hidden, 1e6), padded.masked_fill(hidden, -1e6)
+    out = torch.empty(rows.numel(), dtype=Z.dtype, device=Z.device)
+    for begin, end in chunk_bounds(torch.full_like(rows, width * width * C), chunk):
+        a = receivers[rows[begin:end]].flatten(0, 1)
+        b = senders[cols[begin:end]].flatten(0, 1)
+        dist = torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")  # [pairs·C, width, width]
+        out[begin:end] = dist.view(end - begin, -1).amin(1)
+    return out
+
+
+def block_min_distance(Z, block_start, block_len, rows, cols, chunk: int = _CHUNK) -> torch.Tensor:
+    """[P] minimum atom–atom distance between blocks ``rows[p]`` and ``cols[p]``.
+
+    The atom distance is the minimum over channels of the per-channel Euclidean distance.
+    Pairs of blocks with at most ``_PAD_WIDTH`` atoms use padded distance matrices (fast, no
+    per-atom-pair index arithmetic); pairs involving a larger block enumerate their atom pairs.
+    Args: Z [N, C, 3]; block_start, block_len [Nb]; rows, cols [P] block indices.
+    """
+    Z = _as_channels(Z)
+    small = (block_len[rows] <= _PAD_WIDTH) & (block_len[cols] <= _PAD_WIDTH)
+    out = torch.empty(rows.numel(), dtype=Z.dtype, device=Z.device)
+    if small.any():
+        width = int(torch.maximum(block_len[rows[small]], block_len[cols[small]]).max())
+        out[small] = _padded_min_distance(Z, block_start, block_len, rows[small], cols[small], width, chunk)
+    if not small.all():
+        out[~small] = _flat_min_distance(Z, block_start, block_len, rows[~small], cols[~small], chunk)
+    return out
+
+
 def _prune_type(Z, blocks, rows, cols, mask, lower, upper, k, chunk):
-    """Candidates of one edge type for a chunk of receivers, with exact distances.
+    """Candidates of one edge type for receivers ``rows`` [R] among ``cols`` [W], with exact distances.
 
     Two passes: the k candidates with the smallest upper bounds get exact distances first; their
     largest is a tight bound on the k-th nearest distance, so only pairs whose lower bound is
@@ -87,41 +127,47 @@ def _prune_type(Z, blocks, rows, cols, mask, lower, upper, k, chunk):
     first = bound.topk(min(k, bound.size(1)), dim=1, largest=False).indices
     real = torch.isfinite(bound.gather(1, first))
     first_rows = rows.unsqueeze(1).expand_as(first)[real]
-    first_cols = cols.gather(1, first)[real]
+    first_cols = cols[first][real]
     exact = torch.full(first.shape, float("inf"), dtype=Z.dtype, device=Z.device)
     exact[real] = block_min_distance(Z, *blocks, first_rows, first_cols, chunk)
     kth = exact.amax(1, keepdim=True)  # inf when a receiver has fewer than k candidates
     keep = mask & (lower <= kth * (1 + _SLACK) + _SLACK)
     keep.scatter_(1, first, False)
     i, j = keep.nonzero(as_tuple=True)
-    more_rows, more_cols = rows[i], cols[i, j]
+    more_rows, more_cols = rows[i], cols[j]
     more = block_min_distance(Z, *blocks, more_rows, more_cols, chunk)
     return torch.cat([first_rows, more_rows]), torch.cat([first_cols, more_cols]), torch.cat([exact[real], more])
 
 
+def _channel_cdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """[R, W, C] Euclidean distances between a [R, C, 3] and b [W, C, 3], channel by channel."""
+    dist = torch.cdist(a.transpose(0, 1), b.transpose(0, 1), compute_mode="donot_use_mm_for_euclid_dist")
+    return dist.permute(1, 2, 0)
+
+
 def _knn_candidates(Z, blocks, block_batch, segment, is_global, geometry, k, chunk):
-    """(rows, cols, type, dist) of every block pair that can be among the k nearest (types 0, 1)."""
+    """(rows, cols, type, dist) of every block pair that can be among the k nearest (types 0, 1).
+
+    Graph by graph, receivers in chunks: the candidate senders of a graph are one contiguous
+    range of blocks, so the bounds are plain distance matrices of the chunk against that range.
+    """
     centroid, radius, rep = geometry
-    n_blocks = block_batch.numel()
-    graph_sizes = torch.bincount(block_batch)
-    graph_start = segment_starts(graph_sizes)
-    width = int(graph_sizes.max())
-    offsets = torch.arange(width, device=Z.device)
-    rows_per_chunk = max(1, chunk // width)
-    found = []
-    for r0 in range(0, n_blocks, rows_per_chunk):
-        rows = torch.arange(r0, min(r0 + rows_per_chunk, n_blocks), device=Z.device)
-        g = block_batch[rows]
-        valid = offsets < graph_sizes[g].unsqueeze(1)
-        cols = torch.where(valid, graph_start[g].unsqueeze(1) + offsets, rows.unsqueeze(1))
-        gap = torch.linalg.vector_norm(centroid[rows].unsqueeze(1) - centroid[cols], dim=-1)
-        lower = (gap - radius[rows].unsqueeze(1) - radius[cols]).amin(-1).clamp_min(0)
-        upper = torch.linalg.vector_norm(Z[rep[rows]].unsqueeze(1) - Z[rep[cols]], dim=-1).amin(-1)
-        normal = valid & ~is_global[rows].unsqueeze(1) & ~is_global[cols]
-        same = segment[rows].unsqueeze(1) == segment[cols]
-        for etype, mask in ((EDGE_INTRA, normal & same), (EDGE_INTER, normal & ~same)):
-            r, c, d = _prune_type(Z, blocks, rows, cols, mask, lower, upper, k, chunk)
-            found.append((r, c, torch.full_like(r, etype), d))
+    rep_xyz = Z[rep]
+    sizes = torch.bincount(block_batch).tolist()
+    found, g_start = [], 0
+    for size in sizes:
+        cols = torch.arange(g_start, g_start + size, device=Z.device)
+        for r0 in range(g_start, g_start + size, max(1, chunk // size)):
+            rows = torch.arange(r0, min(r0 + max(1, chunk // size), g_start + size), device=Z.device)
+            gap = _channel_cdist(centroid[rows], centroid[cols])
+            lower = (gap - radius[rows].unsqueeze(1) - radius[cols]).amin(-1).clamp_min(0)
+            upper = _channel_cdist(rep_xyz[rows], rep_xyz[cols]).amin(-1)
+            normal = ~is_global[rows].unsqueeze(1) & ~is_global[cols]
+            same = segment[rows].unsqueeze(1) == segment[cols]
+            for etype, mask in ((EDGE_INTRA, normal & same), (EDGE_INTER, normal & ~same)):
+                r, c, d = _prune_type(Z, blocks, rows, cols, mask, lower, upper, k, chunk)
+                found.append((r, c, torch.full_like(r, etype), d))
+        g_start += size
     return (torch.cat(parts) for parts in zip(*found))
 
 

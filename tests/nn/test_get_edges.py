@@ -8,14 +8,14 @@ from geomol.nn.block_edges import build_block_edges, global_edges
 from tests.conftest import shared_path
 
 
-def _synthetic(seed, n_graphs=3, segments=(0, 1, 2)):
-    """Random multi-graph layout: blocks of 1–9 atoms, a global block at the start of each segment."""
+def _synthetic(seed, n_graphs=3, segments=(0, 1, 2), max_atoms=9):
+    """Random multi-graph layout: blocks of 1–``max_atoms`` atoms, a global block starting each segment."""
     gen = torch.Generator().manual_seed(seed)
     block_len, block_batch, segment, is_global = [], [], [], []
     for g in range(n_graphs):
         for s in segments:
             n = int(torch.randint(1, 12, (1,), generator=gen))
-            block_len += [1] + torch.randint(1, 10, (n,), generator=gen).tolist()
+            block_len += [1] + torch.randint(1, max_atoms + 1, (n,), generator=gen).tolist()
             block_batch += [g] * (n + 1)
             segment += [s] * (n + 1)
             is_global += [True] + [False] * n
@@ -29,17 +29,19 @@ def _synthetic(seed, n_graphs=3, segments=(0, 1, 2)):
 def _dense_knn(Z, block_id, block_batch, segment, is_global, k):
     """(type, receiver, sender) of the intra/inter KNN, by brute force."""
     n_blocks = block_batch.numel()
-    dist = torch.cdist(Z[:, 0], Z[:, 0])
+    dist = torch.cdist(Z[:, 0], Z[:, 0])  # [N, N] atom distances
+    per_atom = torch.full((len(block_id), n_blocks), float("inf"), dtype=Z.dtype)
+    per_atom = per_atom.scatter_reduce(1, block_id.expand_as(dist), dist, "amin")
+    block_dist = torch.full((n_blocks, n_blocks), float("inf"), dtype=Z.dtype)
+    block_dist = block_dist.scatter_reduce(0, block_id[:, None].expand_as(per_atom), per_atom, "amin").tolist()
     expected = set()
     for I in range(n_blocks):
         if is_global[I]:
             continue
         cands = {0: [], 1: []}
         for J in range(n_blocks):
-            if is_global[J] or block_batch[J] != block_batch[I]:
-                continue
-            d = dist[block_id == I][:, block_id == J].min().item()
-            cands[int(segment[I] != segment[J])].append((d, J))
+            if not is_global[J] and block_batch[J] == block_batch[I]:
+                cands[int(segment[I] != segment[J])].append((block_dist[I][J], J))
         for etype, items in cands.items():
             expected |= {(etype, I, J) for _, J in sorted(items)[:k]}
     return expected
@@ -49,9 +51,9 @@ def _as_set(edges, etype):
     return {(int(t), int(i), int(j)) for t, (i, j) in zip(etype, edges.T)}
 
 
-@pytest.mark.parametrize("seed,k,chunk", [(0, 9, 1 << 20), (1, 3, 64), (2, 5, 7)])
-def test_knn_edges_match_dense(seed, k, chunk):
-    Z, block_id, block_batch, segment, is_global = _synthetic(seed)
+@pytest.mark.parametrize("seed,k,chunk,max_atoms", [(0, 9, 1 << 20, 9), (1, 3, 64, 9), (2, 5, 7, 9), (5, 4, 4096, 45)])
+def test_knn_edges_match_dense(seed, k, chunk, max_atoms):
+    Z, block_id, block_batch, segment, is_global = _synthetic(seed, max_atoms=max_atoms)
     edges, etype = build_block_edges(Z, block_id, block_batch, segment, is_global, k=k, chunk=chunk)
     knn = etype < 2
     assert _as_set(edges[:, knn], etype[knn]) == _dense_knn(Z, block_id, block_batch, segment, is_global, k)
