@@ -1,0 +1,162 @@
+"""MD17 molecular dynamics from an sGDML ``.npz`` (keys ``R`` [F, n, 3] in Å, ``z`` [n]), ``specs/EGNO.md`` §3.3.
+
+The user supplies the file (e.g. ``md17_aspirin.npz``). Reference protocol:
+
+* x_t = R_t and v_t = R_{t+1} − R_t (Å per frame) for t < F − 1;
+* split: frame indices drawn without replacement from [margin, F − 1 − margin) with NumPy's
+  legacy ``RandomState(100)``: 10 % train, then 5 % valid and 5 % test from the rest (the
+  reference algorithm, so the indices equal the shipped ``<mol>_split.pkl``); or a split file;
+  each split cut to its first ``max_samples`` (train 500, valid/test 2000);
+* hydrogens removed; graph from frame 0: bonds ‖x_i − x_j‖ < 1.6 Å (hop 1) and pairs sharing a
+  bonded neighbour (hop 2), i outer / j inner; edge_attr = [z_i, z_j, hop, stick], where stick
+  marks the molecule's hard-coded "stick" pairs;
+* targets x[st + ⌊Δp/P⌋], p = 1..P (Δ = 3000, P = 8).
+
+``node_attr`` = z / max z. The reference divides by the maximum over the batch, which for one
+molecule is the same constant, so both conventions agree here.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from geomol.errors import DatasetError
+from geomol.data.vocab import ELEMENTS, VOCAB, atom_index, element_block_symbol
+from geomol.data.datasets.trajectory import bond_and_two_hop_edges, even_offsets, trajectory_graph
+
+__all__ = ["MD17Dataset", "STICK_PAIRS", "md17_split"]
+
+# Heavy-atom pairs the reference marks as "sticks" per molecule (indices after removing H).
+STICK_PAIRS: dict[str, tuple[tuple[int, int], ...]] = {
+    "benzene_old": ((0, 1), (2, 3), (4, 5)),
+    "aspirin": ((0, 2), (1, 3), (5, 6), (7, 10), (11, 12)),
+    "ethanol": ((0, 1),),
+    "malonaldehyde": ((1, 2),),
+    "naphthalene": ((0, 1), (2, 3), (4, 9), (5, 6), (7, 8)),
+    "salicylic": ((0, 9), (1, 2), (4, 5), (6, 7)),
+    "toluene": ((2, 3), (5, 6), (0, 1)),
+    "uracil": ((0, 1), (3, 4)),
+}
+_SPLITS = ("train", "valid", "test")
+_DEFAULT_MAX_SAMPLES = {"train": 500, "valid": 2000, "test": 2000}
+
+
+def md17_split(num_frames: int, seed: int = 100, fractions=(0.1, 0.05, 0.05), margin: int = 10000):
+    """(train, valid, test) start-frame arrays, drawn as the reference does (legacy NumPy stream).
+
+    Args:
+        num_frames: number of usable frames (len(R) − 1).
+        margin: frames excluded at each end before drawing.
+    """
+    candidates = num_frames - 2 * margin
+    if candidates <= 0:
+        raise DatasetError(f"{num_frames} frames leave nothing between the {margin}-frame margins")
+    rng = np.random.RandomState(seed)
+    taken = np.zeros(candidates, dtype=bool)
+    out = []
+    for fraction in fractions:
+        pool = np.arange(candidates) if not out else np.flatnonzero(~taken)
+        chosen = rng.choice(pool, size=int(fraction * candidates), replace=False)
+        taken[chosen] = True
+        out.append(chosen + margin)
+    return tuple(out)
+
+
+def _load_split_file(path: Path):
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                return tuple(np.asarray(data[s], dtype=np.int64) for s in _SPLITS)
+        with open(path, "rb") as handle:  # the reference's <mol>_split.pkl: a tuple of 3 int arrays
+            split = pickle.load(handle)
+        return tuple(np.asarray(s, dtype=np.int64) for s in split)
+    except (OSError, ValueError, KeyError, pickle.UnpicklingError, TypeError) as exc:
+        raise DatasetError(f"unreadable split file ({exc})", source=path) from exc
+
+
+def _molecule_name(path: Path, molecule: str | None) -> str:
+    if molecule:
+        return molecule
+    match = re.match(r"md17_(.+)\.npz$", path.name)
+    return match.group(1) if match else path.stem
+
+
+class MD17Dataset(torch.utils.data.Dataset):
+    """MD17 heavy-atom trajectory samples as BlockGraphs (one block per atom).
+
+    Args:
+        path: sGDML npz with ``R`` and ``z``.
+        split: "train" | "valid" | "test".
+        molecule: name for the stick table (default: from ``md17_<mol>.npz``).
+        delta: Δ frames to the last target. num_timesteps: P.
+        max_samples: cut of each split (reference 500 / 2000 / 2000).
+        split_file: reference ``<mol>_split.pkl`` or an npz with train/valid/test arrays.
+        split_seed, fractions, margin: split generation when no file is given.
+        bond_cutoff: Å, bonds in frame 0.
+    """
+
+    def __init__(self, path: str | os.PathLike, split: str = "train", *, molecule: str | None = None,
+                 delta: int = 3000, num_timesteps: int = 8, max_samples: int | None = None,
+                 split_file: str | os.PathLike | None = None, split_seed: int = 100,
+                 fractions=(0.1, 0.05, 0.05), margin: int = 10000, bond_cutoff: float = 1.6):
+        if split not in _SPLITS:
+            raise DatasetError(f"unknown split {split!r} (train | valid | test)")
+        path = Path(path)
+        R, z = self._read(path)
+        self.split, self.molecule = split, _molecule_name(path, molecule)
+        heavy = z > 1
+        self.positions = R[:-1][:, heavy]  # x_t
+        self.velocities = (R[1:] - R[:-1])[:, heavy]  # v_t = R_{t+1} − R_t
+        self.z = z[heavy]
+        splits = _load_split_file(Path(split_file)) if split_file else md17_split(len(R) - 1, split_seed, fractions,
+                                                                                  margin)
+        self.offsets = even_offsets(delta, num_timesteps)
+        self.starts = splits[_SPLITS.index(split)][:max_samples or _DEFAULT_MAX_SAMPLES[split]]
+        if len(self.starts) and (self.starts.min() < 0 or self.starts.max() + delta >= len(self.positions)):
+            raise DatasetError(f"split starts + Δ={delta} run past the {len(self.positions)} frames", source=path)
+        self.edge_index, self.edge_attr = self._graph(bond_cutoff)
+        self.atom_types = np.array([atom_index(ELEMENTS[a - 1]) for a in self.z])
+        self.block_types = np.array([VOCAB.index(element_block_symbol(ELEMENTS[a - 1])) for a in self.z])
+
+    @staticmethod
+    def _read(path: Path):
+        try:
+            with np.load(path) as data:
+                R, z = np.asarray(data["R"], dtype=np.float64), np.asarray(data["z"], dtype=np.int64)
+        except (OSError, ValueError, KeyError) as exc:
+            raise DatasetError(f"not an sGDML npz with 'R' and 'z' ({exc})", source=path) from exc
+        if R.ndim != 3 or R.shape[1:] != (len(z), 3) or len(R) < 2:
+            raise DatasetError(f"'R' has shape {R.shape}, expected [frames ≥ 2, {len(z)}, 3]", source=path)
+        if (z < 1).any() or (z > len(ELEMENTS)).any() or not (z > 1).any():
+            raise DatasetError("'z' must hold atomic numbers with at least one heavy atom", source=path)
+        return R, z
+
+    def _graph(self, bond_cutoff: float):
+        x0 = self.positions[0]
+        bonded = np.linalg.norm(x0[:, None] - x0[None], axis=-1) < bond_cutoff
+        edge_index, hop = bond_and_two_hop_edges(bonded)
+        sticks = STICK_PAIRS.get(self.molecule)
+        if sticks is None:
+            warnings.warn(f"MD17 molecule {self.molecule!r} has no stick table; stick feature set to 0 "
+                          f"on all {edge_index.shape[1]} edges")
+        stick_set = {p for a, b in (sticks or ()) for p in ((a, b), (b, a))}
+        stick = np.array([(i, j) in stick_set for i, j in edge_index.T.tolist()], dtype=np.float64)
+        zi, zj = self.z[edge_index[0]], self.z[edge_index[1]]
+        return edge_index, np.stack([zi, zj, hop, stick], axis=1).astype(np.float32)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int):
+        st = int(self.starts[i])
+        return trajectory_graph(self.positions[st], self.velocities[st],
+                                self.positions[st + self.offsets].transpose(1, 0, 2), self.edge_index,
+                                self.edge_attr, node_attr=(self.z / self.z.max())[:, None],
+                                atom_types=self.atom_types, block_types=self.block_types,
+                                name=f"md17_{self.molecule}_{self.split}_{st}")

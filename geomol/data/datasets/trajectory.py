@@ -1,0 +1,98 @@
+"""Pieces shared by the trajectory datasets (N-body, Mocap, MD17, MD through MDAnalysis).
+
+Every item is a :class:`~geomol.data.blocks.BlockGraph` whose particles are the graph nodes:
+
+* ``X`` [N, 3] input positions, ``V`` [N, 3] input velocities, ``X_target`` [N, P, 3] the
+  positions at the P target frames (all in the dataset's length unit, Å for molecules);
+* ``edge_index`` [2, M] (row 0 receiver i, row 1 sender j), ``edge_attr`` [M, E_d];
+* optionally ``node_attr`` [N, F_d] (already scaled by a dataset-level constant);
+* ``A``/``atom_pos``/``B``/``block_id``/``block_len``/``segment`` as in every BlockGraph, so
+  that PyG batching offsets ``edge_index`` by atoms and ``block_id`` by blocks.
+
+The |v| node feature and the squared-distance edge feature are *not* stored: the models compute
+them from X and V (:func:`geomol.models.dynamics.dynamics_inputs`), so they always match.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from geomol.data.blocks import BlockGraph
+from geomol.data.vocab import ATOM_UNK, BLOCK_UNK, POS_UNK
+
+__all__ = ["trajectory_graph", "complete_graph", "bond_and_two_hop_edges", "even_offsets", "last_offsets"]
+
+
+def _tensor(a, dtype) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(a), dtype=dtype)
+
+
+def trajectory_graph(x, v, x_target, edge_index, edge_attr, *, node_attr=None, atom_types=None, atom_pos=None,
+                     block_id=None, block_types=None, name: str | None = None, dtype=torch.float32,
+                     **extra) -> BlockGraph:
+    """Assemble one trajectory sample.
+
+    Args:
+        x, v: [N, 3] input positions and velocities; x_target: [N, P, 3].
+        edge_index: [2, M] int; edge_attr: [M, E_d].
+        node_attr: optional [N, F_d] invariant node features.
+        atom_types: [N] atom-type indices (default: unknown type).
+        atom_pos: [N] position codes (default: unknown).
+        block_id: [N] sorted block of each particle (default: one block per particle).
+        block_types: [Nb] block-type indices (default: unknown type).
+        name: identifier kept on the graph. extra: further per-graph tensors (e.g. ``charge``).
+    """
+    n = len(x)
+    block_id = torch.arange(n) if block_id is None else _tensor(block_id, torch.long)
+    num_blocks = int(block_id[-1]) + 1 if n else 0
+    graph = BlockGraph(
+        X=_tensor(x, dtype),
+        V=_tensor(v, dtype),
+        X_target=_tensor(x_target, dtype),
+        A=torch.full((n,), ATOM_UNK) if atom_types is None else _tensor(atom_types, torch.long),
+        atom_pos=torch.full((n,), POS_UNK) if atom_pos is None else _tensor(atom_pos, torch.long),
+        block_id=block_id,
+        B=torch.full((num_blocks,), BLOCK_UNK) if block_types is None else _tensor(block_types, torch.long),
+        block_len=torch.bincount(block_id, minlength=num_blocks),
+        segment=torch.zeros(num_blocks, dtype=torch.long),
+        edge_index=_tensor(edge_index, torch.long).view(2, -1),
+        edge_attr=_tensor(edge_attr, dtype).view(-1, np.shape(edge_attr)[-1] if np.ndim(edge_attr) == 2 else 1),
+        **extra,
+    )
+    if node_attr is not None:
+        graph.node_attr = _tensor(node_attr, dtype).view(n, -1)
+    if name is not None:
+        graph.name = name
+    return graph
+
+
+def complete_graph(n: int) -> np.ndarray:
+    """[2, n(n−1)] all directed pairs i ≠ j, i outer and j inner (the reference order)."""
+    i, j = np.nonzero(~np.eye(n, dtype=bool))
+    return np.stack([i, j]).astype(np.int64)
+
+
+def bond_and_two_hop_edges(adjacency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges of bonded pairs (hop 1) and pairs with a common neighbour but no bond (hop 2).
+
+    Args:
+        adjacency: [n, n] symmetric bool bond matrix (diagonal ignored).
+
+    Returns:
+        edge_index [2, M] in the reference order (i outer, j inner, i ≠ j) and hop [M] ∈ {1, 2}.
+    """
+    bonds = adjacency.astype(bool) & ~np.eye(len(adjacency), dtype=bool)
+    two_hop = ((bonds.astype(np.int64) @ bonds.astype(np.int64)) > 0) & ~bonds & ~np.eye(len(bonds), dtype=bool)
+    hop = np.where(bonds, 1, np.where(two_hop, 2, 0))
+    i, j = np.nonzero(hop)
+    return np.stack([i, j]).astype(np.int64), hop[i, j]
+
+
+def even_offsets(delta: int, num_timesteps: int) -> np.ndarray:
+    """[P] target offsets ⌊Δ·p/P⌋, p = 1..P (N-body, MD17): evenly spread, the last is Δ."""
+    return np.array([delta * p // num_timesteps for p in range(1, num_timesteps + 1)], dtype=np.int64)
+
+
+def last_offsets(delta: int, num_timesteps: int) -> np.ndarray:
+    """[P] target offsets Δ + p − P, p = 1..P (Mocap, ``last=True``): the P frames up to Δ."""
+    return np.array([delta + p - num_timesteps for p in range(1, num_timesteps + 1)], dtype=np.int64)

@@ -1,0 +1,80 @@
+"""Generic MD trajectories through MDAnalysis, on MDAnalysisTests' adenylate kinase PSF + DCD."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.loader import DataLoader
+
+from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset, md_split_ranges, md_target_offsets
+from geomol.errors import ConfigError, EmptySelectionError, TrajectoryError
+
+datafiles = pytest.importorskip("MDAnalysisTests.datafiles")
+
+
+@pytest.fixture(scope="module")
+def adk():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return MDTrajectory(datafiles.PSF, datafiles.DCD, selection="backbone", stop=40)
+
+
+def test_reference_protocol_numbers():
+    assert md_target_offsets(15, 4).tolist() == [3, 7, 11, 15]
+    # the AdK numbers of the spec: 4186 frames with velocities, Δ = 15
+    ranges = md_split_ranges(4186, 15)
+    assert ranges == {"train": (0, 2502), "valid": (2502, 3336), "test": (3336, 4171)}
+    # reference: the last training targets reach frame 2501 + 15 = 2516, inside the validation range
+    leak_free = md_split_ranges(4186, 15, leak_free=True)
+    assert leak_free["train"] == (0, 2487) and leak_free["valid"] == (2502, 3321)
+
+
+def test_trajectory_reading(adk):
+    assert adk.positions.shape == (40, 855, 3) and adk.positions.dtype == np.float32
+    assert adk.residue_block.max() == 213 and adk.charges is not None
+    assert adk.elements[:4] == ["N", "C", "C", "O"] and adk.names[:2] == ["N", "CA"]
+    assert np.array_equal(adk.frame_numbers, np.arange(40))
+
+
+@pytest.mark.parametrize("leak_free", [False, True])
+def test_split_integrity(adk, leak_free):
+    sets = {s: MDTrajectoryDataset(adk, split=s, delta=3, num_timesteps=2, leak_free=leak_free)
+            for s in ("train", "valid", "test")}
+    inputs = {s: {d.frames(i)[0] for i in range(len(d))} for s, d in sets.items()}
+    used = {s: inputs[s] | {int(f) for i in range(len(d)) for f in d.frames(i)[1]} for s, d in sets.items()}
+    assert not (inputs["train"] & inputs["valid"]) and not (inputs["valid"] & inputs["test"])
+    assert max(max(u) for u in used.values()) <= 38  # the last frame only provides a velocity
+    assert all(len(d) for d in sets.values())
+    assert sum(len(d) for d in sets.values()) == (39 - 3 if not leak_free else 39 - 3 - 2 * 3)
+    leaks = (used["train"] & inputs["valid"]) | (used["valid"] & inputs["test"])
+    assert bool(leaks) != leak_free  # the reference split leaks targets into the next range; leak_free does not
+
+
+def test_items_and_batching(adk):
+    ds = MDTrajectoryDataset(adk, split="valid", delta=7, num_timesteps=4, cutoff=8.0)
+    start, targets = ds.frames(1)
+    assert targets.tolist() == [start + 1, start + 3, start + 5, start + 7]
+    g = ds[1]
+    pos = torch.from_numpy(adk.positions)
+    assert torch.equal(g.X, pos[start]) and torch.equal(g.V, pos[start + 1] - pos[start])
+    assert torch.equal(g.X_target, pos[targets].transpose(0, 1))
+    d = torch.cdist(g.X.double(), g.X.double())
+    brute = ((d < 8.0) & ~torch.eye(855, dtype=torch.bool)).nonzero().T
+    assert torch.equal(g.edge_index, brute)
+    assert torch.allclose(g.edge_attr[:, 0].double(), d[brute[0], brute[1]], atol=1e-4)
+    assert g.node_attr.max() == 1.0 and g.block_len.sum() == 855 and g.B.size(0) == 214
+    batch = next(iter(DataLoader(ds, batch_size=2)))
+    assert batch.block_id.max() == 427 and batch.edge_index.max() == 1709
+
+
+def test_errors(adk):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(EmptySelectionError):
+            MDTrajectory(datafiles.PSF, datafiles.DCD, selection="resname XYZ", stop=2)
+        with pytest.raises(TrajectoryError):
+            MDTrajectory(datafiles.PSF, datafiles.GRO, stop=2)  # atom counts differ
+    with pytest.raises(TrajectoryError):
+        MDTrajectoryDataset(adk, delta=60)
+    with pytest.raises(ConfigError):
+        MDTrajectoryDataset(adk, delta=2, num_timesteps=4)
