@@ -1,4 +1,5 @@
 """Models: GET (affinity, pair classification, embeddings); EGNO and baselines."""
-from geomol.models.get import GET, GETAffinity, GETModel, GETOutput, GETPairClassifier, load_official_state_dict
+from geomol.models.get import (GET, GETAffinity, GETInputs, GETModel, GETOutput, GETPairClassifier,
+                               load_official_state_dict)
 
-__all__ = ["GET", "GETAffinity", "GETModel", "GETOutput", "GETPairClassifier", "load_official_state_dict"]
+__all__ = ["GET", "GETAffinity", "GETInputs", "GETModel", "GETOutput", "GETPairClassifier", "load_official_state_dict"]

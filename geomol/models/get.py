@@ -10,6 +10,22 @@ Reproduces the official affinity / LEP wrappers (``specs/GET.md`` §11.3–11.5)
 5. block_repr = normalize(Σ atom H), graph_repr = normalize(Σ block_repr);
 6. affinity: pK = −Σ_blocks energy_ffn(block_repr), over all blocks, globals included.
 
+Deviations from the official code (deliberate; normal inputs give the official values):
+
+* quirk Q3 (a lone atom pair in the whole batch double-counts a group) is not reproduced;
+* Q4: the accumulated norm scale keeps the dtype of Z (upstream: always float32), so float64
+  runs are exact;
+* Q5: distances are differentiable (as in the official *training* copy of the module);
+* E4: a graph whose coordinate spread is below 1e-6 (one atom, coincident atoms) is left
+  unscaled by the equivariant norms instead of turning into NaN;
+* RBF exponents below −80 are clamped (values ≤ 2e-35 instead of subnormals: same sums,
+  much faster on CPU);
+* robustness: ``d_edge=0`` works (upstream crashes, E2), ``n_rbf=1`` raises a clear error,
+  a graph without a segment-0 global atom is centred on segment 0's atoms (E9), and exact
+  distance ties in the KNN are broken deterministically (upstream: unstable sort);
+* ``pre_norm`` (unused in every official configuration) is not implemented; the chunked
+  attention path (default for large batches) supports first derivatives only.
+
 Example::
 
     from geomol.data import complex_from_files
@@ -18,6 +34,8 @@ Example::
     graph = complex_from_files("protein.pdb", "ligand.sdf")
     pk = model(graph)                      # tensor [1]
     pk = model([graph, other_graph])       # tensor [2]; a torch_geometric Batch works too
+    inputs = model.prepare([graph])        # normalised coordinates + block edges (GETInputs)
+    out = model.embed(inputs)              # GETOutput: H, X (Å), block_repr, graph_repr, edges
 """
 from __future__ import annotations
 

@@ -17,11 +17,12 @@ Implementation. The first linear layer of each pair MLP is split by input blocks
 key and value parts are applied once per atom and the edge part once per edge, so only the RBF
 part is a matmul over pairs. The three pair MLPs (attention, message, coordinate message) run
 as one block-diagonal matmul on the concatenated [pairs, heads, 3·r/h] state, and the three
-scalar read-outs (atom logit, block logit, coordinate weight) as one more. Above
-``PLAIN_MAX_PAIRS`` pairs the work runs in chunks of whole receiving blocks, recomputed in
-the backward pass (:mod:`geomol.nn.chunked`): memory stays flat and the chunks stay in cache.
-Below it (one small complex) the same function runs on everything at once with plain
-autograd, which then has less overhead; ``chunked=True/False`` forces either path.
+scalar read-outs (atom logit, block logit, coordinate weight) as one more. The work runs
+in chunks of whole receiving blocks, recomputed in the backward pass (:mod:`geomol.nn.chunked`):
+memory stays flat and the chunks stay in cache. Only when gradients are needed for a small
+input (≤ ``PLAIN_MAX_PAIRS`` pairs, about one pocket) does the same function run on everything
+at once with plain autograd, which skips the recomputation; ``chunked=True/False`` forces
+either path.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from geomol.nn.scatter import scatter_softmax, scatter_sum
 
 __all__ = ["BilevelAttention", "attend", "PLAIN_MAX_PAIRS"]
 
-PLAIN_MAX_PAIRS = 32768
+PLAIN_MAX_PAIRS = 24576
 
 
 def _mlp2(x, w1, b1, w2, b2):
@@ -112,7 +113,7 @@ class BilevelAttention(nn.Module):
         n_head: h; r, R and d must be divisible by h.
         chunked: True: process receiving blocks in chunks recomputed in backward (fast, low
             memory, no second derivatives); False: plain autograd on everything at once;
-            None (default): chunks above ``PLAIN_MAX_PAIRS`` pairs.
+            None (default): chunks, except with gradients on ≤ ``PLAIN_MAX_PAIRS`` pairs.
 
     Shapes (``forward``): H [N, d], Z [N, C, 3], pairs (P pairs, M groups, E edges),
     edge_attr [E, d_edge] → (H [N, d], Z [N, C, 3]).
@@ -180,7 +181,10 @@ class BilevelAttention(nn.Module):
         x = Z[pairs.pair_atom] - Z[pairs.pair_neighbor]  # [P, C, 3]
         fn = partial(attend, rbf=self.rbf, n_head=self.n_head)
         weights = self._kernel_weights()
-        if self.chunked or (self.chunked is None and pairs.num_pairs > PLAIN_MAX_PAIRS):
+        chunked = self.chunked
+        if chunked is None:
+            chunked = not torch.is_grad_enabled() or pairs.num_pairs > PLAIN_MAX_PAIRS
+        if chunked:
             chunks = [Chunk(c.index, (c.pairs, c.neighbor, c.atoms, c.edge_ids) + (None,) * len(weights),
                             (c.atoms, c.atoms)) for c in pairs.chunks]
             G, dZ = chunked_recompute(fn, (x, sender, query, edge, *weights), chunks, (H.shape, Z.shape))
