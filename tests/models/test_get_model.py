@@ -42,13 +42,13 @@ def _with_coords(graph, X):
 def test_e3_equivariance_on_real_pockets(pockets):
     torch.manual_seed(0)
     model = GETAffinity().double().eval()
-    for graph in pockets:
+    for graph, grad in zip(pockets, (False, True)):  # chunked inference path, then plain autograd path
         graph = _with_coords(graph, graph.X.double())
 
         def fn(coords):
-            g = _with_coords(graph, coords)
-            out = model.embed(g)
-            return [out.X], [out.H, out.block_repr, out.graph_repr, -model.energy(out)]
+            with torch.set_grad_enabled(grad):
+                out = model.embed(_with_coords(graph, coords))
+                return [out.X], [out.H, out.block_repr, out.graph_repr, -model.energy(out)]
 
         assert_equivariant(fn, graph.X, atol=1e-8, trials=2)
 
@@ -97,9 +97,12 @@ def _degenerate_graphs():
     ]
 
 
-def test_degenerate_inputs_stay_finite_with_finite_gradients():
+@pytest.mark.parametrize("chunked", [None, True])
+def test_degenerate_inputs_stay_finite_with_finite_gradients(chunked):
     torch.manual_seed(2)
     model = GETAffinity(**SMALL).train()
+    for layer in model.encoder.layers:
+        layer.attention.chunked = chunked
     pk = model(_degenerate_graphs())
     assert pk.shape == (4,) and torch.isfinite(pk).all()
     GETAffinity.loss(pk, torch.tensor([5.0, 4.0, 3.0, 6.0])).backward()
