@@ -1,2 +1,22 @@
-"""geomol: geometric deep learning on 3D molecular systems (GET, EGNO, the graph of sets)."""
+"""geomol: geometric deep learning on 3D molecular systems (GET, EGNO, the graph of sets).
+
+``geomol.predict_affinity``, ``geomol.load_model`` and ``geomol.export_model`` come from
+:mod:`geomol.api`; they are imported on first use so that ``import geomol`` (and the ``geomol``
+command's help) stays fast.
+"""
 __version__ = "0.1.0"
+
+_API = ("predict_affinity", "load_model", "export_model")
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from geomol import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'geomol' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_API))

@@ -23,6 +23,7 @@ LIGHTNING_SUBCOMMANDS = {
 # name -> (module under geomol.commands, one-line help)
 COMMANDS = {
     "inspect": ("inspect", "read a complex and summarise its graph of sets (blocks, atoms, edges)"),
+    "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of ligands with a GET model"),
 }
 
 

@@ -1,0 +1,199 @@
+"""``geomol predict-affinity``: predict binding affinities (pK, ΔG, Kd) of ligands to a receptor.
+
+Examples::
+
+    geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --out results.csv
+    geomol predict-affinity --receptor dna_complex.pdb --ligands UNK --model runs/.../last.ckpt
+    geomol predict-affinity --receptor complex.pdb --receptor-chains A --ligands chain:B
+    geomol predict-affinity --pairs screen.csv --out screen.json
+    geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --measured measured.csv --plot fit.png
+
+One row per ligand (columns name, pK, dG_kcal_mol, Kd_M, pK_std, n_pocket_blocks, error); a ligand
+that cannot be predicted is reported with its error and the others are still predicted. The exit
+status is non-zero only when nothing could be predicted.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from itertools import groupby
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from geomol.errors import ConfigError, GeomolError
+from geomol.inference import AffinityPrediction, LigandInput, ligand_inputs, load_model, predict_inputs, select_ligand
+from geomol.inference.tables import (
+    PairRow,
+    output_format,
+    plot_predicted_vs_measured,
+    read_measured,
+    read_pairs,
+    write_predictions,
+)
+
+_MOLAR_UNITS = ((1.0, "M"), (1e-3, "mM"), (1e-6, "µM"), (1e-9, "nM"), (1e-12, "pM"), (1e-15, "fM"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    inputs = parser.add_argument_group("inputs (either --receptor with --ligands, or --pairs)")
+    inputs.add_argument("--receptor", help="receptor PDB/mmCIF file (protein, DNA or RNA; plain, .gz or .bz2)")
+    inputs.add_argument("--ligands", nargs="+", metavar="LIGANDS",
+                        help="SDF/MOL2 file(s) (every molecule), ligand PDB file(s), a residue name inside the "
+                             "receptor file (e.g. UNK) or a chain group of it (chain:B) for protein–protein")
+    inputs.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")
+    inputs.add_argument("--pairs", metavar="CSV", help="many receptor–ligand pairs: CSV with columns receptor, "
+                        "ligands and optional ligand (index or title) and name; paths relative to the CSV")
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", nargs="+", default=["default"], metavar="NAME|PATH",
+                       help="shipped model name, model directory, or one or more .ckpt files (an ensemble); "
+                            "default: the shipped default model")
+    model.add_argument("--pocket-cutoff", type=float, metavar="Å",
+                       help="pocket cutoff in Å (default: the value the model was trained with)")
+    model.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    model.add_argument("--batch-size", type=int, default=32, help="complexes per forward pass (default 32)")
+    model.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--out", metavar="FILE", help="write the results to a .csv or .json file")
+    output.add_argument("--measured", metavar="CSV", help="measured values (columns name and pK or dG_kcal_mol) "
+                        "to compare with, matched by name")
+    output.add_argument("--plot", metavar="PNG", help="plot predicted vs measured pK (needs --measured)")
+    output.add_argument("--max-rows", type=int, default=40, help="rows shown in the terminal table (default 40)")
+    output.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    if bool(args.pairs) == bool(args.receptor):
+        raise ConfigError("give --receptor with --ligands, or --pairs (not both)")
+    if args.receptor and not args.ligands:
+        raise ConfigError("--receptor needs --ligands")
+    if args.plot and not args.measured:
+        raise ConfigError("--plot needs --measured")
+    if args.out:
+        output_format(args.out)  # a bad extension fails now, not after the predictions
+
+
+# ---------------------------------------------------------------------- what to predict
+def _pair_inputs(row: PairRow) -> list[LigandInput]:
+    if row.ligand is not None:
+        return [select_ligand(row.ligands, row.ligand, row.name)]
+    items = ligand_inputs(row.ligands)
+    for item in items:
+        if row.name:
+            item.name = row.name if len(items) == 1 else f"{row.name}:{item.name}"
+    return items
+
+
+def _plan(args: argparse.Namespace) -> list[tuple[str, list[LigandInput]]]:
+    """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
+    if args.receptor:
+        return [(args.receptor, ligand_inputs(args.ligands))]
+    rows = read_pairs(args.pairs)
+    return [(str(receptor), [item for row in group for item in _pair_inputs(row)])
+            for receptor, group in groupby(rows, key=lambda r: r.receptor)]
+
+
+def _predict_group(receptor: str, items: Sequence[LigandInput], model, args) -> Iterator[AffinityPrediction]:
+    done = 0
+    try:
+        for record in predict_inputs(receptor, items, model, pocket_cutoff=args.pocket_cutoff,
+                                     batch_size=args.batch_size, receptor_chains=args.receptor_chains):
+            done += 1
+            yield record
+    except GeomolError as exc:
+        if not args.pairs:
+            raise
+        for item in items[done:]:  # an unreadable receptor fails its own pairs, not the screen
+            yield AffinityPrediction(item.name, receptor=receptor, source=item.source, error=str(exc))
+
+
+def _predict_all(plan, model, args, console) -> list[AffinityPrediction]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    total = sum(len(items) for _, items in plan)
+    columns = (TextColumn("predicting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    records = []
+    with Progress(*columns, console=console, disable=args.quiet, transient=True) as progress:
+        task = progress.add_task("ligands", total=total)
+        for receptor, items in plan:
+            for record in _predict_group(receptor, items, model, args):
+                records.append(record)
+                progress.advance(task)
+    return records
+
+
+# ---------------------------------------------------------------------- showing results
+def _molar(value: float) -> str:
+    if not math.isfinite(value):
+        return ""
+    scale, unit = next(((s, u) for s, u in _MOLAR_UNITS if value >= s), _MOLAR_UNITS[-1])
+    return f"{value / scale:.3g} {unit}"
+
+
+def _number(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else ""
+
+
+def _table(records: Sequence[AffinityPrediction], args, model_name: str):
+    from rich.table import Table
+
+    table = Table(title=f"binding affinity ({model_name})", title_justify="left")
+    if args.pairs:
+        table.add_column("receptor", overflow="fold")
+    for column, justify in (("name", "left"), ("pK", "right"), ("± std", "right"), ("ΔG kcal/mol", "right"),
+                            ("Kd", "right"), ("pocket blocks", "right"), ("error", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for r in records[:args.max_rows]:
+        cells = [r.name, _number(r.pK), _number(r.pK_std), _number(r.dG_kcal_mol), _molar(r.Kd_M),
+                 "" if r.n_pocket_blocks is None else str(r.n_pocket_blocks), r.error]
+        table.add_row(*([Path(r.receptor).name] if args.pairs else []), *cells)
+    if len(records) > args.max_rows:
+        table.caption = f"first {args.max_rows} of {len(records)} rows" + (f"; all in {args.out}" if args.out else "")
+    return table
+
+
+def _compare(records, args, console) -> None:
+    from geomol.tasks.metrics import regression_report
+
+    measured = read_measured(args.measured)
+    pairs = [(r.pK, measured[r.name]) for r in records if r.ok and r.name in measured]
+    if len(pairs) < 2:
+        console.print(f"[yellow]only {len(pairs)} predicted ligand(s) match a name in {args.measured}: "
+                      "no comparison[/yellow]")
+        return
+    pred, true = zip(*pairs)
+    report = regression_report(pred, true)
+    console.print(f"vs measured ({len(pairs)} ligands): Pearson {report['pearson']:.3f}, Spearman "
+                  f"{report['spearman']:.3f}, RMSE {report['rmse']:.2f} pK")
+    if args.plot:
+        plot_predicted_vs_measured(records, measured, args.plot, title=Path(args.receptor or args.pairs).name)
+        console.print(f"plot written to {args.plot}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    _check_arguments(args)
+    if args.measured:
+        read_measured(args.measured)  # unreadable measured values fail before the predictions
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    console = Console(stderr=True)
+    model = load_model(args.model[0] if len(args.model) == 1 else args.model, device=args.device)
+    records = _predict_all(_plan(args), model, args, console)
+    if args.out:
+        write_predictions(records, args.out, with_receptor=bool(args.pairs))
+    if not args.quiet:
+        Console().print(_table(records, args, model.name or args.model[0]))
+    failed = [r for r in records if not r.ok]
+    console.print(f"{len(records)} ligand(s): {len(records) - len(failed)} predicted, {len(failed)} failed"
+                  + (f"; results in {args.out}" if args.out else ""))
+    if len(failed) == len(records):
+        print(f"geomol predict-affinity: error: nothing could be predicted; first error: {failed[0].error}",
+              file=sys.stderr)
+        return 1
+    if args.measured:
+        _compare(records, args, console)
+    return 0

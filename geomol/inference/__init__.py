@@ -1,0 +1,17 @@
+"""Prediction with trained models, below the stable surface of :mod:`geomol.api`.
+
+* :mod:`~geomol.inference.model_files` — the shipped-model format, name resolution, safe loading;
+* :mod:`~geomol.inference.loading` — ``load_model`` / ``export_model`` for every task;
+* :mod:`~geomol.inference.affinity_model` — :class:`AffinityModel`, an ensemble of GET affinity models
+  with its preprocessing;
+* :mod:`~geomol.inference.ligand_inputs` — what ``ligands=`` accepts, expanded per ligand;
+* :mod:`~geomol.inference.affinity` — the batched prediction loop and its records;
+* :mod:`~geomol.inference.tables` — result, measured-value and pair tables; plots.
+"""
+from geomol.inference.affinity import COLUMNS, AffinityPrediction, predict_inputs
+from geomol.inference.affinity_model import AffinityModel, Preprocessing
+from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
+from geomol.inference.loading import MODEL_CLASSES, export_model, load_model
+
+__all__ = ["AffinityModel", "AffinityPrediction", "COLUMNS", "LigandInput", "MODEL_CLASSES", "Preprocessing",
+           "export_model", "graph_inputs", "ligand_inputs", "load_model", "predict_inputs", "select_ligand"]

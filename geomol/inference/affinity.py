@@ -1,0 +1,194 @@
+"""Affinity prediction records, and the loop that builds complexes and predicts them in batches.
+
+The receptor file is parsed once for all ligands (with the model's hydrogen setting); each
+ligand's pocket and graph are built with the model's preprocessing; graphs are predicted in
+batches of up to ``batch_size`` complexes and ``max_blocks`` blocks. A ligand whose complex
+cannot be built (unreadable record, empty pocket, ...) gets a record with the error message;
+the others are predicted. Records come back in input order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from geomol.data import complex_from_pdb, complex_from_structure, read_structure
+from geomol.data.blocks import BlockGraph
+from geomol.data.datasets.affinity_labels import dg_from_pk
+from geomol.data.io import Structure
+from geomol.errors import ConfigError, EmptySelectionError, GeomolError
+from geomol.inference.affinity_model import AffinityModel, Preprocessing
+from geomol.inference.ligand_inputs import LigandInput
+
+__all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "pocket_block_count"]
+
+COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error")
+"""Columns of a prediction table, in order."""
+
+
+@dataclass
+class AffinityPrediction:
+    """The prediction for one ligand (or one complex).
+
+    Attributes:
+        name: ligand name (molecule title, else ``#<index>``; residue name; chain group).
+        pK: predicted −log10(K / M), mean over the ensemble members.
+        dG_kcal_mol: ΔG = −R T ln(10) pK in kcal/mol at 298.15 K.
+        Kd_M: K = 10^−pK in mol/L.
+        pK_std: standard deviation of the members' pK (NaN for a single-member model).
+        n_pocket_blocks: receptor blocks in the pocket used (residues, nucleotides; one per atom of
+            cofactors and ions).
+        error: why this ligand could not be predicted ('' when it was; then the numbers are NaN).
+        receptor: the receptor file (or description).
+        source: where the ligand came from (``'file [molecule i]'``).
+    """
+
+    name: str
+    pK: float = math.nan
+    dG_kcal_mol: float = math.nan
+    Kd_M: float = math.nan
+    pK_std: float = math.nan
+    n_pocket_blocks: int | None = None
+    error: str = ""
+    receptor: str = ""
+    source: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def set_pk(self, pk: float, std: float) -> None:
+        if not math.isfinite(pk):
+            self.error = "the model returned a non-finite pK"
+            return
+        self.pK, self.pK_std = pk, std
+        self.dG_kcal_mol = dg_from_pk(pk)
+        self.Kd_M = 10.0 ** -pk
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pocket_block_count(graph: BlockGraph) -> int:
+    """Real (non-global) blocks of segment 0, the receptor side."""
+    return int(((graph.segment == 0) & ~graph.is_global).sum())
+
+
+class _Receptor:
+    """The receptor of a prediction run: a file (read at most once), an already-read Structure, or none."""
+
+    def __init__(self, receptor: str | PathLike | Structure | None, chains: Sequence[str] | None,
+                 keep_hydrogens: bool):
+        if receptor is not None and not isinstance(receptor, (str, PathLike, Structure)):
+            raise ConfigError(f"the receptor must be a PDB/mmCIF path or a Structure, not {type(receptor).__name__}")
+        self.structure = receptor if isinstance(receptor, Structure) else None
+        self.path = Path(receptor) if isinstance(receptor, (str, PathLike)) else None
+        self.label = receptor.source if isinstance(receptor, Structure) else str(receptor or "")
+        self.chains = list(chains) if chains else None
+        self.keep_hydrogens = keep_hydrogens
+
+    def read(self) -> Structure:
+        """The receptor structure (restricted to ``chains``); read errors propagate to the caller."""
+        if self.structure is None:
+            if self.path is None:
+                raise ConfigError("no receptor given")
+            self.structure = read_structure(self.path, keep_hydrogens=self.keep_hydrogens)
+            if self.chains:
+                mask = self.structure.residue_mask(chains=self.chains)
+                if not mask.any():
+                    raise EmptySelectionError(f"no receptor chain among {self.chains} (chains: "
+                                              f"{sorted(set(self.structure.chains))})", source=self.path)
+                self.structure = self.structure.select_residues(mask)
+        return self.structure
+
+
+def _graph(item: LigandInput, receptor: _Receptor, prep: Preprocessing, cutoff: float) -> BlockGraph:
+    """The complex of one ligand input, built with the model's preprocessing."""
+    if item.graph is not None:
+        return item.graph
+    if item.in_receptor_file:
+        if receptor.path is None:
+            raise ConfigError("a residue name or chain group needs the receptor as a file path",
+                              source=item.source)
+        if item.resname is not None and prep.fragments is not None:
+            raise ConfigError("this model uses ligand fragments, which need bond orders: give the ligand as SDF "
+                              "or MOL2 instead of a residue name", source=item.source)
+        return complex_from_pdb(receptor.path, ligand_resname=item.resname, ligand_chains=item.chains,
+                                receptor_chains=receptor.chains, pocket_cutoff=cutoff,
+                                keep_hydrogens=prep.keep_hydrogens, name=item.name)
+    ligand = item.molecule if item.molecule is not None else item.ligand_file
+    return complex_from_structure(receptor.read(), ligand, pocket_cutoff=cutoff, keep_hydrogens=prep.keep_hydrogens,
+                                  fragments=prep.fragments, name=item.name)
+
+
+def _checked_types(graph: BlockGraph, n_block_types: int, source: str) -> BlockGraph:
+    if int(graph.B.max()) >= n_block_types:
+        raise ConfigError(f"the complex has block type {int(graph.B.max())} but the model knows {n_block_types} "
+                          "(a graph built with another block vocabulary)", source=source)
+    return graph
+
+
+def _budget_groups(sizes: Sequence[int], max_blocks: int) -> Iterator[list[int]]:
+    """Consecutive index groups whose sizes sum to ≤ max_blocks (a larger item goes alone)."""
+    group, total = [], 0
+    for i, size in enumerate(sizes):
+        if group and total + size > max_blocks:
+            yield group
+            group, total = [], 0
+        group.append(i)
+        total += size
+    if group:
+        yield group
+
+
+def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: AffinityModel, cutoff: float
+                 ) -> tuple[list[AffinityPrediction], dict[int, BlockGraph]]:
+    records, graphs = [], {}
+    for i, item in enumerate(items):
+        record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error)
+        if not item.error:
+            try:
+                graph = _checked_types(_graph(item, receptor, model.preprocessing, cutoff),
+                                       model.arguments["n_block_types"], item.source)
+                graphs[i] = graph
+                record.n_pocket_blocks = pocket_block_count(graph)
+            except GeomolError as exc:
+                record.error = str(exc)
+        records.append(record)
+    return records, graphs
+
+
+def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence[LigandInput], model: AffinityModel,
+                   *, pocket_cutoff: float | None = None, batch_size: int = 32, max_blocks: int = 4000,
+                   receptor_chains: Sequence[str] | None = None) -> Iterator[AffinityPrediction]:
+    """Predict every input against one receptor; yields one record per input, in order.
+
+    Args:
+        receptor: receptor file or Structure (None only when every input carries a graph).
+        pocket_cutoff: Å; None uses the model's training value.
+        batch_size: complexes per forward pass; max_blocks: blocks per forward pass.
+        receptor_chains: restrict the receptor to these chains.
+
+    Raises:
+        GeomolError: the receptor itself cannot be read (nothing could be predicted against it).
+    """
+    if batch_size < 1 or max_blocks < 1:
+        raise ConfigError(f"batch_size and max_blocks must be ≥ 1, got {batch_size} and {max_blocks}")
+    cutoff = model.preprocessing.pocket_cutoff if pocket_cutoff is None else float(pocket_cutoff)
+    if not cutoff > 0:
+        raise ConfigError(f"pocket_cutoff must be a positive distance in Å, got {pocket_cutoff}")
+    context = _Receptor(receptor, receptor_chains, model.preprocessing.keep_hydrogens)
+    if any(not i.error and i.graph is None and not i.in_receptor_file for i in inputs):
+        context.read()  # parse once, up front: an unreadable receptor is one clear error, not one per ligand
+    for start in range(0, len(inputs), batch_size):
+        records, graphs = _build_chunk(inputs[start:start + batch_size], context, model, cutoff)
+        order = sorted(graphs)
+        for group in _budget_groups([graphs[i].num_blocks for i in order], max_blocks):
+            chosen = [order[g] for g in group]
+            mean, std = model.predict([graphs[i] for i in chosen])
+            for i, pk, spread in zip(chosen, mean.tolist(), std.tolist()):
+                records[i].set_pk(pk, spread)
+        yield from records
+

@@ -1,0 +1,115 @@
+"""``geomol predict-affinity`` end to end: files in, tables out, re-read and checked."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import geomol
+from geomol.cli import main
+from geomol.data import ligand_names
+from geomol.data.datasets.affinity_labels import dg_from_pk
+from geomol.inference.affinity import COLUMNS
+from geomol.inference.tables import read_measured, read_predictions
+from tests.affinity_fixtures import one_torch_thread, tiny_model_dir, transformed_pdb  # noqa: F401 (autouse fixture)
+from tests.conftest import REPO, shared_path
+
+EXAMPLE = REPO / "data" / "example"
+RECEPTOR, LIGANDS, MEASURED = (EXAMPLE / n for n in ("tnks2_protein.pdb", "tnks2_ligands.sdf", "tnks2_measured.csv"))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return tiny_model_dir(tmp_path_factory.mktemp("models") / "tiny")
+
+
+def predict(*args: str, model: Path) -> int:
+    return main(["predict-affinity", *args, "--model", str(model)])
+
+
+def test_csv_table_plot_and_measured_comparison(model_dir, tmp_path, capsys):
+    out, png = tmp_path / "results.csv", tmp_path / "fit.png"
+    assert predict("--receptor", str(RECEPTOR), "--ligands", str(LIGANDS), "--out", str(out),
+                   "--measured", str(MEASURED), "--plot", str(png), model=model_dir) == 0
+    with open(out, newline="") as handle:
+        assert tuple(csv.DictReader(handle).fieldnames) == COLUMNS
+    rows = read_predictions(out)
+    expected = geomol.predict_affinity(RECEPTOR, LIGANDS, model=model_dir)
+    assert [r["name"] for r in rows] == ligand_names(LIGANDS) == [e.name for e in expected]
+    np.testing.assert_allclose([r["pK"] for r in rows], [e.pK for e in expected], atol=1e-4)
+    np.testing.assert_allclose([r["dG_kcal_mol"] for r in rows], [dg_from_pk(r["pK"]) for r in rows], rtol=1e-4)
+    np.testing.assert_allclose([r["Kd_M"] for r in rows], [10 ** -r["pK"] for r in rows], rtol=1e-3)
+    assert all(r["pK_std"] > 0 and r["n_pocket_blocks"] > 0 and r["error"] == "" for r in rows)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    captured = capsys.readouterr()
+    assert "lig_1a" in captured.out and "pocket blocks" in captured.out
+    assert "6 predicted, 0 failed" in captured.err and "Spearman" in captured.err
+
+
+def test_json_output_reports_the_bad_record(model_dir, tmp_path):
+    records = LIGANDS.read_text().split("$$$$\n")
+    records[2] = "\n".join(records[2].splitlines()[:3]) + "\nnot a counts line\n"
+    mixed = tmp_path / "mixed.sdf"
+    mixed.write_text("$$$$\n".join(records))
+    out = tmp_path / "results.json"
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert predict("--receptor", str(RECEPTOR), "--ligands", str(mixed), "--out", str(out), "--quiet",
+                       model=model_dir) == 0
+    rows = read_predictions(out)
+    assert set(json.loads(out.read_text())[2]) == set(COLUMNS)
+    assert [bool(r["error"]) for r in rows] == [False, False, True, False, False, False]
+    assert rows[2]["name"] == "lig_5a" and "molecule 2" in rows[2]["error"] and math.isnan(rows[2]["pK"])
+
+
+def test_nothing_predicted_exits_non_zero_with_the_reason(model_dir, tmp_path, capsys):
+    far = transformed_pdb(RECEPTOR, tmp_path / "far.pdb", np.eye(3), np.array([0.0, 90.0, 0.0]))
+    out = tmp_path / "results.csv"
+    assert predict("--receptor", str(far), "--ligands", str(LIGANDS), "--out", str(out), model=model_dir) == 1
+    err = capsys.readouterr().err
+    assert "nothing could be predicted" in err and "pocket is empty" in err
+    assert all("pocket is empty" in r["error"] for r in read_predictions(out))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--receptor", "missing.pdb", "--ligands", str(LIGANDS)], "missing.pdb: file not found"),
+    (["--receptor", str(RECEPTOR), "--ligands", str(LIGANDS), "--out", "results.txt"], "must end in .csv or .json"),
+    (["--receptor", str(RECEPTOR), "--ligands", str(LIGANDS), "--plot", "fit.png"], "--plot needs --measured"),
+    (["--receptor", str(RECEPTOR)], "--receptor needs --ligands"),
+    (["--receptor", str(RECEPTOR), "--ligands", str(LIGANDS), "--measured", str(LIGANDS)], "lacks column"),
+])
+def test_unusable_inputs_are_named(model_dir, capsys, args, message):
+    assert predict(*args, model=model_dir) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_pairs_screen_with_relative_paths(model_dir, tmp_path):
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "tnks2.pdb").write_bytes(RECEPTOR.read_bytes())
+    (tmp_path / "inputs" / "ligs.sdf").write_bytes(LIGANDS.read_bytes())
+    dna = shared_path("nucleic", "dna_ligand", "1D30_complex_ref.pdb")
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("receptor,ligands,ligand,name\n"
+                     "inputs/tnks2.pdb,inputs/ligs.sdf,,\n"
+                     "inputs/tnks2.pdb,inputs/ligs.sdf,lig_7,seven\n"
+                     f"{dna},UNK,,dna drug\n"
+                     "inputs/absent.pdb,inputs/ligs.sdf,0,\n")
+    out = tmp_path / "screen.csv"
+    assert main(["predict-affinity", "--pairs", str(pairs), "--out", str(out), "--model", str(model_dir),
+                 "--quiet"]) == 0
+    rows = read_predictions(out)
+    assert [r["name"] for r in rows] == ligand_names(LIGANDS) + ["seven", "dna drug", "lig_1a"]
+    assert [Path(r["receptor"]).name for r in rows] == ["tnks2.pdb"] * 7 + [dna.name, "absent.pdb"]
+    assert rows[6]["pK"] == pytest.approx(rows[5]["pK"], abs=1e-4)  # lig_7 again, by title
+    assert rows[7]["error"] == "" and rows[7]["n_pocket_blocks"] > 0
+    assert "absent.pdb: file not found" in rows[8]["error"]
+
+
+def test_measured_values_as_free_energies(tmp_path):
+    path = tmp_path / "measured.csv"
+    path.write_text("name,dG_kcal_mol\na,-9.55\nb,-6.0\n")
+    measured = read_measured(path)
+    assert measured["a"] == pytest.approx(7.0, abs=0.01) and measured["b"] == pytest.approx(4.398, abs=0.01)
