@@ -78,3 +78,14 @@ def test_errors(adk):
         MDTrajectoryDataset(adk, delta=60)
     with pytest.raises(ConfigError):
         MDTrajectoryDataset(adk, delta=2, num_timesteps=4)
+
+
+def test_residues_as_particles(adk):
+    ds = MDTrajectoryDataset(adk, split="train", delta=7, num_timesteps=4, cutoff=12.0, particles="residue")
+    g = ds[0]
+    first = adk.positions[0, adk.residue_block == 5].mean(0)
+    assert g.X.shape == (214, 3) and torch.allclose(g.X[5], torch.from_numpy(first), atol=1e-4)
+    assert g.block_len.eq(1).all() and g.B.size(0) == 214 and g.X_target.shape == (214, 4, 3)
+    net = np.add.reduceat(adk.charges, np.flatnonzero(np.diff(adk.residue_block, prepend=-1)))
+    assert net.max() < 0  # backbone-only residue charges are all negative: scaled by the largest magnitude
+    assert torch.allclose(g.node_attr[:, 0].double(), torch.from_numpy(net / np.abs(net).max()), atol=1e-6)

@@ -17,7 +17,8 @@ Generalises the reference AdK protocol (``specs/EGNO.md`` §3.4) to PSF/DCD, GRO
   charges (F = 1 then).
 
 Blocks are residues (consecutive atoms of one residue), so a protein's BlockGraph has the same
-block structure as elsewhere in geomol. For rollout tools, :attr:`MDTrajectory.atom_indices`
+block structure as elsewhere in geomol; with ``particles="residue"`` the residues themselves
+(their centroids) are the particles. For rollout tools, :attr:`MDTrajectory.atom_indices`
 gives the topology index of each node and :meth:`MDTrajectoryDataset.frames` the trajectory
 frame numbers behind a sample.
 """
@@ -143,16 +144,21 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         ratios: fractions of the starts for train / valid / test.
         leak_free: keep every target frame inside its own split range (see module docstring).
         charge_feature: "auto" (charges if the topology has them), True (required) or False.
+        particles: "atom" (each selected atom is a node, blocks are residues) or "residue" (each
+            residue's centroid is a node and its own block; charge = the residue's net charge).
     """
 
     def __init__(self, source: MDTrajectory | str | os.PathLike, trajectory=None, *, split: str = "train",
                  selection: str = "backbone", delta: int = 15, num_timesteps: int = 4, cutoff: float = 8.0,
-                 ratios=(0.6, 0.2, 0.2), leak_free: bool = False, charge_feature: bool | str = "auto"):
+                 ratios=(0.6, 0.2, 0.2), leak_free: bool = False, charge_feature: bool | str = "auto",
+                 particles: str = "atom"):
         if split not in ("train", "valid", "test"):
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         if delta < num_timesteps - 1 or num_timesteps < 1 or cutoff <= 0:
             raise ConfigError(f"need P ≥ 1, Δ ≥ P − 1 and cutoff > 0 (got P={num_timesteps}, Δ={delta}, "
                               f"cutoff={cutoff})")
+        if particles not in ("atom", "residue"):
+            raise ConfigError(f"particles must be 'atom' or 'residue', got {particles!r}")
         self.traj = source if isinstance(source, MDTrajectory) else MDTrajectory(source, trajectory,
                                                                                  selection=selection)
         if len(self.traj) < delta + 2:
@@ -160,16 +166,31 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         self.split, self.delta, self.cutoff = split, delta, cutoff
         self.offsets = md_target_offsets(delta, num_timesteps)
         self.begin, self.end = md_split_ranges(len(self.traj) - 1, delta, ratios, leak_free)[split]
-        self.node_attr = self._charge_feature(charge_feature)
-        self.atom_types = np.array([atom_index(e) for e in self.traj.elements])
-        self.atom_pos = np.array([position_index(position_code(n, e)) for n, e in zip(self.traj.names,
-                                                                                        self.traj.elements)])
-        first_atom = np.flatnonzero(np.diff(self.traj.residue_block, prepend=-1))
-        self.block_types = np.array([VOCAB.index(s) if (s := residue_block_symbol(self.traj.resnames[a])) else
-                                     BLOCK_UNK for a in first_atom])
+        self.particles = particles
+        self._set_particles(particles, charge_feature)
 
-    def _charge_feature(self, charge_feature):
-        charges = self.traj.charges
+    def _set_particles(self, particles: str, charge_feature) -> None:
+        """Per-particle positions [F, n, 3], types, blocks and scaled charges of atoms or residues."""
+        traj = self.traj
+        first_atom = np.flatnonzero(np.diff(traj.residue_block, prepend=-1))
+        self.block_types = np.array([VOCAB.index(s) if (s := residue_block_symbol(traj.resnames[a])) else
+                                     BLOCK_UNK for a in first_atom])
+        charges = traj.charges
+        if particles == "residue":
+            size = np.diff(np.append(first_atom, traj.num_atoms))
+            centroids = np.add.reduceat(traj.positions, first_atom, axis=1) / size[None, :, None]
+            self.positions = centroids.astype(np.float32)
+            charges = None if charges is None else np.add.reduceat(charges, first_atom)
+            self.atom_types = self.atom_pos = self.block_id = None
+        else:
+            self.positions = traj.positions
+            self.atom_types = np.array([atom_index(e) for e in traj.elements])
+            self.atom_pos = np.array([position_index(position_code(n, e)) for n, e in zip(traj.names, traj.elements)])
+            self.block_id = traj.residue_block
+        self.node_attr = self._charge_feature(charge_feature, charges)
+
+    def _charge_feature(self, charge_feature, charges):
+        """[n, 1] charges scaled by the largest (the maximum, or the largest magnitude if none is > 0)."""
         if charge_feature is True and charges is None:
             raise ConfigError("charge_feature=True but the topology has no partial charges",
                               source=self.traj.source[0])
@@ -190,11 +211,11 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int):
         start, targets = self.frames(i)
-        pos = self.traj.positions
+        pos = self.positions
         x = torch.from_numpy(pos[start])
         edge_index = radius_graph(x, self.cutoff)
         dist = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
         return trajectory_graph(pos[start], pos[start + 1] - pos[start], pos[targets].transpose(1, 0, 2),
                                 edge_index, dist, node_attr=self.node_attr, atom_types=self.atom_types,
-                                atom_pos=self.atom_pos, block_id=self.traj.residue_block,
-                                block_types=self.block_types, name=f"md_{self.split}_{start}")
+                                atom_pos=self.atom_pos, block_id=self.block_id, block_types=self.block_types,
+                                name=f"md_{self.split}_{start}")
