@@ -24,6 +24,8 @@ LIGHTNING_SUBCOMMANDS = {
 COMMANDS = {
     "inspect": ("inspect", "read a complex and summarise its graph of sets (blocks, atoms, edges)"),
     "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of ligands with a GET model"),
+    "fragments": ("fragments", "learn (or list) a principal-subgraph fragment vocabulary for ligand blocks"),
+    "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
 }
 
 

@@ -2,7 +2,7 @@
 
 :class:`AffinityModule` trains :class:`~geomol.models.get.GETAffinity` with MSE on pK and logs,
 per epoch, Pearson, Spearman, RMSE and MAE over the whole validation/test set, plus the mean
-per-target Spearman/Pearson when items carry a ``target`` label. The preprocessing the data
+per-target Spearman/Pearson (targets = the items' ``protein`` labels; one target when absent). The preprocessing the data
 module applied (pocket cutoff, hydrogens, fragment vocabulary) is stored in every checkpoint,
 so that prediction later builds graphs exactly as in training.
 """
@@ -95,9 +95,8 @@ class AffinityModule(_GETTask):
         metrics = regression_report(cols["pred"], cols["y"])
         metrics.pop("n")
         per_target = grouped_regression_report(cols["pred"], cols["y"], cols["target"])
-        if len(per_target) > 1:
-            metrics["mean_target_spearman"] = mean_of(r["spearman"] for r in per_target.values())
-            metrics["mean_target_pearson"] = mean_of(r["pearson"] for r in per_target.values())
+        metrics["mean_target_spearman"] = mean_of(r["spearman"] for r in per_target.values())
+        metrics["mean_target_pearson"] = mean_of(r["pearson"] for r in per_target.values())
         return metrics
 
     def predict_step(self, batch, batch_idx) -> dict[str, Any]:

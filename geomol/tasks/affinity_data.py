@@ -47,9 +47,8 @@ def split_by_protein(dataset: ProcessedDataset, method: SplitMethod = "protein_k
     """
     proteins, groups = dataset.column("protein"), dataset.column("group")
     if method == "random":
-        train, valid, test = random_group_split(groups, (1 - valid_fraction - test_fraction, valid_fraction,
-                                                         test_fraction), seed=seed)
-        return {"train": train, "valid": valid, "test": test}
+        return random_group_split(groups, (1 - valid_fraction - test_fraction, valid_fraction, test_fraction),
+                                  seed=seed)
     known = sorted(set(proteins))
     if method == "protein_kfold":
         folds = group_kfold(proteins, n_folds, seed=seed)
@@ -247,7 +246,7 @@ class LBADataModule(_Atom3DDataModule):
     dataset_name = "lba"
 
     def _options(self) -> dict[str, Any]:
-        return {"ligand_hydrogens": self.keep_hydrogens}
+        return {"ligand_hydrogens": self.keep_hydrogens, "fragments": self.fragment_vocab}
 
 
 class LEPDataModule(_Atom3DDataModule):

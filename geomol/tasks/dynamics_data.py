@@ -102,18 +102,21 @@ class MD17DataModule(TrajectoryDataModule):
         path: ``md17_<molecule>.npz`` with ``R`` and ``z``.
         split_file: the reference ``<mol>_split.pkl``-style split (optional; else generated).
         max_train: training samples (reference 500).
+        margin: frames excluded at both ends when generating a split (reference 10000).
     """
 
     def __init__(self, path: str, split_file: str | None = None, delta: int = 3000, max_train: int = 500,
-                 num_timesteps: int = 8, **kwargs):
+                 margin: int = 10000, num_timesteps: int = 8, **kwargs):
         super().__init__(num_timesteps=num_timesteps, **kwargs)
         self.path, self.split_file, self.delta, self.max_train = path, split_file, delta, max_train
+        self.margin = margin
 
     def make_split(self, stage: str) -> Dataset:
         from geomol.data.datasets.md17 import MD17Dataset
 
         return MD17Dataset(self.path, stage, delta=self.delta, num_timesteps=self.num_timesteps,
-                           split_file=self.split_file, max_samples=self.max_train if stage == "train" else None)
+                           split_file=self.split_file, margin=self.margin,
+                           max_samples=self.max_train if stage == "train" else None)
 
 
 class MDTrajectoryDataModule(TrajectoryDataModule):

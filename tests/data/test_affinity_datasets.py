@@ -18,6 +18,7 @@ from geomol.data.datasets.pdbbind import PDBbindDataset, read_id_list
 from geomol.data.datasets.ppa import PPADataset, chain_group, ppa_label
 from geomol.data.splits import check_no_leakage, group_kfold, leave_one_group_out, random_group_split
 from geomol.errors import ConfigError, DatasetError
+from tests.builders import write_pocket
 from tests.conftest import shared_path
 
 RT_LN10 = 1.98720425864083e-3 * 298.15 * math.log(10)
@@ -138,16 +139,6 @@ def pdbbind_root(tmp_path_factory):
             Chem.MolToMolFile(mol, str(folder / f"{code}_ligand.sdf"))
     (root / "INDEX_refined_data.2020").write_text(INDEX)
     return root
-
-
-def write_pocket(protein, mol, out, cutoff):
-    """PDBbind-style pocket file: whole residues with any atom within ``cutoff`` Å of the ligand."""
-    lig = mol.GetConformer().GetPositions()
-    lines = [l for l in open(protein) if l.startswith(("ATOM", "HETATM"))]
-    xyz = np.array([[float(l[30:38]), float(l[38:46]), float(l[46:54])] for l in lines])
-    near = np.linalg.norm(xyz[:, None] - lig[None], axis=-1).min(1) < cutoff
-    keep = {l[17:27] for l, n in zip(lines, near) if n}
-    out.write_text("".join(l for l in lines if l[17:27] in keep) + "END\n")
 
 
 @pytest.mark.filterwarnings("ignore:.*indexed complex.*have no folder")

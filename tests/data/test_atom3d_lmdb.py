@@ -17,49 +17,9 @@ from geomol.data.datasets.atom3d_lmdb import Atom3DReader, LBADataset, LEPDatase
 from geomol.data.sampler import DynamicBatchSampler
 from geomol.data.vocab import POS_SMALL_MOLECULE, VOCAB
 from geomol.errors import DatasetError, UnknownElementError
+from tests.builders import ATOM3D_COLUMNS as COLUMNS
+from tests.builders import ligand_rows, pdb_rows, pocket_of, split_frame, write_lmdb
 from tests.conftest import shared_path
-
-COLUMNS = ["ensemble", "subunit", "model", "chain", "hetero", "insertion_code", "residue", "segid", "resname",
-           "name", "element", "x", "y", "z", "fullname", "serial"]
-
-
-def pdb_rows(path, keep=lambda row: True):
-    """Atom rows (dicts with the ATOM3D columns) of a PDB file, read by fixed columns."""
-    rows = []
-    for line in open(path):
-        if not line.startswith(("ATOM", "HETATM")):
-            continue
-        name = line[12:16].strip()
-        row = {"ensemble": "x.pdb", "subunit": 0, "model": 0, "chain": line[21], "hetero": " " if line[0] == "A" else "H",
-               "insertion_code": line[26].strip(), "residue": int(line[22:26]), "segid": "", "resname": line[17:20].strip(),
-               "name": name, "element": line[76:78].strip() or name[0], "x": float(line[30:38]), "y": float(line[38:46]),
-               "z": float(line[46:54]), "fullname": line[12:16], "serial": int(line[6:11])}
-        if keep(row):
-            rows.append(row)
-    return rows
-
-
-def ligand_rows(mol, resname="LIG", chain="L", residue=900):
-    pos = mol.GetConformer().GetPositions()
-    return [{"ensemble": "l.sdf", "subunit": 0, "model": 0, "chain": chain, "hetero": "H", "insertion_code": " ",
-             "residue": residue, "segid": "", "resname": resname, "name": f"{a.GetSymbol()}{i}",
-             "element": a.GetSymbol().upper(), "x": p[0], "y": p[1], "z": p[2], "fullname": f"{a.GetSymbol()}{i}",
-             "serial": i} for i, (a, p) in enumerate(zip(mol.GetAtoms(), pos))]
-
-
-def split_frame(rows):
-    """pandas ``to_json(orient='split')`` form, as atom3d writes it."""
-    return {"columns": COLUMNS, "index": list(range(len(rows))), "data": [[r[c] for c in COLUMNS] for r in rows]}
-
-
-def write_lmdb(path, items, subdir=True):
-    env = lmdb.open(str(path), map_size=1 << 28, subdir=subdir)
-    with env.begin(write=True) as txn:
-        for i, item in enumerate(items):
-            txn.put(str(i).encode(), gzip.compress(json.dumps(item).encode()))
-        txn.put(b"num_examples", str(len(items)).encode())
-        txn.put(b"serialization_format", b"json")
-    env.close()
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +28,6 @@ def cdk2():
     supplier = Chem.SDMolSupplier(str(shared_path("plb", "cdk2", "02_ligands", "ligands.sdf")), removeHs=False)
     ligands = [m for m in supplier][:3]
     return protein, ligands
-
-
-def pocket_of(protein, mol, cutoff=8.0):
-    lig = mol.GetConformer().GetPositions()
-    xyz = np.array([[r["x"], r["y"], r["z"]] for r in protein])
-    close = np.linalg.norm(xyz[:, None] - lig[None], axis=-1).min(1) < cutoff
-    keys = {(r["chain"], r["residue"], r["insertion_code"]) for r, c in zip(protein, close) if c}
-    return [r for r in protein if (r["chain"], r["residue"], r["insertion_code"]) in keys]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from rdkit import Chem
 from geomol.data.fragment import FragmentVocab, per_atom_groups
 from geomol.data.vocab import VOCAB
 from geomol.errors import ConfigError, DatasetError, GeomolError, StructureReadError
-from conftest import shared_path
+from tests.conftest import shared_path
 
 
 def _read(path, **kwargs) -> list[Chem.Mol]:

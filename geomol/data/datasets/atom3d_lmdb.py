@@ -33,17 +33,23 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+import warnings
+
 import numpy as np
+from rdkit import Chem, RDLogger
+from rdkit.Chem import AllChem, rdDetermineBonds
 from scipy.spatial import cKDTree
 
 from geomol.data.blocks import Block, BlockGraph
 from geomol.data.cache import Recipe, shared_environment
-from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, replace_info
-from geomol.data.vocab import element_block_symbol, format_element, is_element, position_code, residue_block_symbol
+from geomol.data.datasets.ligand_complex import fragment_files, load_fragment_vocab
+from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, default_cache_dir, replace_info
+from geomol.data.io.ligand import ligand_blocks
+from geomol.data.vocab import VOCAB, element_block_symbol, format_element, is_element, position_code, residue_block_symbol
 from geomol.errors import DatasetError, UnknownElementError
 
 __all__ = ["AtomTable", "Atom3DReader", "open_atom3d", "atom_table", "lba_graph", "lep_graphs", "build_lba",
-           "build_lep", "LBADataset", "LEPDataset"]
+           "build_lep", "LBADataset", "LEPDataset", "ligand_molecule"]
 
 _WATERS = {"HOH", "WAT", "H2O", "DOD", "TIP3", "SOL"}
 _REQUIRED = ("chain", "residue", "resname", "name", "element", "x", "y", "z")
@@ -233,15 +239,54 @@ def _atom_blocks(table: AtomTable, rows: Sequence[int], *, small_molecule: bool,
                   table.coords[r:r + 1], (table.name[r],), label or f"ligand:{table.name[r]}") for r in rows]
 
 
-def lba_graph(item: dict, *, ligand_hydrogens: bool = False, source: str = "") -> BlockGraph:
-    """BlockGraph of an ATOM3D LBA record (pocket residues + ligand atoms), y = neglog_aff."""
+def ligand_molecule(table: AtomTable, rows: Sequence[int], smiles: str | None, source: str) -> Chem.Mol:
+    """RDKit molecule of ligand atoms: bonds from interatomic distances, bond orders from ``smiles``.
+
+    ATOM3D stores ligands as bare atom tables. Connectivity is perceived from the coordinates
+    (covalent radii); the record's SMILES then supplies bond orders and aromaticity. If the
+    template does not match, the molecule keeps single bonds and a warning says so (fragments
+    of such a molecule fall back to smaller, still exact, pieces).
+    """
+    mol = Chem.RWMol()
+    conformer = Chem.Conformer(len(rows))
+    for i, r in enumerate(rows):
+        mol.AddAtom(Chem.Atom(format_element(table.element[r])))
+        conformer.SetAtomPosition(i, table.coords[r].tolist())
+    mol = mol.GetMol()
+    mol.AddConformer(conformer, assignId=True)
+    rdDetermineBonds.DetermineConnectivity(mol)
+    if smiles:
+        RDLogger.DisableLog("rdApp.*")  # "more than one matching pattern" notes are not errors
+        try:
+            template = Chem.MolFromSmiles(smiles)
+            return AllChem.AssignBondOrdersFromTemplate(Chem.RemoveHs(template), mol)
+        except Exception as exc:  # RDKit raises ValueError or its own errors when the graphs differ
+            warnings.warn(f"{source}: ligand bond orders not assigned from SMILES ({exc}); single bonds kept",
+                          RuntimeWarning, stacklevel=2)
+        finally:
+            RDLogger.EnableLog("rdApp.*")
+    return mol
+
+
+def lba_graph(item: dict, *, ligand_hydrogens: bool = False, fragments=None, source: str = "") -> BlockGraph:
+    """BlockGraph of an ATOM3D LBA record (pocket residues + ligand atoms or fragments), y = neglog_aff.
+
+    ``fragments`` (a :class:`~geomol.data.fragment.FragmentVocab`) makes fragment blocks of the
+    ligand's heavy atoms, with bond orders taken from the record's SMILES.
+    """
     key = str(item.get("id", ""))
     pocket = atom_table(_field(item, "atoms_pocket", source, key), f"{source} [{key}] atoms_pocket")
     ligand = atom_table(_field(item, "atoms_ligand", source, key), f"{source} [{key}] atoms_ligand")
-    rows = [r for r in range(len(ligand)) if ligand_hydrogens or ligand.element[r] != "H"]
     y = _neglog_aff(_field(item, "scores", source, key), source, key)
-    return BlockGraph.from_blocks([_residue_blocks(pocket, pocket.residue_rows()),
-                                   _atom_blocks(ligand, rows, small_molecule=True)], y, name=key)
+    if fragments is None:
+        rows = [r for r in range(len(ligand)) if ligand_hydrogens or ligand.element[r] != "H"]
+        ligand_side = _atom_blocks(ligand, rows, small_molecule=True)
+    else:
+        heavy = [r for r in range(len(ligand)) if ligand.element[r] != "H"]
+        mol = ligand_molecule(ligand, heavy, item.get("smiles"), f"{source} [{key}]")
+        ligand_side = ligand_blocks(mol, fragments=fragments, label="ligand")
+    return BlockGraph.from_blocks([_residue_blocks(pocket, pocket.residue_rows()), ligand_side], y, name=key,
+                                  vocab=fragments.block_vocab() if fragments is not None else VOCAB)
 
 
 def _lep_conformation(table: AtomTable, *, cutoff: float, ligand_hydrogens: bool, name: str) -> BlockGraph:
@@ -281,7 +326,8 @@ def lep_graphs(item: dict, *, cutoff: float = 6.0, ligand_hydrogens: bool = Fals
 def build_lba(files: dict, *, index: int, ligand_hydrogens: bool) -> tuple[BlockGraph, dict]:
     reader = open_atom3d(files["lmdb"])
     item = reader[index]
-    graph = lba_graph(item, ligand_hydrogens=ligand_hydrogens, source=str(reader.path))
+    fragments = load_fragment_vocab(files["fragments"]) if "fragments" in files else None
+    graph = lba_graph(item, ligand_hydrogens=ligand_hydrogens, fragments=fragments, source=str(reader.path))
     return graph, {"id": str(item["id"]), "y": float(graph.y), "smiles": str(item.get("smiles") or "")}
 
 
@@ -302,10 +348,11 @@ def _info_from_meta(info: ItemInfo, meta: dict) -> ItemInfo:
 class _Atom3DDataset(ProcessedDataset):
     source = ""
 
-    def __init__(self, lmdb_path, builder, params: dict, **kwargs):
+    def __init__(self, lmdb_path, builder, params: dict, extra_files: dict | None = None, **kwargs):
         reader = Atom3DReader(lmdb_path)
         data_file = str(reader.data_file)  # its content enters the key; the builder opens it too
-        items = [(Recipe(f"{self.source}:{index}", builder, {"lmdb": data_file}, {"index": index, **params},
+        files = {"lmdb": data_file, **(extra_files or {})}
+        items = [(Recipe(f"{self.source}:{index}", builder, files, {"index": index, **params},
                          group=data_file), ItemInfo(id=str(index), source=self.source))
                  for index in range(len(reader))]
         kwargs.setdefault("name", f"{self.source}-{Path(lmdb_path).name}")
@@ -318,13 +365,16 @@ class LBADataset(_Atom3DDataset):
     Args:
         lmdb_path: the LMDB directory (with ``data.mdb``) or file.
         ligand_hydrogens: keep ligand hydrogens (the official GET code does).
+        fragments: a FragmentVocab (or its saved file) for fragment ligand blocks; None = atoms.
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ...).
     """
 
     source = "lba"
 
-    def __init__(self, lmdb_path: str | os.PathLike, *, ligand_hydrogens: bool = False, **kwargs):
-        super().__init__(lmdb_path, build_lba, {"ligand_hydrogens": ligand_hydrogens}, **kwargs)
+    def __init__(self, lmdb_path: str | os.PathLike, *, ligand_hydrogens: bool = False, fragments=None, **kwargs):
+        cache = Path(kwargs["cache_dir"]) if kwargs.get("cache_dir") is not None else default_cache_dir()
+        super().__init__(lmdb_path, build_lba, {"ligand_hydrogens": ligand_hydrogens},
+                         extra_files=fragment_files(fragments, cache), **kwargs)
 
 
 class LEPDataset(_Atom3DDataset):

@@ -24,7 +24,7 @@ from geomol.data.io import Structure, read_ligand, read_structure
 from geomol.data.splits import connected_groups
 from geomol.errors import ConfigError, StructureReadError
 
-__all__ = ["build_ligand_complex", "ligand_identity", "fragment_files", "complex_params", "assign_groups",
+__all__ = ["build_ligand_complex", "ligand_identity", "fragment_files", "load_fragment_vocab", "complex_params", "assign_groups",
            "inchikey_from_meta"]
 
 
@@ -39,7 +39,8 @@ def _cached_receptor(path: str, keep_hydrogens: bool) -> Structure:
 
 
 @functools.lru_cache(maxsize=4)
-def _fragment_vocab(path: str) -> FragmentVocab:
+def load_fragment_vocab(path: str) -> FragmentVocab:
+    """A saved vocabulary, memoised per process (workers build many items with one vocabulary)."""
     return FragmentVocab.load(path)
 
 
@@ -77,7 +78,7 @@ def build_ligand_complex(files: dict[str, str], *, ligand: int, pocket_cutoff: f
             raise
         mol = read_ligand(files["ligands_fallback"], ligand)
     receptor = _cached_receptor(files["receptor"], keep_hydrogens)
-    fragments = _fragment_vocab(files["fragments"]) if "fragments" in files else None
+    fragments = load_fragment_vocab(files["fragments"]) if "fragments" in files else None
     graph = complex_from_structure(receptor, mol, pocket_cutoff=pocket_cutoff, keep_hydrogens=keep_hydrogens,
                                    fragments=fragments)
     return graph, {"inchikey": ligand_identity(mol)}

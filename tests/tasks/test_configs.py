@@ -1,0 +1,91 @@
+"""Every shipped config trains for 2 steps and validates, with its data pointed at tiny real inputs."""
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pytest
+import torch
+from rdkit import Chem
+
+from geomol.cli import main
+from geomol.data.fragment import FragmentVocab
+from tests import builders
+from tests.conftest import REPO, shared_path
+
+CONFIGS = sorted(Path(p).name for p in glob.glob(str(REPO / "configs" / "*.yaml")))
+
+
+def _atom3d(tmp: Path, kind: str) -> list[str]:
+    paths = builders.write_atom3d_splits(tmp / kind, kind)
+    return ["--data.init_args.train", str(paths["train"]), "--data.init_args.valid", str(paths["val"]),
+            "--data.init_args.test", str(paths["test"])]
+
+
+def _overrides(name: str, tmp: Path) -> list[str]:
+    plb = str(shared_path("plb"))
+    if name == "get_plb.yaml":
+        return ["--data.init_args.plb_root", plb, "--data.init_args.targets", "[cdk2, cmet, ptp1b]",
+                "--data.init_args.n_folds", "3"]
+    if name == "get_affinity_default.yaml":
+        return ["--data.init_args.plb_root", plb, "--data.init_args.fep_root", str(shared_path("fep_benchmark")),
+                "--data.init_args.targets", "[cmet, ptp1b]", "--data.init_args.series", "[jacs_set/cdk2]",
+                "--data.init_args.n_folds", "3"]
+    if name in ("get_lba.yaml", "get_lep.yaml"):
+        return _atom3d(tmp, "lba" if name == "get_lba.yaml" else "lep")
+    if name == "get_lba_ps.yaml":
+        vocab = tmp / "ps.json"
+        FragmentVocab.learn([Chem.MolFromSmiles(i["smiles"]) for i in builders.lba_items(3)], size=10).save(vocab)
+        return _atom3d(tmp, "lba") + ["--data.init_args.fragments", str(vocab)]
+    if name == "get_pdbbind_id30.yaml":
+        root = tmp / "pdbbind"
+        index = builders.write_pdbbind(root)
+        ids = {}
+        for split, codes in (("train", "1aaa\n2bbb\n"), ("valid", "3ccc\n"), ("test", "4ddd\n")):
+            ids[split] = tmp / f"{split}.txt"
+            ids[split].write_text(codes)
+        return ["--data.init_args.roots", f"[{root}]", "--data.init_args.index_file", str(index),
+                "--data.init_args.train_ids", str(ids["train"]), "--data.init_args.valid_ids", str(ids["valid"]),
+                "--data.init_args.test_ids", str(ids["test"])]
+    if name == "get_ppa.yaml":
+        return ["--data.init_args.table", str(builders.write_ppa(tmp / "ppa")), "--data.init_args.valid_fraction",
+                "0.2", "--data.init_args.test_fraction", "0.2"]
+    if name == "egno_nbody.yaml":
+        return ["--data.init_args.cache_dir", str(tmp / "nbody"), "--data.init_args.num_train", "60",
+                "--data.init_args.num_valid", "20", "--data.init_args.num_test", "20", "--data.init_args.max_train", "60",
+                "--data.init_args.batch_size", "20"]
+    if name == "egno_mocap_run.yaml":
+        return ["--data.init_args.path", str(shared_path("mocap_run", "cmu_subject09_run.npz"))]
+    if name == "egno_md17.yaml":
+        path = builders.write_md17(tmp / "md17_ethanol.npz", frames=600)
+        return ["--data.init_args.path", str(path), "--data.init_args.delta", "40", "--data.init_args.margin", "50",
+                "--data.init_args.batch_size", "10"]
+    if name == "egno_md.yaml":
+        from MDAnalysisTests.datafiles import DCD, PSF
+        return ["--data.init_args.topology", PSF, "--data.init_args.trajectory", DCD,
+                "--data.init_args.selection", "name CA", "--data.init_args.batch_size", "2"]
+    raise AssertionError(f"no test data for {name}")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.filterwarnings("ignore:.*exceed the budget")
+def test_config_trains_two_steps(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # loggers and checkpoints write below the working directory
+    monkeypatch.setenv("GEOMOL_CACHE", str(tmp_path / "cache"))
+    args = ["fit", "--config", str(REPO / "configs" / name), *_overrides(name, tmp_path),
+            "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
+            "--trainer.check_val_every_n_epoch", "1", "--trainer.num_sanity_val_steps", "0",
+            "--trainer.log_every_n_steps", "1"]
+    if name.startswith("get_"):
+        args += ["--data.init_args.max_blocks", "150", "--data.init_args.preprocess_workers", "0"]
+    assert main(args) == 0
+    checkpoints = list(tmp_path.glob("runs/**/checkpoints/*.ckpt"))
+    assert checkpoints, "no checkpoint written"
+    state = torch.load(checkpoints[0], weights_only=True)  # safe to load: tensors and plain values only
+    assert state["global_step"] == 2
+    metrics = (next(tmp_path.glob("runs/**/metrics.csv"))).read_text()
+    assert "train/loss" in metrics and ("val/" in metrics)
+
+
+def test_every_config_is_tested():
+    assert len(CONFIGS) == 11
