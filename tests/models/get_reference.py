@@ -8,10 +8,21 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 D, R, C, RBF, HEADS, DE, LAYERS = 64, 32, 1, 32, 4, 64, 3  # the LBA configuration
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread in the GET tests (import it into a test module to use it): on a
+    shared 2-core machine two OpenMP threads mostly wait for each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 DH, RH, RBFH = D // HEADS, R // HEADS, RBF // HEADS
 
 

@@ -8,17 +8,9 @@ from geomol.data import Block, BlockGraph, complex_from_structure, read_structur
 from geomol.models.get import GETAffinity, GETModel, GETPairClassifier
 from geomol.testing import apply_e3, assert_equivariant
 from tests.conftest import shared_path
+from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
 
 SMALL = dict(d_hidden=32, d_radial=16, n_rbf=16, d_edge=16, n_layers=2, n_head=4)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: on a shared 2-core machine two OpenMP threads stall each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _plb(target, ligands, cutoff=10.0):

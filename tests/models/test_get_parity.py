@@ -6,6 +6,7 @@ from geomol.errors import ModelLoadError
 from geomol.models.get import GET, GETAffinity, GETPairClassifier, load_official_state_dict
 from geomol.nn.atom_pairs import sparse_atom_pairs
 from tests.models import get_reference as ref
+from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
 
 
 def _tiny_complex(seed=0, two_graphs=False):

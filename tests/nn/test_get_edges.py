@@ -6,6 +6,7 @@ from geomol.data import read_structure, complex_from_structure
 from geomol.nn.atom_pairs import sparse_atom_pairs
 from geomol.nn.block_edges import build_block_edges, global_edges
 from tests.conftest import shared_path
+from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
 
 
 def _synthetic(seed, n_graphs=3, segments=(0, 1, 2), max_atoms=9):
@@ -53,7 +54,7 @@ def _as_set(edges, etype):
 
 @pytest.mark.parametrize("seed,k,chunk,max_atoms", [(0, 9, 1 << 20, 9), (1, 3, 64, 9), (2, 5, 7, 9), (5, 4, 4096, 45)])
 def test_knn_edges_match_dense(seed, k, chunk, max_atoms):
-    Z, block_id, block_batch, segment, is_global = _synthetic(seed, max_atoms=max_atoms)
+    Z, block_id, block_batch, segment, is_global = _synthetic(seed, n_graphs=2, max_atoms=max_atoms)
     edges, etype = build_block_edges(Z, block_id, block_batch, segment, is_global, k=k, chunk=chunk)
     knn = etype < 2
     assert _as_set(edges[:, knn], etype[knn]) == _dense_knn(Z, block_id, block_batch, segment, is_global, k)

@@ -11,6 +11,7 @@ from geomol.nn.equivariant_ffn import EquivariantFFN
 from geomol.nn.equivariant_norm import EquivariantLayerNorm, recover_scale
 from geomol.nn.radial import RadialBasis
 from geomol.testing import assert_equivariant
+from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
 
 
 def test_radial_basis_formula_and_cutoff():
