@@ -24,6 +24,11 @@ def shared_data() -> Path:
     return shared_path()
 
 
+# One thread per test process: on a small shared machine, oversubscribed OpenMP threads make the
+# many small kernels of these tests several times slower.
+torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _seed_torch():
     torch.manual_seed(0)

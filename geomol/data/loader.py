@@ -9,7 +9,7 @@ random stream (which drives dropout): a resumed run draws the same dropout masks
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -26,6 +26,26 @@ def collate_graphs(items: Sequence[Any]) -> Batch:
     return Batch.from_data_list(graphs)
 
 
+class _DeferredIterator:
+    """Creates the DataLoader iterator at the first ``next``, not at ``iter``.
+
+    Lightning calls ``iter(loader)`` before it sets the epoch of the sampler and before it
+    restores a checkpoint; a multi-process iterator would fetch its first indices right then.
+    Deferring the creation lets both take effect.
+    """
+
+    def __init__(self, make: Callable[[], Iterator]):
+        self._make, self._it = make, None
+
+    def __iter__(self) -> "_DeferredIterator":
+        return self
+
+    def __next__(self):
+        if self._it is None:
+            self._it = self._make()
+        return next(self._it)
+
+
 class ResumableLoader(DataLoader):
     """``DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_graphs)`` with a resumable state.
 
@@ -40,6 +60,9 @@ class ResumableLoader(DataLoader):
         kwargs.setdefault("generator", torch.Generator().manual_seed(batch_sampler.seed))
         kwargs.setdefault("persistent_workers", num_workers > 0)
         super().__init__(dataset, batch_sampler=batch_sampler, num_workers=num_workers, **kwargs)
+
+    def __iter__(self) -> _DeferredIterator:
+        return _DeferredIterator(super().__iter__)
 
     def state_dict(self) -> dict[str, int]:
         return self.batch_sampler.state_dict()

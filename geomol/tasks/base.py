@@ -11,10 +11,11 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 import torch.distributed as dist
+from lightning.pytorch.callbacks import Callback
 
 from geomol.tasks.optim import adam_with_decay
 
-__all__ = ["GeomolModule", "EpochCollector", "gather_objects"]
+__all__ = ["GeomolModule", "EpochCollector", "gather_objects", "RandomStateCheckpoint"]
 
 
 def gather_objects(values: list[Any]) -> list[Any]:
@@ -45,6 +46,22 @@ class EpochCollector:
         return out
 
 
+class RandomStateCheckpoint(Callback):
+    """Store torch's global random state in every checkpoint and restore it on resume.
+
+    Dropout draws from that state, so a run resumed mid-epoch (with the loaders of
+    :mod:`geomol.data.loader`, which do not touch the global state) continues with exactly the
+    masks, and therefore the losses, of an uninterrupted run. Only restored by ``Trainer.fit(ckpt_path=...)``,
+    never by ``load_from_checkpoint``.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"torch": torch.get_rng_state()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        torch.set_rng_state(state_dict["torch"])
+
+
 class GeomolModule(pl.LightningModule):
     """Base of the task modules.
 
@@ -62,6 +79,9 @@ class GeomolModule(pl.LightningModule):
     def __init__(self):
         super().__init__()
         self.collector = EpochCollector()
+
+    def configure_callbacks(self):
+        return [RandomStateCheckpoint()]
 
     @property
     def stage(self) -> str:

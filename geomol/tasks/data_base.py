@@ -3,7 +3,10 @@
 Subclasses implement :meth:`GraphDataModule.build_splits` (``{'train': ds, 'valid': ds, 'test': ds}``)
 and :meth:`GraphDataModule.batch_sampler`. Loaders shard over DDP ranks themselves (so run the
 Trainer with ``use_distributed_sampler=False``, the default of ``geomol fit``) and can be resumed
-mid-epoch (:class:`~geomol.data.loader.ResumableLoader`).
+mid-epoch (:class:`~geomol.data.loader.ResumableLoader`): the data module's own ``state_dict``
+records where the training loader is, and ``load_state_dict`` hands that to the loader. (Lightning's
+loop-level loader state is not enough: the loader it restores is created before the checkpoint is
+read when the optimiser schedule asks for the number of steps.)
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ class GraphDataModule(pl.LightningDataModule):
         super().__init__()
         self.num_workers, self.seed = num_workers, seed
         self.splits: dict[str, Dataset] = {}
+        self._train_loader: ResumableLoader | None = None
+        self._train_state: dict[str, int] | None = None
 
     def build_splits(self) -> dict[str, Dataset]:
         raise NotImplementedError
@@ -62,7 +67,18 @@ class GraphDataModule(pl.LightningDataModule):
         return ResumableLoader(dataset, self.batch_sampler(dataset, train, replicas, rank), num_workers=self.num_workers)
 
     def train_dataloader(self) -> ResumableLoader:
-        return self._loader("train", train=True)
+        self._train_loader = self._loader("train", train=True)
+        if self._train_state is not None:
+            self._train_loader.load_state_dict(self._train_state)
+        return self._train_loader
+
+    def state_dict(self) -> dict[str, Any]:
+        return {} if self._train_loader is None else {"train_loader": self._train_loader.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._train_state = state_dict.get("train_loader")
+        if self._train_loader is not None and self._train_state is not None:
+            self._train_loader.load_state_dict(self._train_state)
 
     def val_dataloader(self) -> ResumableLoader:
         return self._loader("valid", train=False)
