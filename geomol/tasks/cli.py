@@ -20,16 +20,23 @@ class GeomolCLI(LightningCLI):
 
 
 def run_lightning(argv: list[str]) -> int:
-    """Run ``argv`` (``['fit', '--config', ...]``) through :class:`GeomolCLI`; returns 0 on success."""
-    sys.argv = sys.argv[:1]  # the arguments arrive through ``args`` (LightningCLI warns about both)
-    GeomolCLI(
-        pl.LightningModule,
-        pl.LightningDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        args=argv,
-        trainer_defaults={"use_distributed_sampler": False},
-        save_config_kwargs={"overwrite": True},
-        parser_kwargs={"prog": "geomol"},
-    )
+    """Run ``argv`` (``['fit', '--config', ...]``) through :class:`GeomolCLI`; returns 0 on success.
+
+    The arguments go through ``sys.argv``: Lightning's DDP launcher starts the other ranks by
+    re-running this process's command line.
+    """
+    saved = sys.argv
+    sys.argv = [saved[0], *argv]
+    try:
+        GeomolCLI(
+            pl.LightningModule,
+            pl.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            trainer_defaults={"use_distributed_sampler": False},
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs={"prog": "geomol"},
+        )
+    finally:
+        sys.argv = saved
     return 0
