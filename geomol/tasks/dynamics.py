@@ -3,6 +3,8 @@
 Loss: the reference objective, mean over the P predicted frames of the per-frame MSE. Logged per
 evaluation epoch over all samples: ``s2s_mse`` (state-to-state: error at the last frame, the
 number the reference scripts report) and ``s2t_mse`` (state-to-trajectory: mean over the P frames).
+The data module's protocol (target offsets, graph and feature definitions; its ``preprocessing``)
+is stored in every checkpoint, so that a rollout later builds its inputs exactly as in training.
 """
 from __future__ import annotations
 
@@ -28,13 +30,14 @@ class DynamicsModule(GeomolModule):
         hidden, num_layers, num_timesteps (P), num_modes, time_embedding_dim, use_time_conv,
             node_attr_norm: see :class:`~geomol.models.egno.EGNO`.
         lr, weight_decay, final_lr: Adam; ``final_lr=None`` keeps the rate constant (reference).
+        compile: wrap the model in ``torch.compile``.
     """
 
     def __init__(self, model: Literal["egno", "egnn"] = "egno", node_features: int = 1, edge_features: int = 2,
                  hidden: int = 64, num_layers: int = 4, num_timesteps: int = 5, num_modes: int = 2,
                  time_embedding_dim: int = 32, use_time_conv: bool = True,
                  node_attr_norm: Literal["dataset", "batch_max"] = "dataset",
-                 lr: float = 1e-4, weight_decay: float = 1e-8, final_lr: float | None = None):
+                 lr: float = 1e-4, weight_decay: float = 1e-8, final_lr: float | None = None, compile: bool = False):
         super().__init__()
         self.save_hyperparameters()
         common = dict(node_features=node_features, edge_features=edge_features, hidden=hidden,
@@ -46,6 +49,20 @@ class DynamicsModule(GeomolModule):
             self.model = EGNNDynamics(**common)
         else:
             raise ValueError(f"unknown model {model!r} (egno | egnn)")
+        if compile:
+            self.model = torch.compile(self.model, dynamic=True)
+        self.preprocessing: dict[str, Any] = {}
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None and getattr(datamodule, "preprocessing", None):
+            self.preprocessing = dict(datamodule.preprocessing)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["geomol_preprocessing"] = self.preprocessing
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.preprocessing = dict(checkpoint.get("geomol_preprocessing") or {})
 
     def forward(self, batch) -> torch.Tensor:
         """[N, P, 3] predicted positions."""
