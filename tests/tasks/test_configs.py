@@ -89,3 +89,27 @@ def test_config_trains_two_steps(name, tmp_path, monkeypatch):
 
 def test_every_config_is_tested():
     assert len(CONFIGS) == 11
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_ema_and_fragment_vocab_size_through_the_cli(tmp_path, monkeypatch):
+    """``geomol fit`` sizes the block embedding from the data's fragment vocabulary before building the
+    model, so callbacks that copy the model at set-up (EMA weight averaging) see the real one."""
+    from geomol.tasks.cli import GeomolCLI
+    import lightning.pytorch as pl
+
+    monkeypatch.chdir(tmp_path)
+    vocab = tmp_path / "frag.json"
+    _, mols = builders.plb_target("cdk2")
+    FragmentVocab.learn(mols, size=12).save(vocab)
+    args = ["--config", str(REPO / "configs" / "get_plb.yaml"), *_overrides("get_plb.yaml", tmp_path),
+            "--data.init_args.fragments", str(vocab), "--data.init_args.cache_dir", str(tmp_path / "cache"),
+            "--data.init_args.preprocess_workers", "0", "--model.init_args.d_hidden", "16",
+            "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
+            "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
+            "--trainer.callbacks", "lightning.pytorch.callbacks.EMAWeightAveraging"]
+    cli = GeomolCLI(pl.LightningModule, pl.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
+                    args=["fit", *args], trainer_defaults={"use_distributed_sampler": False})
+    assert cli.model.hparams.n_block_types == 150 + 12
+    ema = next(c for c in cli.trainer.callbacks if type(c).__name__ == "EMAWeightAveraging")
+    assert int(ema._average_model.n_averaged) >= 1
