@@ -23,14 +23,27 @@ _GET_ARGS = ("d_hidden", "d_radial", "n_rbf", "cutoff", "d_edge", "n_layers", "n
 
 
 class _GETTask(GeomolModule):
-    """Shared by both GET tasks: lazy model construction once the vocabulary size is known."""
+    """Shared by both GET tasks: hyperparameters and lazy model construction.
+
+    Args:
+        d_hidden ... dropout: GET hyperparameters (:class:`~geomol.models.get.GETModel`).
+        n_block_types: block vocabulary size; ``None`` takes it from the data module
+            (``geomol fit`` fills it from the config before building).
+        lr, final_lr, weight_decay: Adam with per-step exponential decay from lr to final_lr.
+        compile: wrap the model in ``torch.compile``.
+    """
 
     model_class: type = GETAffinity
 
-    def _init_task(self) -> None:
+    def __init__(self, d_hidden: int = 64, d_radial: int = 32, n_rbf: int = 32, cutoff: float = 7.0,
+                 d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
+                 sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int | None = None,
+                 lr: float = 1e-3, final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False):
+        super().__init__()
+        self.save_hyperparameters()
         self.model = None
         self.preprocessing: dict[str, Any] = {}
-        if self.hparams.n_block_types is not None:
+        if n_block_types is not None:
             self._build()
 
     def _build(self) -> None:
@@ -60,24 +73,10 @@ class _GETTask(GeomolModule):
 
 
 class AffinityModule(_GETTask):
-    """GET + energy read-out, regression on pK (official LBA recipe by default).
-
-    Args:
-        d_hidden ... dropout: GET hyperparameters (:class:`~geomol.models.get.GETModel`).
-        n_block_types: block vocabulary size; ``None`` takes it from the data module.
-        lr, final_lr, weight_decay: Adam with per-step exponential decay from lr to final_lr.
-        compile: wrap the model in ``torch.compile``.
-    """
+    """GET + energy read-out, regression on pK (official LBA recipe by default; arguments as
+    :class:`_GETTask`)."""
 
     model_class = GETAffinity
-
-    def __init__(self, d_hidden: int = 64, d_radial: int = 32, n_rbf: int = 32, cutoff: float = 7.0,
-                 d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
-                 sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int | None = None,
-                 lr: float = 1e-3, final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False):
-        super().__init__()
-        self.save_hyperparameters()
-        self._init_task()
 
     def forward(self, batch) -> torch.Tensor:
         """[B] predicted pK."""
@@ -113,13 +112,8 @@ class PairClassificationModule(_GETTask):
 
     model_class = GETPairClassifier
 
-    def __init__(self, d_hidden: int = 128, d_radial: int = 64, n_rbf: int = 32, cutoff: float = 7.0,
-                 d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
-                 sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int | None = None,
-                 lr: float = 1e-3, final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False):
-        super().__init__()
-        self.save_hyperparameters()
-        self._init_task()
+    def __init__(self, d_hidden: int = 128, d_radial: int = 64, **kwargs):
+        super().__init__(d_hidden=d_hidden, d_radial=d_radial, **kwargs)
 
     def forward(self, batch) -> torch.Tensor:
         """[P, 2] logits (class 1 = active)."""
