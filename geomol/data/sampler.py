@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Iterator, Sequence
+from typing import Hashable, Iterator, Sequence
 
 import torch
 from torch.utils.data import Sampler
@@ -139,6 +139,9 @@ class DynamicBatchSampler(EpochBatchSampler):
     Args:
         sizes: size of each item (blocks, global blocks included: ``ProcessedDataset.sizes``).
         max_blocks: budget per batch (reference: 2000). An item above it gets a batch of its own.
+        groups: optional group of each item (e.g. its protein); a batch then never mixes groups,
+            so that a loss can compare the items of one batch (ranking within a target). The
+            batches are shuffled as a whole after packing.
         shuffle, seed, num_replicas, rank, drop_last: see :class:`EpochBatchSampler`.
 
     Example:
@@ -146,9 +149,9 @@ class DynamicBatchSampler(EpochBatchSampler):
         >>> loader = ResumableLoader(dataset, batch_sampler=sampler)
     """
 
-    def __init__(self, sizes: Sequence[int], max_blocks: int = 2000, *, shuffle: bool = True, seed: int = 0,
-                 num_replicas: int | None = None, rank: int | None = None, drop_last: bool = False,
-                 pad: bool = True):
+    def __init__(self, sizes: Sequence[int], max_blocks: int = 2000, *, groups: Sequence[Hashable] | None = None,
+                 shuffle: bool = True, seed: int = 0, num_replicas: int | None = None, rank: int | None = None,
+                 drop_last: bool = False, pad: bool = True):
         if max_blocks < 1:
             raise ConfigError(f"max_blocks must be positive, got {max_blocks}")
         self.sizes = torch.as_tensor(list(sizes), dtype=torch.long)
@@ -157,18 +160,22 @@ class DynamicBatchSampler(EpochBatchSampler):
         super().__init__(len(self.sizes), shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank,
                          drop_last=drop_last, pad=pad)
         self.max_blocks = int(max_blocks)
+        if groups is not None and len(groups) != len(self.sizes):
+            raise ConfigError(f"{len(groups)} groups for {len(self.sizes)} items")
+        self.groups = None if groups is None else list(groups)
         self.oversized: list[int] = torch.nonzero(self.sizes > self.max_blocks).flatten().tolist()
         if self.oversized:
             warnings.warn(
                 f"{len(self.oversized)} item(s) exceed the budget of {self.max_blocks} blocks "
                 f"(largest {int(self.sizes.max())}); each gets a batch of its own", RuntimeWarning, stacklevel=2)
 
-    def _epoch_batches(self) -> list[list[int]]:
+    def _pack(self, order: Sequence[int]) -> list[list[int]]:
+        """Greedy packing of items, in order, into batches within the budget."""
         sizes = self.sizes.tolist()
         batches: list[list[int]] = []
         current: list[int] = []
         total = 0
-        for index in self._order():
+        for index in order:
             size = sizes[index]
             if size > self.max_blocks:
                 batches.append([index])
@@ -180,6 +187,19 @@ class DynamicBatchSampler(EpochBatchSampler):
             total += size
         if current:
             batches.append(current)
+        return batches
+
+    def _epoch_batches(self) -> list[list[int]]:
+        order = self._order()
+        if self.groups is None:
+            return self._pack(order)
+        members: dict[Hashable, list[int]] = {}
+        for index in order:
+            members.setdefault(self.groups[index], []).append(index)
+        batches = [batch for group in members.values() for batch in self._pack(group)]
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch + 1)
+            batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
         return batches
 
 

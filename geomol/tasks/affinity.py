@@ -8,7 +8,7 @@ so that prediction later builds graphs exactly as in training.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -16,10 +16,25 @@ from geomol.models.get import GETAffinity, GETPairClassifier
 from geomol.tasks.base import GeomolModule
 from geomol.tasks.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
 
-__all__ = ["AffinityModule", "PairClassificationModule"]
+__all__ = ["AffinityModule", "PairClassificationModule", "ranking_loss"]
 
 _GET_ARGS = ("d_hidden", "d_radial", "n_rbf", "cutoff", "d_edge", "n_layers", "n_head", "k_neighbors",
              "sparse_k", "dropout", "n_block_types")
+
+
+def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
+    """Mean logistic loss over ordered pairs of one group: log(1 + exp(−(p_i − p_j))) for y_i > y_j.
+
+    Only the order of predictions within a protein matters to this term, so it targets per-target
+    ranking (what Spearman measures) without asking the model to know each protein's offset.
+    ``pred``, ``y``: [B]; ``groups``: B labels (all one group when None). 0 when no pair exists.
+    """
+    ids = torch.zeros_like(y, dtype=torch.long) if groups is None else torch.tensor(
+        [hash(g) for g in groups], device=y.device)
+    ordered = (ids[:, None] == ids[None, :]) & (y[:, None] > y[None, :])
+    if not ordered.any():
+        return pred.sum() * 0.0
+    return torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered]).mean()
 
 
 class _GETTask(GeomolModule):
@@ -31,6 +46,8 @@ class _GETTask(GeomolModule):
             (``geomol fit`` fills it from the config before building).
         lr, final_lr, weight_decay: Adam with per-step exponential decay from lr to final_lr.
         compile: wrap the model in ``torch.compile``.
+        rank_weight: weight of a pairwise ranking loss between ligands of the same protein in a
+            batch (affinity only; 0 = the reference MSE alone). Use with ``group_batches``.
     """
 
     model_class: type = GETAffinity
@@ -38,7 +55,8 @@ class _GETTask(GeomolModule):
     def __init__(self, d_hidden: int = 64, d_radial: int = 32, n_rbf: int = 32, cutoff: float = 7.0,
                  d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
                  sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int | None = None,
-                 lr: float = 1e-3, final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False):
+                 lr: float = 1e-3, final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False,
+                 rank_weight: float = 0.0):
         super().__init__()
         self.save_hyperparameters()
         self.model = None
@@ -84,7 +102,10 @@ class AffinityModule(_GETTask):
 
     def compute(self, batch):
         pred = self(batch)
-        return GETAffinity.loss(pred, batch.y), batch.num_graphs, pred
+        loss = GETAffinity.loss(pred, batch.y)
+        if self.hparams.rank_weight > 0 and self.training:
+            loss = loss + self.hparams.rank_weight * ranking_loss(pred, batch.y, getattr(batch, "protein", None))
+        return loss, batch.num_graphs, pred
 
     def collect(self, batch, pred) -> None:
         targets = getattr(batch, "protein", None) or ["all"] * batch.num_graphs

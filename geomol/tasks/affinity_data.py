@@ -83,17 +83,18 @@ class AffinityDataModule(GraphDataModule):
         fragments: path of a :class:`~geomol.data.fragment.FragmentVocab` JSON file for fragment
             blocks on the ligand; ``None`` makes one block per ligand atom (reference default).
         max_blocks: block budget per batch.
+        group_batches: training batches hold the ligands of one protein only (for ranking losses).
         cache_dir: processed-data store (default ``$GEOMOL_CACHE`` or ``~/.cache/geomol``).
         preprocess_workers: processes used by ``prepare_data`` (default: all CPUs).
         num_workers, seed: see :class:`~geomol.tasks.data_base.GraphDataModule`.
     """
 
     def __init__(self, pocket_cutoff: float = 10.0, keep_hydrogens: bool = False, fragments: str | None = None,
-                 max_blocks: int = 2000, cache_dir: str | None = None, preprocess_workers: int | None = None,
-                 num_workers: int = 0, seed: int = 12):
+                 max_blocks: int = 2000, group_batches: bool = False, cache_dir: str | None = None,
+                 preprocess_workers: int | None = None, num_workers: int = 0, seed: int = 12):
         super().__init__(num_workers=num_workers, seed=seed)
         self.pocket_cutoff, self.keep_hydrogens, self.fragments_path = pocket_cutoff, keep_hydrogens, fragments
-        self.max_blocks, self.cache_dir = max_blocks, cache_dir
+        self.max_blocks, self.group_batches, self.cache_dir = max_blocks, group_batches, cache_dir
         self.preprocess_workers = preprocess_workers
         self.dataset: ProcessedDataset | None = None
 
@@ -130,7 +131,8 @@ class AffinityDataModule(GraphDataModule):
         return self.dataset
 
     def batch_sampler(self, dataset, train: bool, num_replicas: int, rank: int) -> DynamicBatchSampler:
-        return DynamicBatchSampler(dataset.sizes, self.max_blocks, shuffle=train, seed=self.seed,
+        groups = dataset.column("protein") if train and self.group_batches else None
+        return DynamicBatchSampler(dataset.sizes, self.max_blocks, groups=groups, shuffle=train, seed=self.seed,
                                    num_replicas=num_replicas, rank=rank, pad=train)
 
 

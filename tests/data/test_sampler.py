@@ -136,3 +136,14 @@ def test_unpadded_shards_give_every_batch_exactly_once():
     lengths = [len(DynamicBatchSampler(SIZES, max_blocks=700, shuffle=False, num_replicas=3, rank=r, pad=False))
                for r in range(3)]
     assert lengths == [len(s) for s in shards] and max(lengths) - min(lengths) <= 1
+
+
+def test_grouped_batches_never_mix_groups():
+    groups = [i % 7 for i in range(len(SIZES))]
+    sampler = DynamicBatchSampler(SIZES, max_blocks=900, groups=groups, seed=4)
+    batches = list(sampler)
+    assert all(len({groups[i] for i in b}) == 1 for b in batches)
+    assert sorted(i for b in batches for i in b) == list(range(len(SIZES)))
+    assert all(sum(SIZES[i] for i in b) <= 900 for b in batches)
+    sampler.set_epoch(1)
+    assert list(sampler) != batches  # batches are reshuffled across groups each epoch

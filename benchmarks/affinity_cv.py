@@ -1,0 +1,160 @@
+"""Cross-validation of the affinity recipe on proteins the model has not seen.
+
+The labelled complexes of ``../shared/data/plb`` and ``../shared/data/fep_benchmark`` are split into
+``--folds`` groups of *proteins* (a protein in both sources counts once; alternative states of a ligand
+stay together). For each fold a model is trained on the other proteins (a further 10 % of them held
+out for model selection on ``val/mean_target_spearman``) and evaluated on the fold's proteins. The
+heavy-atom count of the ligand is scored on the same items as a baseline.
+
+Per target (= protein) with at least ``--min-ligands`` ligands: Pearson and Spearman of predicted vs
+measured pK; pooled RMSE over all test items. Results: one JSON per fold under ``--out-dir``, and the
+summary (``benchmarks/affinity.py cv`` prints it) in ``--summary``.
+
+Usage (one fold per process, so two cores run two folds)::
+
+    python benchmarks/affinity_cv.py train --fold 0 --variant base --out-dir benchmarks/results/cv_base
+    python benchmarks/affinity_cv.py summarise --out-dir benchmarks/results/cv_base \\
+        --summary benchmarks/results/affinity_cv.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+# Variants: model and data arguments on top of the recipe (configs/get_affinity_default.yaml).
+VARIANTS: dict[str, dict] = {
+    "base": {"model": {}, "data": {}},
+    "lba_size": {"model": {"d_hidden": 64, "d_radial": 32, "n_rbf": 32, "n_layers": 3}, "data": {}},
+    "rank": {"model": {"rank_weight": 1.0}, "data": {"group_batches": True}},
+    "pocket8": {"model": {}, "data": {"pocket_cutoff": 8.0}},
+}
+
+
+def _recipe() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "configs" / "get_affinity_default.yaml").read_text())
+
+
+def heavy_atoms(graph) -> int:
+    """Heavy atoms of the ligand (segment 1, global atom excluded)."""
+    ligand = (graph.segment[graph.block_id] == 1) & ~graph.is_global[graph.block_id]
+    return int(ligand.sum())
+
+
+def train_fold(args) -> dict:
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.loggers import CSVLogger
+
+    from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule
+
+    torch.set_num_threads(1)
+    recipe, variant = _recipe(), VARIANTS[args.variant]
+    model_args = {**recipe["model"]["init_args"], **variant["model"]}
+    data_args = {**recipe["data"]["init_args"], **variant["data"], "plb_root": str(SHARED / "plb"),
+                 "fep_root": str(SHARED / "fep_benchmark"), "n_folds": args.folds, "fold": args.fold,
+                 "cache_dir": args.cache_dir, "preprocess_workers": 1}
+    pl.seed_everything(args.seed + args.fold)
+    data = BenchmarkAffinityDataModule(**data_args)
+    module = AffinityModule(**model_args)
+    out = Path(args.out_dir)
+    checkpoint = ModelCheckpoint(dirpath=out / f"fold{args.fold}", monitor="val/mean_target_spearman", mode="max",
+                                 save_top_k=1, filename="best")
+    trainer = pl.Trainer(max_epochs=args.epochs, gradient_clip_val=1.0, use_distributed_sampler=False,
+                         logger=CSVLogger(out, name=f"fold{args.fold}"), callbacks=[checkpoint],
+                         enable_progress_bar=False, enable_model_summary=False)
+    start = time.time()
+    trainer.fit(module, data)
+    train_seconds = time.time() - start
+    best = AffinityModule.load_from_checkpoint(checkpoint.best_model_path, weights_only=True).eval()
+    rows = []
+    with torch.no_grad():
+        for batch in data.test_dataloader():
+            pred = best(batch)
+            for i, graph in enumerate(batch.to_data_list()):
+                rows.append({"id": graph.name, "protein": graph.protein, "series": graph.series,
+                             "y": float(graph.y), "pred": float(pred[i]), "heavy_atoms": heavy_atoms(graph)})
+    result = {"fold": args.fold, "variant": args.variant, "epochs": args.epochs, "model": model_args,
+              "data": {k: v for k, v in data_args.items() if k not in ("cache_dir",)},
+              "split_sizes": data.split_sizes(), "best_checkpoint": str(checkpoint.best_model_path),
+              "best_val_mean_target_spearman": float(checkpoint.best_model_score),
+              "train_seconds": train_seconds, "test": rows}
+    (out / f"fold{args.fold}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def summarise(args) -> dict:
+    from geomol.tasks.metrics import grouped_regression_report, mean_of, rmse
+
+    folds = [json.loads(p.read_text()) for p in sorted(Path(args.out_dir).glob("fold*.json"))]
+    if not folds:
+        sys.exit(f"no fold results in {args.out_dir}")
+    rows = [dict(r, fold=f["fold"]) for f in folds for r in f["test"]]
+    proteins = [r["protein"] for r in rows]
+    y = [r["y"] for r in rows]
+    model = grouped_regression_report([r["pred"] for r in rows], y, proteins)
+    baseline = grouped_regression_report([r["heavy_atoms"] for r in rows], y, proteins)
+    fold_of = {r["protein"]: r["fold"] for r in rows}
+    per_target = {p: {"fold": fold_of[p], "n": int(m["n"]), "pearson": m["pearson"], "spearman": m["spearman"],
+                      "rmse": m["rmse"], "hac_pearson": baseline[p]["pearson"], "hac_spearman": baseline[p]["spearman"]}
+                  for p, m in sorted(model.items()) if m["n"] >= args.min_ligands}
+    summary = {
+        "targets": len(per_target), "items": len(rows),
+        "mean_target_spearman": mean_of(t["spearman"] for t in per_target.values()),
+        "mean_target_pearson": mean_of(t["pearson"] for t in per_target.values()),
+        "hac_mean_target_spearman": mean_of(t["hac_spearman"] for t in per_target.values()),
+        "hac_mean_target_pearson": mean_of(t["hac_pearson"] for t in per_target.values()),
+        "pooled_rmse": rmse([r["pred"] for r in rows], y),
+        "plb_mean_target_spearman": mean_of(t["spearman"] for p, t in per_target.items() if _in_plb(p, rows)),
+        "plb_hac_mean_target_spearman": mean_of(t["hac_spearman"] for p, t in per_target.items() if _in_plb(p, rows)),
+        "train_hours": sum(f["train_seconds"] for f in folds) / 3600,
+    }
+    result = {"description": f"{len(folds)}-fold cross-validation grouped by protein over PLB + FEP benchmark; "
+                             f"targets with >= {args.min_ligands} ligands",
+              "model": folds[0]["model"], "variant": folds[0]["variant"], "epochs": folds[0]["epochs"],
+              "split": "protein_kfold", "machine": f"{platform.processor() or platform.machine()}, 1 thread per fold",
+              "folds": [{"fold": f["fold"], "test_targets": sorted({r['protein'] for r in f['test']}),
+                         "n": len(f["test"]), "best_val_mean_target_spearman": f["best_val_mean_target_spearman"]}
+                        for f in folds],
+              "per_target": per_target, "summary": summary}
+    Path(args.summary).write_text(json.dumps(result, indent=1))
+    print(json.dumps(summary, indent=1))
+    return result
+
+
+def _in_plb(protein: str, rows) -> bool:
+    return any(r["protein"] == protein and r["id"].startswith("plb/") for r in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train")
+    train.add_argument("--fold", type=int, required=True)
+    train.add_argument("--folds", type=int, default=5)
+    train.add_argument("--epochs", type=int, default=12)
+    train.add_argument("--variant", choices=sorted(VARIANTS), default="base")
+    train.add_argument("--seed", type=int, default=12)
+    train.add_argument("--out-dir", required=True)
+    train.add_argument("--cache-dir", default=None)
+    summary = sub.add_parser("summarise")
+    summary.add_argument("--out-dir", required=True)
+    summary.add_argument("--summary", required=True)
+    summary.add_argument("--min-ligands", type=int, default=5)
+    args = parser.parse_args()
+    train_fold(args) if args.command == "train" else summarise(args)
+
+
+if __name__ == "__main__":
+    main()
