@@ -220,7 +220,7 @@ def preprocess(
                     report.warned[meta["id"]] = meta["warnings"]
         bar.update(job, advance=len(results), rate=f"{report.built / max(time.perf_counter() - start, 1e-9):.1f}/s")
 
-    with _progress(progress) as bar:
+    with _progress(progress and bool(todo)) as bar:  # nothing to build: no empty bar
         job = bar.add_task(f"preprocessing {name}", total=len(todo), rate="")
         tasks = _tasks(list(todo.items()), chunk_size)
         _execute(tasks, store, num_workers, mp_context, on_done)

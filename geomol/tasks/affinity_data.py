@@ -164,7 +164,8 @@ class BenchmarkAffinityDataModule(AffinityDataModule):
     def make_dataset(self, num_workers: int) -> ProcessedDataset:
         from geomol.data.datasets.combined import CombinedAffinityDataset
 
-        return CombinedAffinityDataset(self.plb_root, self.fep_root, plb_targets=self.targets,
+        name = "+".join(n for n, root in (("plb", self.plb_root), ("fep_benchmark", self.fep_root)) if root)
+        return CombinedAffinityDataset(self.plb_root, self.fep_root, plb_targets=self.targets, name=name,
                                        fep_series=self.series, pocket_cutoff=self.pocket_cutoff,
                                        keep_hydrogens=self.keep_hydrogens, fragments=self.fragment_vocab,
                                        num_workers=num_workers, **self._dataset_kwargs())
