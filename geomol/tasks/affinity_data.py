@@ -28,7 +28,7 @@ from geomol.tasks.data_base import GraphDataModule
 __all__ = ["AffinityDataModule", "BenchmarkAffinityDataModule", "PDBbindDataModule", "LBADataModule",
            "LEPDataModule", "PPADataModule", "split_by_protein"]
 
-SplitMethod = Literal["protein_kfold", "held_out", "random"]
+SplitMethod = Literal["protein_kfold", "held_out", "random", "all"]
 
 
 def split_by_protein(dataset: ProcessedDataset, method: SplitMethod = "protein_kfold", *, n_folds: int = 5,
@@ -41,11 +41,15 @@ def split_by_protein(dataset: ProcessedDataset, method: SplitMethod = "protein_k
     * ``held_out``: ``test_proteins`` (and ``valid_proteins``, if given) by name.
     * ``random``: ligand groups at random (``valid_fraction``, ``test_fraction``); the same
       protein appears on all sides, so this measures interpolation, not generalisation.
+    * ``all``: every item for training, nothing held out (final models trained for a fixed number
+      of epochs; run the Trainer with ``limit_val_batches=0``).
 
     Unless given, the validation proteins are a random ``valid_fraction`` of the remaining proteins
     (at least one), so model selection also happens on proteins the model has not seen.
     """
     proteins, groups = dataset.column("protein"), dataset.column("group")
+    if method == "all":
+        return {"train": list(range(len(proteins))), "valid": [], "test": []}
     if method == "random":
         return random_group_split(groups, (1 - valid_fraction - test_fraction, valid_fraction, test_fraction),
                                   seed=seed)
@@ -61,7 +65,7 @@ def split_by_protein(dataset: ProcessedDataset, method: SplitMethod = "protein_k
         if not test_set or unknown:
             raise ConfigError(f"held_out needs test_proteins among {known}; unknown: {unknown}")
     else:
-        raise ConfigError(f"unknown split method {method!r} (protein_kfold | held_out | random)")
+        raise ConfigError(f"unknown split method {method!r} (protein_kfold | held_out | random | all)")
     if valid_proteins:
         valid_set = set(valid_proteins)
     else:
