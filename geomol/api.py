@@ -3,7 +3,10 @@
 * :func:`load_model` / :func:`export_model` — shipped models by name, model directories,
   Lightning checkpoints from ``geomol fit`` (read safely, tensors only);
 * :func:`predict_affinity` — binding affinity (pK, ΔG, Kd, ensemble spread) of ligands against a
-  receptor with a GET model.
+  receptor with a GET model;
+* :func:`rollout` / :func:`rollout_arrays` — long trajectories from a trained EGNO, window after
+  window, from a frame of an MD trajectory (written to a trajectory file) or from any in-memory
+  state (N-body, Mocap).
 
 Example::
 
@@ -12,6 +15,7 @@ Example::
     results = geomol.predict_affinity("complex.pdb", "UNK", model="runs/.../last.ckpt")
     for r in results:
         print(r.name, r.pK, r.pK_std, r.error)
+    geomol.rollout("egno-adk", "adk.psf", "adk.dcd", start=0, frames=200, out="rollout.xtc", reference=True)
 
 The implementation lives in :mod:`geomol.inference`; this module only states the contract.
 """
@@ -26,9 +30,13 @@ from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import graph_inputs, ligand_inputs
+from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
+from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
+from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 
-__all__ = ["load_model", "export_model", "predict_affinity", "AffinityModel", "AffinityPrediction"]
+__all__ = ["load_model", "export_model", "predict_affinity", "rollout", "rollout_arrays", "AffinityModel",
+           "AffinityPrediction", "DynamicsModel", "TrajectoryRollout", "ArrayRollout"]
 
 
 # ---------------------------------------------------------------------- binding affinity
@@ -81,3 +89,82 @@ def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequenc
         return list(predict_inputs(None, graph_inputs(receptor), loaded, batch_size=batch_size, max_blocks=max_blocks))
     return list(predict_inputs(receptor, ligand_inputs(ligands), loaded, pocket_cutoff=pocket_cutoff,
                                batch_size=batch_size, max_blocks=max_blocks, receptor_chains=receptor_chains))
+
+
+# ---------------------------------------------------------------------- trajectory rollout
+def _dynamics_model(model: ModelReference, device: str) -> DynamicsModel:
+    loaded = load_model(model, device=device)
+    if not isinstance(loaded, DynamicsModel):
+        raise ConfigError(f"{loaded!r} is not a trajectory (dynamics) model")
+    return loaded
+
+
+def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | PathLike | None = None, *,
+            out: str | PathLike, selection: str | None = None, start: int = 0, frames: int | None = None,
+            windows: int | None = None, velocity_from: str | PathLike | int | None = None,
+            reference: str | PathLike | bool | None = None, reference_topology: str | PathLike | None = None,
+            superpose: bool = False, plot: str | PathLike | None = None, summary: str | PathLike | None = None,
+            output_frames: str = "all", include_start: bool = True, device: str = "cpu",
+            progress: bool = False) -> TrajectoryRollout:
+    """Roll a trained EGNO out from a frame of a molecular trajectory and write the predicted trajectory.
+
+    Each window predicts the P frames at the model's target offsets o_1..o_P after its input
+    frame; the last predicted frame and the velocity estimated from the last two seed the next
+    window (``geomol.inference.rollout``). Frames are streamed to ``out``, so memory does not grow.
+
+    Args:
+        model: a trajectory model: shipped name (``"egno-adk"``), model directory, ``geomol fit``
+            checkpoint, or a model from :func:`load_model`.
+        topology, trajectory: files MDAnalysis reads (PSF + DCD, GRO + XTC, multi-model PDB, ...).
+        out: the predicted trajectory, any multi-frame format MDAnalysis writes (DCD, XTC, TRR,
+            PDB, NetCDF, ...); coordinate-only formats get ``<stem>_topology.pdb`` beside them.
+        selection: MDAnalysis selection (default: the one the model was trained on).
+        start: input frame; its velocity is x[start+1] − x[start] (Å per frame).
+        frames: frames past the start to roll out (windows = ceil(frames / o_P)); or ``windows``.
+            Neither: one window.
+        velocity_from: instead of frame start+1: a structure file one frame later than the start
+            (then ``trajectory`` may be omitted), or another frame number k (v = (x[k] − x[start])/(k − start)).
+        reference: compare with a reference trajectory at the same frame numbers: a trajectory
+            file (with ``reference_topology``, default ``topology``) or True for ``trajectory`` itself.
+        superpose: also report the RMSD after optimal superposition.
+        plot: PNG of RMSD over time and per-atom error (needs ``reference``). summary: JSON record.
+        output_frames: ``"all"`` predicted frames in time order, or only window ``"ends"``.
+        include_start: write the start frame first. device: torch device. progress: a progress bar.
+
+    Returns:
+        :class:`~geomol.inference.rollout_files.TrajectoryRollout`: files written, frame numbers
+        and times (ps) of the written frames, RMSD per predicted frame (with a reference) and the
+        JSON-ready summary.
+
+    Raises:
+        EmptySelectionError: the selection matches no atom.
+        TrajectoryError: unreadable files; too few frames for the start state or the reference.
+        ModelLoadError, ConfigError: no such model, not an MD trajectory model, bad options.
+    """
+    return rollout_trajectory(_dynamics_model(model, device), topology, trajectory, out=out, selection=selection,
+                              start=start, frames=frames, windows=windows, velocity_from=velocity_from,
+                              reference=reference, reference_topology=reference_topology, superpose=superpose,
+                              plot=plot, summary=summary, output_frames=output_frames, include_start=include_start,
+                              progress=progress)
+
+
+def rollout_arrays(model: ModelReference, positions: Any, velocities: Any, *, frames: int | None = None,
+                   windows: int | None = None, charges: Any = None, output_frames: str = "all",
+                   include_start: bool = True, device: str = "cpu", progress: bool = False) -> ArrayRollout:
+    """Roll a trained EGNO out from one in-memory state (N-body, Mocap, or any MD system).
+
+    Args:
+        model: as for :func:`rollout` (``"egno-nbody"``, ``"egno-mocap-run"``, a checkpoint, ...).
+        positions, velocities: [N, 3] arrays or tensors, in the units of the model's training data
+            (velocity per frame for MD and Mocap, the simulator velocity for N-body).
+        frames / windows: rollout length as for :func:`rollout`.
+        charges: [N] particle charges (N-body) or partial charges (MD models with a charge feature).
+        output_frames, include_start, device, progress: as for :func:`rollout`.
+
+    Returns:
+        :class:`~geomol.inference.rollout.ArrayRollout`: ``frame_offsets`` [F] (frames after the
+        start) and ``positions`` [F, N, 3] (float64).
+    """
+    return _rollout_arrays(_dynamics_model(model, device), positions, velocities, frames=frames, windows=windows,
+                           charges=charges, output_frames=output_frames, include_start=include_start,
+                           progress=progress)

@@ -26,6 +26,7 @@ COMMANDS = {
     "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of ligands with a GET model"),
     "fragments": ("fragments", "learn (or list) a principal-subgraph fragment vocabulary for ligand blocks"),
     "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
+    "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),
 }
 
 

@@ -6,12 +6,20 @@
   with its preprocessing;
 * :mod:`~geomol.inference.ligand_inputs` — what ``ligands=`` accepts, expanded per ligand;
 * :mod:`~geomol.inference.affinity` — the batched prediction loop and its records;
-* :mod:`~geomol.inference.tables` — result, measured-value and pair tables; plots.
+* :mod:`~geomol.inference.tables` — result, measured-value and pair tables; plots;
+* :mod:`~geomol.inference.dynamics_model` — :class:`DynamicsModel`, a trajectory model (EGNO, EGNN) with
+  its data protocol (:mod:`~geomol.inference.rollout_protocol`);
+* :mod:`~geomol.inference.rollout`, :mod:`~geomol.inference.rollout_files`,
+  :mod:`~geomol.inference.rollout_report` — rollouts window after window, from arrays or trajectory files,
+  and their comparison with a reference.
 """
 from geomol.inference.affinity import COLUMNS, AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel, Preprocessing
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
+from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import MODEL_CLASSES, export_model, load_model
+from geomol.inference.rollout_protocol import RolloutProtocol
 
-__all__ = ["AffinityModel", "AffinityPrediction", "COLUMNS", "LigandInput", "MODEL_CLASSES", "Preprocessing",
-           "export_model", "graph_inputs", "ligand_inputs", "load_model", "predict_inputs", "select_ligand"]
+__all__ = ["AffinityModel", "AffinityPrediction", "COLUMNS", "DynamicsModel", "LigandInput", "MODEL_CLASSES",
+           "Preprocessing", "RolloutProtocol", "export_model", "graph_inputs", "ligand_inputs", "load_model",
+           "predict_inputs", "select_ligand"]

@@ -16,11 +16,12 @@ from torch import nn
 
 from geomol.errors import ModelLoadError
 from geomol.inference.affinity_model import AffinityModel
+from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.model_files import find_model_dir, read_lightning_checkpoint, read_manifest
 
 __all__ = ["MODEL_CLASSES", "ModelReference", "load_model", "export_model"]
 
-MODEL_CLASSES: dict[str, type] = {"affinity": AffinityModel}
+MODEL_CLASSES: dict[str, type] = {"affinity": AffinityModel, "dynamics": DynamicsModel}
 """Task → model class with ``from_checkpoints(contents, sources)`` and ``from_manifest(dir, manifest)``.
 Each task's API module registers its class here."""
 
@@ -38,9 +39,9 @@ def _model_class(task: str, source) -> type:
     return MODEL_CLASSES[task]
 
 
-def _task_of_checkpoint(class_path: str | None, source) -> str:
-    if class_path is None:  # saved without a class record: only affinity modules are built this way
-        return "affinity"
+def _task_of_checkpoint(class_path: str | None, hyperparameters, source) -> str:
+    if class_path is None:  # saved without LightningCLI's class record: tell the tasks apart by their arguments
+        return "dynamics" if "num_timesteps" in hyperparameters else "affinity"
     task = _TASK_OF_MODULE.get(class_path.rsplit(".", 1)[-1])
     if task is None:
         raise ModelLoadError(f"checkpoint of {class_path}, which is not a geomol task module", source=source)
@@ -49,7 +50,7 @@ def _task_of_checkpoint(class_path: str | None, source) -> str:
 
 def _from_checkpoints(paths: Sequence[str | PathLike]) -> nn.Module:
     contents = [read_lightning_checkpoint(p) for p in paths]
-    tasks = {_task_of_checkpoint(c.class_path, p) for c, p in zip(contents, paths)}
+    tasks = {_task_of_checkpoint(c.class_path, c.hyperparameters, p) for c, p in zip(contents, paths)}
     if len(tasks) > 1:
         raise ModelLoadError(f"the checkpoints are of different tasks ({sorted(tasks)})", source=paths[0])
     return _model_class(tasks.pop(), paths[0]).from_checkpoints(contents, [str(p) for p in paths])
@@ -75,7 +76,9 @@ def load_model(model: ModelReference = "default", *, device: str = "cpu") -> nn.
 
     Returns:
         for affinity models an :class:`~geomol.inference.affinity_model.AffinityModel`, which
-        carries the preprocessing (pocket cutoff, hydrogens, fragments) it was trained with.
+        carries the preprocessing (pocket cutoff, hydrogens, fragments) it was trained with; for
+        trajectory models a :class:`~geomol.inference.dynamics_model.DynamicsModel` (EGNO or EGNN
+        with its data protocol: target offsets, graph and feature definitions, units).
 
     Raises:
         ModelLoadError: not found (naming where it looked), unreadable, not loadable safely,

@@ -190,14 +190,20 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         self.node_attr = self._charge_feature(charge_feature, charges)
 
     def _charge_feature(self, charge_feature, charges):
-        """[n, 1] charges scaled by the largest (the maximum, or the largest magnitude if none is > 0)."""
+        """[n, 1] charges scaled by the largest (the maximum, or the largest magnitude if none is > 0).
+
+        The divisor is kept as :attr:`charge_scale` (``None`` without a charge feature), so that a
+        rollout on another topology scales its charges exactly as in training.
+        """
         if charge_feature is True and charges is None:
             raise ConfigError("charge_feature=True but the topology has no partial charges",
                               source=self.traj.source[0])
+        self.charge_scale = None
         if charge_feature is False or charges is None:
             return None
         scale = charges.max() if charges.max() > 0 else np.abs(charges).max()
-        return (charges / scale)[:, None] if scale > 0 else charges[:, None]
+        self.charge_scale = float(scale) if scale > 0 else 1.0
+        return charges[:, None] / self.charge_scale
 
     def __len__(self) -> int:
         return self.end - self.begin

@@ -1,0 +1,173 @@
+"""Rolling a trajectory model out window after window, from in-memory states.
+
+One window maps the state (x, v) at frame t to the positions at frames t + o_1 … t + o_P
+(the model's ``target_offsets``). The next window starts from the last predicted frame t + o_P,
+with positions x̂(t + o_P) and the velocity estimated from the last two predicted frames,
+
+    v = (x̂(t + o_P) − x̂(t + o_{P−1})) / ((o_P − o_{P−1}) · frame_time),
+
+in the unit the model was trained with (``frame_time`` = one frame in the velocity's time unit:
+1 for per-frame differences, MD and Mocap; 0.1 for N-body's simulator velocity). With P = 1 the
+input frame takes the place of x̂(t + o_{P−1}). The training velocity is the forward difference
+x[t+1] − x[t]; this estimate is a backward difference over o_P − o_{P−1} frames: for Mocap
+(last offsets 1 frame apart) it is in the exact training unit but lags half a frame, for AdK-style
+offsets (4 frames apart) it averages over 4 frames, for N-body over 0.2 time units. Edges and
+features are rebuilt from each window's input state, as in training
+(:func:`~geomol.inference.rollout_protocol.state_graph`).
+
+Only the current state is kept: :func:`iter_windows` yields one window at a time, so a rollout's
+memory does not grow with its length. :func:`rollout_arrays` collects the frames into arrays
+(research use: N-body, Mocap, any system in memory).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from geomol.errors import ConfigError
+from geomol.inference.dynamics_model import DynamicsModel
+from geomol.inference.rollout_protocol import RolloutProtocol
+
+__all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "next_velocity", "iter_windows",
+           "kept_frames", "rollout_arrays", "progress_bar"]
+
+OUTPUT_FRAMES = ("all", "ends")
+
+
+@dataclass
+class Window:
+    """One model call of a rollout.
+
+    Attributes:
+        index: window number k (0-based).
+        frame_offsets: [P] frames after the rollout's start frame: k·o_P + o_p.
+        positions: [P, N, 3] predicted positions, on the model's device and dtype.
+    """
+
+    index: int
+    frame_offsets: np.ndarray
+    positions: torch.Tensor
+
+
+@dataclass
+class ArrayRollout:
+    """A rollout held in memory: ``positions`` [F, N, 3] at ``frame_offsets`` [F] frames after the start."""
+
+    frame_offsets: np.ndarray
+    positions: np.ndarray
+    protocol: RolloutProtocol
+
+    @property
+    def times(self) -> np.ndarray | None:
+        """[F] times after the start in the protocol's time unit (None if the frame interval is unknown)."""
+        interval = self.protocol.frame_interval
+        return None if interval is None else self.frame_offsets * interval
+
+
+def num_windows(protocol: RolloutProtocol, frames: int | None = None, windows: int | None = None) -> int:
+    """Windows needed to reach ``frames`` frames past the start (ceil(frames / o_P)), or ``windows``; default 1."""
+    if frames is not None and windows is not None:
+        raise ConfigError("give the rollout length as frames or as windows, not both")
+    if windows is not None:
+        if windows < 1:
+            raise ConfigError(f"windows must be ≥ 1, got {windows}")
+        return int(windows)
+    if frames is None:
+        return 1
+    if frames < 1:
+        raise ConfigError(f"frames must be ≥ 1, got {frames}")
+    return math.ceil(frames / protocol.window_frames)
+
+
+def next_velocity(protocol: RolloutProtocol, window: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
+    """[N, 3] velocity that seeds the next window, from a window's [P, N, 3] positions (module docstring)."""
+    offsets = protocol.target_offsets
+    if len(offsets) > 1:
+        previous, gap = window[-2], offsets[-1] - offsets[-2]
+    else:
+        previous, gap = x_in, offsets[0]
+    return (window[-1] - previous) / (gap * protocol.frame_time)
+
+
+def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None) -> Iterator[Window]:
+    """Roll ``model`` out for ``windows`` windows from positions x and velocities v [N, 3].
+
+    ``charges`` [N]: partial charges (MD models with a charge feature) or particle charges (N-body).
+    Runs under ``torch.inference_mode``; only the current state is kept between windows. A window
+    with non-finite positions (a diverged rollout) ends the rollout early, with a warning.
+    """
+    protocol = model.protocol
+    x = torch.as_tensor(x).to(model.device, model.dtype)
+    v = torch.as_tensor(v).to(model.device, model.dtype)
+    charges = None if charges is None else torch.as_tensor(charges).to(model.device, model.dtype)
+    if x.ndim != 2 or x.shape[-1] != 3 or v.shape != x.shape:
+        raise ConfigError(f"positions and velocities must both be [N, 3], got {tuple(x.shape)} and {tuple(v.shape)}")
+    offsets = np.asarray(protocol.target_offsets)
+    for k in range(windows):
+        with torch.inference_mode():  # not held across the yield: the caller's code keeps its own grad mode
+            frames = model.predict(x, v, charges).x.transpose(0, 1)  # [P, N, 3]
+            v = next_velocity(protocol, frames, x)
+            diverged = not bool(torch.isfinite(frames).all())
+        if diverged:
+            warnings.warn(f"the rollout diverged in window {k + 1} of {windows} (non-finite positions): stopped "
+                          f"after {k} window(s)", UserWarning, stacklevel=2)
+            return
+        yield Window(k, k * protocol.window_frames + offsets, frames)
+        x = frames[-1]
+
+
+def kept_frames(window: Window, output_frames: str, horizon: int | None) -> list[int]:
+    """Indices into the window's P frames that are written: all (or the last), up to ``horizon`` frames."""
+    if output_frames not in OUTPUT_FRAMES:
+        raise ConfigError(f"output_frames must be one of {OUTPUT_FRAMES}, got {output_frames!r}")
+    indices = range(len(window.frame_offsets)) if output_frames == "all" else [len(window.frame_offsets) - 1]
+    return [i for i in indices if horizon is None or window.frame_offsets[i] <= horizon]
+
+
+@contextmanager
+def progress_bar(total: int, enabled: bool, what: str = "rolling out"):
+    """A rich progress bar over ``total`` windows; yields ``advance()`` (a no-op when disabled)."""
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("windows"), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(what, total=total)
+        yield lambda: progress.advance(task)
+
+
+def rollout_arrays(model: DynamicsModel, positions, velocities, *, frames: int | None = None,
+                   windows: int | None = None, charges=None, output_frames: str = "all", include_start: bool = True,
+                   progress: bool = False) -> ArrayRollout:
+    """Roll out from one in-memory state and return every kept frame as arrays.
+
+    Args:
+        model: a loaded trajectory model (:func:`geomol.load_model`).
+        positions, velocities: [N, 3] (array or tensor) in the model's length and velocity units.
+        frames: frames past the start to reach (windows = ceil(frames / o_P); later frames of the
+            last window are dropped); or ``windows``. Neither: one window.
+        charges: [N] see :func:`iter_windows`.
+        output_frames: ``"all"`` predicted frames in time order, or only window ``"ends"``.
+        include_start: the input state is the first frame (offset 0).
+
+    Returns:
+        :class:`ArrayRollout` with ``frame_offsets`` [F] and ``positions`` [F, N, 3] (float64 numpy).
+    """
+    total = num_windows(model.protocol, frames, windows)
+    offsets, out = ([0], [np.asarray(torch.as_tensor(positions).double().cpu())]) if include_start else ([], [])
+    with progress_bar(total, progress) as advance:
+        for window in iter_windows(model, positions, velocities, total, charges):
+            for i in kept_frames(window, output_frames, frames):
+                offsets.append(int(window.frame_offsets[i]))
+                out.append(window.positions[i].double().cpu().numpy())
+            advance()
+    return ArrayRollout(np.asarray(offsets, dtype=np.int64), np.stack(out), model.protocol)

@@ -1,0 +1,291 @@
+"""Molecular rollouts from and to trajectory files (read and written with MDAnalysis).
+
+The start state is read from a real trajectory: positions of the selection at frame ``start``
+and the velocity x[start+1] − x[start] (Å per frame, the training definition), or from a single
+structure plus a second structure one frame later (``velocity_from``), or a later frame k of
+the same trajectory (velocity (x[k] − x[start]) / (k − start)). Windows are streamed to an
+MDAnalysis writer as they are predicted, so memory stays flat however long the rollout.
+
+Frames written: the start frame (``include_start``), then every predicted frame in time order
+(``output_frames="all"``) or only the last frame of each window (``"ends"``, evenly spaced by
+o_P). With the AdK-style offsets [3, 7, 11, 15] the predicted frames are *not* evenly spaced
+(3, 7, 11, 15, 18, 22, ...). Frames keep their true times: XTC and TRR store each frame's time
+(ps); DCD and PDB cannot and number frames 0, 1, 2, ...; the JSON summary lists every written
+frame's trajectory frame number and time in all cases.
+
+Coordinate-only formats (DCD, XTC, TRR, NetCDF) hold the selected atoms only, in topology order;
+a PDB of the selection at the start frame (``<out stem>_topology.pdb``) is written beside them so
+that VMD, PyMOL and MDAnalysis open the pair.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from geomol.errors import ConfigError, EmptySelectionError, TrajectoryError
+from geomol.inference.dynamics_model import DynamicsModel
+from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
+from geomol.inference.rollout_report import ReferenceComparison, plot_rollout, write_summary
+
+__all__ = ["TrajectoryRollout", "open_selection", "start_state", "FrameWriter", "rollout_trajectory"]
+
+_WITH_TOPOLOGY = {"PDB", "ENT", "MOL2", "XYZ"}  # multi-frame formats that carry atom names themselves
+
+
+@dataclass
+class TrajectoryRollout:
+    """What a file rollout wrote.
+
+    Attributes:
+        out: the trajectory file. topology_file: the PDB of the selection written beside it (or None).
+        frames: [F] trajectory frame number of each written frame (start frame + offset).
+        times_ps: [F] their times (start time + offset × the input's frame interval).
+        windows: model calls made (fewer than asked if the rollout diverged).
+        summary: the JSON-ready record (also written to ``summary_file``).
+        rmsd: [F_pred] RMSD (Å, no superposition) of the predicted frames to the reference, or None.
+    """
+
+    out: Path
+    topology_file: Path | None
+    frames: np.ndarray
+    times_ps: np.ndarray
+    windows: int
+    summary: dict[str, Any] = field(default_factory=dict)
+    rmsd: np.ndarray | None = None
+    summary_file: Path | None = None
+    plot_file: Path | None = None
+
+
+def open_selection(topology, trajectory=None, selection: str = "backbone"):
+    """(Universe, AtomGroup) of ``selection`` in topology + trajectory; bad files and empty selections raise."""
+    import MDAnalysis as mda
+
+    files = [str(topology)] + ([] if trajectory is None else [str(trajectory)])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MDAnalysis warns about guessed masses, missing dt ...
+            universe = mda.Universe(*files)
+            atoms = universe.select_atoms(selection)
+    except Exception as exc:  # MDAnalysis raises many types for unreadable, mismatched files or bad selections
+        raise TrajectoryError(f"cannot open or select {selection!r} with MDAnalysis: {exc}",
+                              source=" + ".join(files)) from exc
+    if len(atoms) == 0:
+        raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
+    return universe, atoms
+
+
+def _positions(universe, atoms, frame: int, source) -> np.ndarray:
+    """[N, 3] float32 positions (Å) of ``atoms`` at trajectory frame ``frame``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. a PDB's placeholder unit cell
+            universe.trajectory[frame]
+    except Exception as exc:
+        raise TrajectoryError(f"cannot read frame {frame}: {exc}", source=source) from exc
+    return atoms.positions.astype(np.float32, copy=True)
+
+
+def _trajectory_name(topology, trajectory) -> str:
+    return str(trajectory if trajectory is not None else topology)
+
+
+def _second_structure(topology, path, selection: str):
+    """The structure one frame after the start: coordinates for ``topology`` if they fit it, else a file of its own."""
+    try:
+        return open_selection(topology, path, selection)
+    except TrajectoryError:  # e.g. a PDB of the selected atoms only, which does not fit the whole topology
+        return open_selection(path, None, selection)
+
+
+def start_state(universe, atoms, start: int, velocity_from=None, *, topology=None, source: str = "",
+                selection: str = "") -> tuple[np.ndarray, np.ndarray, str]:
+    """Positions x [N, 3], velocity v [N, 3] (Å per frame) at frame ``start``, and how v was obtained.
+
+    ``velocity_from``: None (frame start + 1), a frame number k, or a structure file one frame
+    later (coordinates for ``topology``, or a standalone structure file).
+    """
+    n_frames = len(universe.trajectory)
+    if start < 0:
+        raise ConfigError(f"start frame must be ≥ 0, got {start}")
+    if isinstance(velocity_from, (int, np.integer)) and not isinstance(velocity_from, bool):
+        later = int(velocity_from)
+        if later == start or later < 0:
+            raise ConfigError(f"velocity_from must be a frame number ≥ 0 other than the start frame, got {later}")
+        needed, note = max(start, later), f"(x[{later}] − x[{start}]) / {later - start}"
+    elif velocity_from is not None:
+        needed, note = start, f"x({Path(velocity_from).name}) − x[{start}]"
+    else:
+        needed, note = start + 1, f"x[{start + 1}] − x[{start}]"
+    if needed >= n_frames:
+        raise TrajectoryError(f"has {n_frames} frame(s), too few: the start state needs frame {needed} "
+                              f"(start {start}, velocity {note})", source=source)
+    x = _positions(universe, atoms, start, source)
+    if velocity_from is None:
+        return x, _positions(universe, atoms, start + 1, source) - x, note
+    if isinstance(velocity_from, (int, np.integer)):
+        return x, (_positions(universe, atoms, int(velocity_from), source) - x) / (int(velocity_from) - start), note
+    other_universe, other = _second_structure(topology, velocity_from, selection)
+    if len(other) != len(atoms):
+        raise ConfigError(f"selection {selection!r} has {len(other)} atoms in {velocity_from} but {len(atoms)} "
+                          "in the start structure", source=velocity_from)
+    return x, _positions(other_universe, other, 0, velocity_from) - x, note
+
+
+class FrameWriter:
+    """Stream frames of ``atoms`` to ``out`` in any multi-frame format MDAnalysis writes (context manager)."""
+
+    def __init__(self, out: str | os.PathLike, atoms, write_topology: bool = True):
+        import MDAnalysis as mda
+        from MDAnalysis.coordinates.core import get_writer_for
+
+        self.out = Path(out)
+        try:
+            writer_format = get_writer_for(str(out), multiframe=True).format
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"MDAnalysis has no trajectory writer for this file name: {exc}", source=out) from None
+        formats = {writer_format} if isinstance(writer_format, str) else set(writer_format)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._frame = mda.Merge(atoms)  # a one-frame copy of the selection: its own topology and timestep
+        self.topology_file = None
+        if write_topology and not formats & _WITH_TOPOLOGY:
+            self.topology_file = self.out.with_name(f"{self.out.stem}_topology.pdb")
+            self._write_pdb(self.topology_file)
+        self._writer = mda.Writer(str(out), n_atoms=len(atoms))
+
+    def _write_pdb(self, path: Path) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PDB writer warns about missing optional attributes
+            self._frame.atoms.write(str(path))
+
+    def write(self, positions: np.ndarray, time_ps: float, frame: int) -> None:
+        ts = self._frame.trajectory.ts
+        self._frame.atoms.positions = positions
+        ts.time, ts.frame = float(time_ps), int(frame)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._writer.write(self._frame.atoms)
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> "FrameWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _frame_interval(universe, model: DynamicsModel, source) -> float:
+    """ps between the input's frames (MDAnalysis assumes 1 ps for files without times); warn when the model
+    was trained at another interval."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Reader has no dt information, set to 1.0 ps"
+            dt = float(universe.trajectory.dt)
+    except Exception:  # some readers have no time information at all
+        dt = 1.0
+    trained = model.protocol.frame_interval
+    if model.protocol.time_unit == "ps" and trained and abs(dt - trained) > 0.01 * trained:
+        warnings.warn(f"{source}: frames are {dt:g} ps apart but {model.name or 'the model'} was trained on frames "
+                      f"{trained:g} ps apart; its offsets and velocities are per frame, so its predictions only mean "
+                      "something at the training interval", UserWarning, stacklevel=3)
+    return dt
+
+
+def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, selection: str | None = None,
+                       start: int = 0, frames: int | None = None, windows: int | None = None, velocity_from=None,
+                       reference=None, reference_topology=None, superpose: bool = False, plot=None, summary=None,
+                       output_frames: str = "all", include_start: bool = True,
+                       progress: bool = False) -> TrajectoryRollout:
+    """Roll ``model`` out from a frame of a molecular trajectory and write the predicted trajectory.
+
+    See :func:`geomol.api.rollout` for the arguments. Raises EmptySelectionError (no atom
+    selected), TrajectoryError (unreadable files, too few frames for the start state or for the
+    reference comparison), ConfigError (bad options, a model that is not an MD model).
+    """
+    protocol = model.protocol
+    if protocol.kind != "md":
+        raise ConfigError(f"{model!r} is a {protocol.kind} model; file rollouts need an MD model "
+                          "(use geomol.rollout_arrays for N-body and Mocap states)")
+    if plot is not None and reference is None:
+        raise ConfigError("a plot needs a reference trajectory to compare with")
+    if output_frames not in OUTPUT_FRAMES:
+        raise ConfigError(f"output_frames must be one of {OUTPUT_FRAMES}, got {output_frames!r}")
+    selection = selection or protocol.selection
+    source = _trajectory_name(topology, trajectory)
+    total = num_windows(protocol, frames, windows)
+    horizon = frames if frames is not None else total * protocol.window_frames
+    last_offset = _last_offset(protocol, horizon, output_frames)
+    universe, atoms = open_selection(topology, trajectory, selection)
+    x, v, velocity_note = start_state(universe, atoms, start, velocity_from, topology=topology, source=source,
+                                      selection=selection)
+    dt = _frame_interval(universe, model, source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = float(universe.trajectory[start].time)
+    charges = np.asarray(atoms.charges, dtype=np.float64) if hasattr(atoms, "charges") else None
+    comparison = None
+    if reference is not None:
+        ref_topology, ref_trajectory = reference_topology or topology, trajectory if reference is True else reference
+        comparison = ReferenceComparison(*open_selection(ref_topology, ref_trajectory, selection),
+                                         _trajectory_name(ref_topology, ref_trajectory), len(atoms),
+                                         last_frame=start + last_offset, superpose=superpose)
+    written, times, done = [], [], 0
+    with FrameWriter(out, atoms) as writer, progress_bar(total, progress) as advance:
+        if include_start:
+            writer.write(x, t0, start)
+            written.append(start), times.append(t0)
+        for window in iter_windows(model, x, v, total, charges):
+            for i in kept_frames(window, output_frames, horizon):
+                frame, positions = start + int(window.frame_offsets[i]), window.positions[i].float().cpu().numpy()
+                writer.write(positions, t0 + (frame - start) * dt, frame)
+                written.append(frame), times.append(t0 + (frame - start) * dt)
+                if comparison is not None:
+                    comparison.add(frame, positions)
+            done += 1
+            advance()
+    result = TrajectoryRollout(Path(out), writer.topology_file, np.asarray(written), np.asarray(times), done)
+    inputs = {"topology": str(topology), "trajectory": None if trajectory is None else str(trajectory),
+              "selection": selection, "n_atoms": len(atoms), "start_frame": start, "start_time_ps": t0,
+              "frame_interval_ps": dt, "velocity": velocity_note}
+    _report(result, model, inputs, comparison, output_frames, include_start, horizon, total, plot, summary)
+    return result
+
+
+def _last_offset(protocol, horizon: int, output_frames: str) -> int:
+    """Offset of the last frame the rollout writes (what a reference must reach)."""
+    step = protocol.window_frames
+    ends = output_frames == "ends"
+    offsets = [k * step + o for k in range(-(-horizon // step)) for o in protocol.target_offsets[-1 if ends else 0:]]
+    reached = [o for o in offsets if o <= horizon]
+    if not reached:
+        raise ConfigError(f"frames={horizon} ends before the first {'window end' if ends else 'predicted frame'} "
+                          f"(offset {offsets[0]}): nothing to write")
+    return max(reached)
+
+
+def _report(result: TrajectoryRollout, model: DynamicsModel, inputs, comparison, output_frames, include_start,
+            horizon, windows, plot, summary) -> None:
+    """Fill the result's summary; write the JSON and the plot where asked."""
+    record = {"model": model.name or None, "architecture": model.architecture,
+              "protocol": model.protocol.to_dict(), "inputs": inputs,
+              "output": {"file": str(result.out), "topology_file": result.topology_file and str(result.topology_file),
+                         "output_frames": output_frames, "include_start": include_start,
+                         "frames_written": len(result.frames)},
+              "windows": result.windows, "diverged": result.windows < windows, "horizon_frames": horizon,
+              "frames": result.frames.tolist(), "times_ps": result.times_ps.tolist()}
+    if comparison is not None:
+        record["reference"] = comparison.results()
+        result.rmsd = np.asarray(record["reference"]["rmsd_A"])
+        if plot is not None and len(result.rmsd):
+            result.plot_file = plot_rollout(record, plot)
+    result.summary = record
+    if summary is not None:
+        result.summary_file = write_summary(record, summary)
