@@ -127,8 +127,8 @@ class AffinityModule(_GETTask):
 class PairClassificationModule(_GETTask):
     """GET pair classifier for LEP: is the second conformation of a pair the active one?
 
-    Batches hold 2P graphs ordered (inactive, active) per pair, each carrying the pair's
-    ``label`` (1 = active). Logs AUROC and AUPRC per epoch. Defaults: the official LEP configuration.
+    Batches hold 2P graphs ordered (inactive, active) per pair, both carrying the pair's label in
+    ``y`` (1 = active). Logs AUROC and AUPRC per epoch. Defaults: the official LEP configuration.
     """
 
     model_class = GETPairClassifier
