@@ -9,6 +9,7 @@ Usage::
 
     python scripts/train_default_affinity.py train --seed 0 --out-dir runs/default   # one member per process
     python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json
+    python scripts/train_default_affinity.py export --from-cv benchmarks/cv_runs/base   # the CV fold models instead
 """
 from __future__ import annotations
 
@@ -50,7 +51,23 @@ def train(args) -> None:
     print(f"seed {args.seed}: {args.epochs} epochs in {(time.time() - start) / 60:.1f} min → {saver.last_model_path}")
 
 
-def _card(cv: dict, members: int, epochs: int) -> str:
+def _training_text(from_cv: bool, members: int, epochs: int) -> str:
+    if from_cv:
+        return f"""The ensemble is made of the {members} cross-validation models below: each was trained on the
+proteins of the other folds (about 4/5 of the data; a further 10 % of those proteins held out to pick the
+best epoch on mean per-target Spearman), with seed 12 + fold, up to {epochs} epochs. Every complex was
+therefore seen by {members - 1} of the {members} members, and each member's accuracy on proteins it never
+saw is what the table below reports:
+
+    python benchmarks/affinity_cv.py train --fold <k> --variant base --epochs {epochs} --out-dir <dir>
+    python scripts/train_default_affinity.py export --from-cv <dir> --cv benchmarks/results/affinity_cv.json"""
+    return f"""Every complex used for training, {epochs} epochs per member, seeds 0…{members - 1}:
+
+    python scripts/train_default_affinity.py train --seed <i> --epochs {epochs} --out-dir runs/default
+    python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json"""
+
+
+def _card(cv: dict, members: int, epochs: int, from_cv: bool = False) -> str:
     s = cv["summary"]
     rows = "\n".join(f"| {p} | {t['n']} | {t['pearson']:.2f} | {t['spearman']:.2f} | {t['hac_spearman']:.2f} |"
                      for p, t in sorted(cv["per_target"].items()))
@@ -74,11 +91,8 @@ IC50/Ki/pIC50/ΔG converted to pK) and the 83 series of the public FEP+ benchmar
 about 45 proteins. Alternative protonation/tautomer states of one ligand are separate poses with one label.
 
 ## Training
-`configs/get_affinity_default.yaml`, every complex used for training, {epochs} epochs per member, seeds
-0…{members - 1} (Adam, lr 1e-3 → 1e-5 per step, weight decay 1e-3, gradient clipping 1.0, ≤ 2000 blocks per batch):
-
-    python scripts/train_default_affinity.py train --seed <i> --epochs {epochs} --out-dir runs/default
-    python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json
+`configs/get_affinity_default.yaml` (Adam, lr 1e-3 → 1e-5 per step, weight decay 1e-3, gradient clipping
+1.0, ≤ 2000 blocks per batch). {_training_text(from_cv, members, epochs)}
 
 ## Accuracy on proteins the model has not seen
 {cv['description']} (`benchmarks/affinity_cv.py`). Each fold's model never saw the test proteins, in
@@ -118,13 +132,16 @@ Per target (the test fold of its protein):
 def export(args) -> None:
     from geomol.api import export_model
 
-    checkpoints = sorted(str(p) for p in Path(args.out_dir).glob("seed*/last.ckpt"))
+    pattern = "fold*/best.ckpt" if args.from_cv else "seed*/last.ckpt"
+    checkpoints = sorted(str(p) for p in Path(args.from_cv or args.out_dir).glob(pattern))
     if not checkpoints:
-        sys.exit(f"no trained members under {args.out_dir}")
+        sys.exit(f"no trained members ({pattern}) under {args.from_cv or args.out_dir}")
     cv = json.loads(Path(args.cv).read_text())
-    epochs = int(torch.load(checkpoints[0], weights_only=True)["epoch"]) + 1
+    epochs = int(cv.get("epochs") or torch.load(checkpoints[0], weights_only=True)["epoch"] + 1) if args.from_cv \
+        else int(torch.load(checkpoints[0], weights_only=True)["epoch"]) + 1
     metrics = {"cross_validation": cv["summary"], "cv_description": cv["description"]}
-    export_model(checkpoints, MODEL_DIR, card=_card(cv, len(checkpoints), epochs), name="get-plb",
+    card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv))
+    export_model(checkpoints, MODEL_DIR, card=card, name="get-plb",
                  description="GET affinity ensemble trained on the protein-ligand-benchmark and the public FEP+ "
                              "benchmark (pK of a protein-ligand pose)", metrics=metrics, overwrite=True)
     print(f"{len(checkpoints)} members → {MODEL_DIR}")
@@ -139,7 +156,8 @@ def main() -> None:
     t.add_argument("--out-dir", required=True)
     t.add_argument("--cache-dir", default=None)
     e = sub.add_parser("export")
-    e.add_argument("--out-dir", required=True)
+    e.add_argument("--out-dir", help="members trained with 'train' (seed*/last.ckpt)")
+    e.add_argument("--from-cv", help="use the best checkpoints of a cross-validation run (fold*/best.ckpt) instead")
     e.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
     args = parser.parse_args()
     train(args) if args.command == "train" else export(args)
