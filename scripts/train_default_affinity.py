@@ -55,9 +55,9 @@ def _training_text(from_cv: bool, members: int, epochs: int) -> str:
     if from_cv:
         return f"""The ensemble is made of the {members} cross-validation models below: each was trained on the
 proteins of the other folds (about 4/5 of the data; a further 10 % of those proteins held out to pick the
-best epoch on mean per-target Spearman), with seed 12 + fold, up to {epochs} epochs. Every complex was
-therefore seen by {members - 1} of the {members} members, and each member's accuracy on proteins it never
-saw is what the table below reports:
+best epoch on mean per-target Spearman), with seed 12 + fold, up to {epochs} epochs. A complex was in the
+training data of at most {members - 1} of the {members} members (never of its own fold's), and each member's
+accuracy on the proteins it never saw is what the table below reports:
 
     python benchmarks/affinity_cv.py train --fold <k> --variant base --epochs {epochs} --out-dir <dir>
     python scripts/train_default_affinity.py export --from-cv <dir> --cv benchmarks/results/affinity_cv.json"""
