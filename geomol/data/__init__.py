@@ -1,27 +1,30 @@
-"""Data layer: vocabularies, the graph of sets, readers and datasets."""
+"""Data layer: vocabularies, the graph of sets, readers and datasets.
+
+The graph-of-sets types are imported eagerly; the readers (Biopython, RDKit) only on first use,
+so that a model can be imported and used on ready-made graphs without loading the parsers.
+"""
+from importlib import import_module
+
 from geomol.data.blocks import Block, BlockGraph
-from geomol.data.complex import (
-    complex_from_blocks,
-    complex_from_files,
-    complex_from_pdb,
-    complex_from_structure,
-    pocket_blocks,
-)
-from geomol.data.io import (
-    Structure,
-    StructureWarning,
-    ligand_blocks,
-    ligand_names,
-    read_ligand,
-    read_ligands,
-    read_structure,
-)
-from geomol.data.pocket import select_interface, select_pocket
 from geomol.data.vocab import VOCAB, BlockVocab
 
-__all__ = [
-    "Block", "BlockGraph", "BlockVocab", "VOCAB",
-    "Structure", "StructureWarning", "read_structure", "read_ligand", "read_ligands", "ligand_names",
-    "ligand_blocks", "pocket_blocks", "select_pocket", "select_interface",
-    "complex_from_files", "complex_from_structure", "complex_from_pdb", "complex_from_blocks",
-]
+_LAZY = {
+    "geomol.data.complex": ("complex_from_blocks", "complex_from_files", "complex_from_pdb", "complex_from_structure",
+                            "pocket_blocks"),
+    "geomol.data.io": ("Structure", "StructureWarning", "ligand_blocks", "ligand_names", "read_ligand", "read_ligands",
+                       "read_structure"),
+    "geomol.data.pocket": ("select_interface", "select_pocket"),
+}
+_SOURCE = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = ["Block", "BlockGraph", "BlockVocab", "VOCAB", *_SOURCE]
+
+
+def __getattr__(name: str):
+    if name in _SOURCE:
+        return getattr(import_module(_SOURCE[name]), name)
+    raise AttributeError(f"module 'geomol.data' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
