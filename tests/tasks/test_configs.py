@@ -113,3 +113,18 @@ def test_ema_and_fragment_vocab_size_through_the_cli(tmp_path, monkeypatch):
     assert cli.model.hparams.n_block_types == 150 + 12
     ema = next(c for c in cli.trainer.callbacks if type(c).__name__ == "EMAWeightAveraging")
     assert int(ema._average_model.n_averaged) >= 1
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_last_checkpoint_is_fresh_when_validation_stops_improving(tmp_path, monkeypatch):
+    """``last.ckpt`` must hold the latest validated state, not the last best one: a run resumed after an
+    interruption continues where it stopped. With lr 0 the validation loss never improves after epoch 0."""
+    monkeypatch.chdir(tmp_path)
+    args = ["fit", "--config", str(REPO / "configs" / "egno_nbody.yaml"), *_overrides("egno_nbody.yaml", tmp_path),
+            "--model.init_args.lr", "0", "--trainer.max_epochs", "3", "--trainer.limit_train_batches", "1",
+            "--trainer.limit_val_batches", "1", "--trainer.check_val_every_n_epoch", "1",
+            "--trainer.num_sanity_val_steps", "0"]
+    assert main(args) == 0
+    checkpoints = next(tmp_path.glob("runs/**/checkpoints"))
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["best-epoch=0.ckpt", "last.ckpt"]
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["epoch"] == 2
