@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -133,10 +135,18 @@ def _run(command: list[str], spec: ModelSpec) -> Path:
 
 
 def _best_checkpoint(run_dir: Path) -> Path:
+    """The best validated checkpoint of a run, as its ``last.ckpt`` records it (a resumed run's best may lie in
+    the interrupted run's directory), else the newest ``best-*.ckpt`` in the run, else ``last.ckpt``."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        callbacks = torch.load(last, weights_only=True, map_location="cpu").get("callbacks", {})
+        recorded = [state["best_model_path"] for state in callbacks.values()
+                    if isinstance(state, dict) and state.get("monitor") and state.get("best_model_path")]
+        if recorded and (REPO / recorded[0]).is_file():
+            return REPO / recorded[0]
     best = sorted((run_dir / "checkpoints").glob("best-*.ckpt"))
     if best:
         return best[-1]
-    last = run_dir / "checkpoints" / "last.ckpt"
     if last.is_file():
         print(f"no validated checkpoint in {run_dir}: using last.ckpt", flush=True)
         return last
@@ -160,6 +170,9 @@ def _epochs_run(run_dir: Path) -> int:
 
 def _card(spec: ModelSpec, metrics: dict, training: dict, command: str) -> str:
     epochs, reference = training["epochs_run"], spec.reference_epochs
+    start = training.get("resumed_at_epoch", 0)
+    timed = (f"training was interrupted and resumed at epoch {start} from its last checkpoint, and epochs "
+             f"{start}–{epochs - 1}") if start else "they"
     budget = (f"{training['max_epochs']} epochs requested (the reference allows up to {reference}, with early "
               "stopping)" if training["max_epochs"] != reference else f"up to {reference} epochs (reference), "
               "early stopping after 50 validations without improvement")
@@ -168,8 +181,8 @@ def _card(spec: ModelSpec, metrics: dict, training: dict, command: str) -> str:
         "## Training", "",
         f"- data: {spec.data}",
         f"- recipe: `{spec.config}` (reference protocol of `../shared/specs/EGNO.md` §4); {budget}",
-        f"- ran {epochs} epochs in {training['fit_seconds'] / 3600:.2f} h on the CPU "
-        f"({training['fit_seconds'] / max(epochs, 1):.1f} s per epoch, validation included); best checkpoint "
+        f"- ran {epochs} epochs; {timed} took {training['fit_seconds'] / 3600:.2f} h on the CPU "
+        f"({training['fit_seconds'] / max(epochs - start, 1):.1f} s per epoch, validation included); best checkpoint "
         f"{training['checkpoint']} (by validation S2S MSE)",
         "", "## Test results (this model)", "",
         "| metric | value |", "|---|---|",
@@ -194,14 +207,17 @@ def train_one(spec: ModelSpec, args) -> Path:
     import geomol
 
     epochs = args.epochs or spec.reference_epochs
+    resume = ["--ckpt_path", args.resume] if args.resume else []
     start = time.perf_counter()
-    fit_dir = _run(_geomol("fit", spec, args.extra, "--trainer.max_epochs", str(epochs)), spec)
+    fit_dir = _run(_geomol("fit", spec, args.extra, "--trainer.max_epochs", str(epochs), *resume), spec)
     fit_seconds = time.perf_counter() - start
     checkpoint = _best_checkpoint(fit_dir)
     test_dir = _run(_geomol("test", spec, args.extra, "--ckpt_path", str(checkpoint)), spec)
     metrics = _test_metrics(test_dir)
     training = {"max_epochs": epochs, "epochs_run": _epochs_run(fit_dir), "fit_seconds": fit_seconds,
                 "checkpoint": checkpoint.name}
+    if args.resume:
+        training["resumed_at_epoch"] = int(torch.load(args.resume, weights_only=True, map_location="cpu")["epoch"]) + 1
     command = f"python scripts/train_egno_models.py --models {args.key_of[spec.name]}" + (
         f" --epochs {args.epochs}" if args.epochs else "") + (f" --extra {' '.join(args.extra)}" if args.extra else "")
     out = geomol.export_model(checkpoint, Path(args.out_dir) / spec.name, card=_card(spec, metrics, training, command),
@@ -219,10 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, help="max epochs for every model (default: each reference protocol's)")
     parser.add_argument("--out-dir", default=str(REPO / "models"), help="where model directories go (default models/)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing model directories")
+    parser.add_argument("--resume", help="continue an interrupted fit from this checkpoint (its last.ckpt; one model)")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
                         help="further geomol fit/test overrides, e.g. --trainer.limit_train_batches 5 (must come last)")
     args = parser.parse_args(argv)
     args.key_of = {spec.name: key for key, spec in SPECS.items()}
+    if args.resume and len(args.models) != 1:
+        parser.error("--resume continues one model's fit: name exactly one with --models")
     for key in args.models:
         train_one(SPECS[key], args)
     return 0
