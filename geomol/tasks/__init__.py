@@ -6,6 +6,7 @@ from geomol.tasks.affinity_data import (
     LBADataModule,
     LEPDataModule,
     PDBbindDataModule,
+    PLBDataModule,
     PPADataModule,
 )
 from geomol.tasks.dynamics import DynamicsModule
@@ -19,7 +20,7 @@ from geomol.tasks.dynamics_data import (
 
 __all__ = [
     "AffinityModule", "PairClassificationModule", "DynamicsModule",
-    "AffinityDataModule", "BenchmarkAffinityDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
+    "AffinityDataModule", "BenchmarkAffinityDataModule", "PLBDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
     "PPADataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
     "MDTrajectoryDataModule",
 ]

@@ -181,6 +181,19 @@ class BenchmarkAffinityDataModule(AffinityDataModule):
         return dataset.split(parts, by=by)
 
 
+class PLBDataModule(BenchmarkAffinityDataModule):
+    """The protein-ligand-benchmark alone (``configs/get_plb.yaml``): a copy of its ``data/`` folder.
+
+    Args:
+        root: the folder of PLB targets (default ``../shared/data/plb``); ``--data.root`` on the command line.
+        targets: targets to use (default all). Other arguments: see :class:`BenchmarkAffinityDataModule`
+            (split by target: ``protein_kfold``, ``held_out`` leave-one-target-out, or ``random``).
+    """
+
+    def __init__(self, root: str = "../shared/data/plb", targets: list[str] | None = None, **kwargs):
+        super().__init__(plb_root=root, fep_root=None, targets=targets, **kwargs)
+
+
 class PDBbindDataModule(AffinityDataModule):
     """PDBbind in its standard layout with an ``INDEX_*`` file and id lists per split.
 

@@ -25,7 +25,7 @@ def _atom3d(tmp: Path, kind: str) -> list[str]:
 def _overrides(name: str, tmp: Path) -> list[str]:
     plb = str(shared_path("plb"))
     if name == "get_plb.yaml":
-        return ["--data.init_args.plb_root", plb, "--data.init_args.targets", "[cdk2, cmet, ptp1b]",
+        return ["--data.root", plb, "--data.init_args.targets", "[cdk2, cmet, ptp1b]",
                 "--data.init_args.n_folds", "3"]
     if name == "get_affinity_default.yaml":
         return ["--data.init_args.plb_root", plb, "--data.init_args.fep_root", str(shared_path("fep_benchmark")),

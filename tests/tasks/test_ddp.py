@@ -17,7 +17,7 @@ def test_two_process_ddp_shards_data_and_keeps_weights_equal(tmp_path):
     geomol = shutil.which("geomol") or pytest.skip("geomol console script not installed")
     out = tmp_path / "probe"
     cmd = [geomol, "fit", "--config", str(REPO / "configs" / "get_plb.yaml"),
-           "--data.init_args.plb_root", str(shared_path("plb")), "--data.init_args.targets", "[cdk2, cmet, ptp1b]",
+           "--data.root", str(shared_path("plb")), "--data.init_args.targets", "[cdk2, cmet, ptp1b]",
            "--data.init_args.split", "held_out", "--data.init_args.test_proteins", "[cmet]",
            "--data.init_args.valid_proteins", "[ptp1b]", "--data.init_args.max_blocks", "250",
            "--data.init_args.cache_dir", str(tmp_path / "cache"), "--data.init_args.preprocess_workers", "0",
