@@ -103,7 +103,7 @@ SPECS = {
         "Demonstration EGNO for protein backbones: adenylate kinase (AdK) backbone positions at frames +3, 7, 11, "
         "15 from one frame and its per-frame velocity.",
         "the MDAnalysisTests AdK trajectory (adk.psf + adk_dims.dcd: 98 frames, a DIMS transition pathway, "
-        "not equilibrium MD), backbone atoms (855), 8 Å radius graph, chronological 60/20/20 split of the "
+        "not equilibrium MD), backbone atoms (855), radius graph (cutoff: the manifest's preprocessing), chronological 60/20/20 split of the "
         "82 start frames as in the reference (49 / 16 / 17 samples)",
         ["no reference exists for this demonstration data; the EGNO paper's AdK numbers are on the 4187-frame "
          "equilibrium trajectory (240 ps per frame), a different and much larger data set"],
