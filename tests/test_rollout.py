@@ -171,6 +171,25 @@ def test_a_diverged_rollout_stops_with_a_warning(model, tmp_path):
     assert result.summary["reference"]["final_rmsd_A"] is None
 
 
+def test_a_blown_up_rollout_stops_before_writing_absurd_coordinates(model, dataset):
+    """Finite but exploding windows (each spreading the system 20× further) stop the rollout once the
+    system is over a thousand times its starting size, instead of returning 1e20 Å coordinates."""
+    exploding = copy.deepcopy(model)
+    predict = exploding.predict
+
+    def spread(x, v, charges=None):
+        out = predict(x, v, charges)
+        centre = x.mean(dim=0)
+        return out._replace(x=centre + 20 * (out.x - centre))
+
+    exploding.predict = spread
+    item = dataset[0]
+    with pytest.warns(UserWarning, match=r"diverged in window 3 of 5 \(positions spread over 1000"):
+        result = geomol.rollout_arrays(exploding, item.X, item.V, windows=5, charges=dataset.traj.charges)
+    assert result.frame_offsets[-1] == 2 * model.protocol.window_frames
+    assert np.isfinite(result.positions).all()
+
+
 def test_bad_inputs_give_clear_errors(model, tmp_path):
     with pytest.raises(EmptySelectionError, match="matched no atom") as empty:
         geomol.rollout(model, PSF, DCD, out=tmp_path / "x.dcd", selection="resname NOPE")

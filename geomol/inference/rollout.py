@@ -95,12 +95,22 @@ def next_velocity(protocol: RolloutProtocol, window: torch.Tensor, x_in: torch.T
     return (window[-1] - previous) / (gap * protocol.frame_time)
 
 
+BLOW_UP_FACTOR = 1000.0
+
+
+def _extent(x: torch.Tensor) -> torch.Tensor:
+    """Largest distance of a node from the centroid of ``x`` [..., N, 3] (the system's size)."""
+    return (x - x.mean(dim=-2, keepdim=True)).norm(dim=-1).max()
+
+
 def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None) -> Iterator[Window]:
     """Roll ``model`` out for ``windows`` windows from positions x and velocities v [N, 3].
 
     ``charges`` [N]: partial charges (MD models with a charge feature) or particle charges (N-body).
     Runs under ``torch.inference_mode``; only the current state is kept between windows. A window
-    with non-finite positions (a diverged rollout) ends the rollout early, with a warning.
+    whose positions are non-finite, or spread over more than ``BLOW_UP_FACTOR`` times the starting
+    system's size (a blown-up rollout: errors fed back window after window grew without bound), ends
+    the rollout early, with a warning.
     """
     protocol = model.protocol
     x = torch.as_tensor(x).to(model.device, model.dtype)
@@ -109,13 +119,17 @@ def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None) -> Iter
     if x.ndim != 2 or x.shape[-1] != 3 or v.shape != x.shape:
         raise ConfigError(f"positions and velocities must both be [N, 3], got {tuple(x.shape)} and {tuple(v.shape)}")
     offsets = np.asarray(protocol.target_offsets)
+    limit = BLOW_UP_FACTOR * max(float(_extent(x)), 1e-3)
     for k in range(windows):
         with torch.inference_mode():  # not held across the yield: the caller's code keeps its own grad mode
             frames = model.predict(x, v, charges).x.transpose(0, 1)  # [P, N, 3]
             v = next_velocity(protocol, frames, x)
-            diverged = not bool(torch.isfinite(frames).all())
-        if diverged:
-            warnings.warn(f"the rollout diverged in window {k + 1} of {windows} (non-finite positions): stopped "
+            finite = bool(torch.isfinite(frames).all())
+            problem = "non-finite positions" if not finite else (
+                f"positions spread over {BLOW_UP_FACTOR:g}× the starting system's size"
+                if float(_extent(frames)) > limit else None)
+        if problem:
+            warnings.warn(f"the rollout diverged in window {k + 1} of {windows} ({problem}): stopped "
                           f"after {k} window(s)", UserWarning, stacklevel=2)
             return
         yield Window(k, k * protocol.window_frames + offsets, frames)
