@@ -137,8 +137,10 @@ def export(args) -> None:
     if not checkpoints:
         sys.exit(f"no trained members ({pattern}) under {args.from_cv or args.out_dir}")
     cv = json.loads(Path(args.cv).read_text())
-    epochs = int(cv.get("epochs") or torch.load(checkpoints[0], weights_only=True)["epoch"] + 1) if args.from_cv \
-        else int(torch.load(checkpoints[0], weights_only=True)["epoch"]) + 1
+    # a best checkpoint, saved at validation, holds the 0-based index of its epoch; the last checkpoint of
+    # a finished fit, saved at its end, holds the number of epochs completed
+    saved_epoch = int(torch.load(checkpoints[0], weights_only=True)["epoch"])
+    epochs = int(cv.get("epochs") or saved_epoch + 1) if args.from_cv else saved_epoch
     metrics = {"cross_validation": cv["summary"], "cv_description": cv["description"]}
     card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv))
     export_model(checkpoints, MODEL_DIR, card=card, name="get-plb",
