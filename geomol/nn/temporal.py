@@ -94,18 +94,19 @@ def _fourier_tables(num_modes: int, num_slices: int, dtype: torch.dtype, device:
     if the Nyquist bin is kept; the imaginary parts of the DC and Nyquist bins are left out
     because the real inverse transform discards them. Synthesis includes the α_k/P weights.
     """
-    cos, sin = _mode_basis(num_modes, num_slices, torch.float64, None)
-    tau = torch.arange(num_slices, dtype=torch.float64)
-    rows_fwd, rows_inv, modes = [], [], []
-    for k in range(cos.size(0)):
-        angle = 2 * math.pi * k * tau / num_slices
-        rows_fwd.append(torch.cos(angle)), rows_inv.append(cos[k])
-        if 0 < 2 * k < num_slices:
-            rows_fwd.append(-torch.sin(angle)), rows_inv.append(sin[k])
-        modes.append(k)
-    analysis = torch.stack(rows_fwd).to(dtype=dtype, device=device)
-    synthesis = torch.stack(rows_inv, 1).to(dtype=dtype, device=device)
-    return analysis, synthesis, tuple(modes)
+    with torch.inference_mode(False):  # cached: must stay usable by autograd after an inference-mode call
+        cos, sin = _mode_basis(num_modes, num_slices, torch.float64, None)
+        tau = torch.arange(num_slices, dtype=torch.float64)
+        rows_fwd, rows_inv, modes = [], [], []
+        for k in range(cos.size(0)):
+            angle = 2 * math.pi * k * tau / num_slices
+            rows_fwd.append(torch.cos(angle)), rows_inv.append(cos[k])
+            if 0 < 2 * k < num_slices:
+                rows_fwd.append(-torch.sin(angle)), rows_inv.append(sin[k])
+            modes.append(k)
+        analysis = torch.stack(rows_fwd).to(dtype=dtype, device=device)
+        synthesis = torch.stack(rows_inv, 1).to(dtype=dtype, device=device)
+        return analysis, synthesis, tuple(modes)
 
 
 def _mode_mixing(coef: torch.Tensor, weight: torch.Tensor, modes: tuple, num_slices: int) -> torch.Tensor:

@@ -89,3 +89,14 @@ def test_vector_time_conv_is_e3_equivariant():
         x2, v2 = conv(apply_e3(x, q, t), apply_e3(v, q), apply_e3(center, q, t))
         assert torch.allclose(x2, apply_e3(x_out, q, t), atol=1e-10)
         assert torch.allclose(v2, apply_e3(v_out, q), atol=1e-10)
+
+
+def test_training_works_after_an_inference_mode_call():
+    """The Fourier tables are cached; built first under inference mode (a rollout), they must still serve
+    autograd afterwards (training in the same process)."""
+    conv = ScalarTimeConv(4, num_modes=3)
+    h = torch.randn(6, 13, 4)  # 13 slices: a table no other test builds first
+    with torch.inference_mode():
+        conv(h)
+    conv(h).sum().backward()
+    assert conv.weight.grad is not None and torch.isfinite(conv.weight.grad).all()
