@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from geomol.errors import ConfigError, EmptySelectionError, TrajectoryError
+from geomol.data.datasets.md_trajectory import open_selection
+from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
 from geomol.inference.rollout_report import ReferenceComparison, plot_rollout, write_summary
@@ -59,24 +60,6 @@ class TrajectoryRollout:
     rmsd: np.ndarray | None = None
     summary_file: Path | None = None
     plot_file: Path | None = None
-
-
-def open_selection(topology, trajectory=None, selection: str = "backbone"):
-    """(Universe, AtomGroup) of ``selection`` in topology + trajectory; bad files and empty selections raise."""
-    import MDAnalysis as mda
-
-    files = [str(topology)] + ([] if trajectory is None else [str(trajectory)])
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # MDAnalysis warns about guessed masses, missing dt ...
-            universe = mda.Universe(*files)
-            atoms = universe.select_atoms(selection)
-    except Exception as exc:  # MDAnalysis raises many types for unreadable, mismatched files or bad selections
-        raise TrajectoryError(f"cannot open or select {selection!r} with MDAnalysis: {exc}",
-                              source=" + ".join(files)) from exc
-    if len(atoms) == 0:
-        raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
-    return universe, atoms
 
 
 def _positions(universe, atoms, frame: int, source) -> np.ndarray:

@@ -36,7 +36,7 @@ from geomol.data.vocab import VOCAB, BLOCK_UNK, atom_index, position_code, posit
 from geomol.data.datasets.trajectory import trajectory_graph
 from geomol.nn.neighbors import radius_graph
 
-__all__ = ["MDTrajectory", "MDTrajectoryDataset", "md_target_offsets", "md_split_ranges"]
+__all__ = ["MDTrajectory", "MDTrajectoryDataset", "md_target_offsets", "md_split_ranges", "open_selection"]
 
 
 def md_target_offsets(delta: int, num_timesteps: int) -> np.ndarray:
@@ -75,6 +75,37 @@ def _elements(atoms) -> list[str]:
     return [str(e) for e in DefaultGuesser(None).guess_types(atoms.names)]
 
 
+def _file_list(topology, trajectory) -> list[str]:
+    """Topology first, then the trajectory file(s): what ``mda.Universe`` takes."""
+    if trajectory is None:
+        return [str(topology)]
+    return [str(topology)] + [str(t) for t in ([trajectory] if isinstance(trajectory, (str, os.PathLike))
+                                                else trajectory)]
+
+
+def open_selection(topology, trajectory=None, selection: str = "backbone"):
+    """(Universe, AtomGroup) of ``selection`` in topology + trajectory file(s); bad files and empty selections raise.
+
+    Raises:
+        TrajectoryError: MDAnalysis cannot open the files or parse the selection.
+        EmptySelectionError: the selection matches no atom.
+    """
+    import MDAnalysis as mda
+
+    files = _file_list(topology, trajectory)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MDAnalysis warns about guessed masses, missing dt ...
+            universe = mda.Universe(*files)
+            atoms = universe.select_atoms(selection)
+    except Exception as exc:  # MDAnalysis raises many types for unreadable, mismatched files or bad selections
+        raise TrajectoryError(f"cannot open or select {selection!r} with MDAnalysis: {exc}",
+                              source=" + ".join(files)) from exc
+    if len(atoms) == 0:
+        raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
+    return universe, atoms
+
+
 class MDTrajectory:
     """Positions of an atom selection over a whole trajectory, read once.
 
@@ -94,28 +125,15 @@ class MDTrajectory:
     def __init__(self, topology: str | os.PathLike, trajectory: str | os.PathLike | Sequence | None = None, *,
                  selection: str = "backbone", start: int | None = None, stop: int | None = None,
                  step: int | None = None):
-        import MDAnalysis as mda
-
-        args = [str(topology)] + ([] if trajectory is None else
-                                  [str(t) for t in ([trajectory] if isinstance(trajectory, (str, os.PathLike))
-                                                    else trajectory)])
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                universe = mda.Universe(*args)
-                atoms = universe.select_atoms(selection)
-        except Exception as exc:  # MDAnalysis raises many types for unreadable or mismatched files
-            raise TrajectoryError(f"cannot open with MDAnalysis: {exc}", source=" + ".join(args)) from exc
-        if len(atoms) == 0:
-            raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
-        self.selection, self.source = selection, tuple(args)
+        universe, atoms = open_selection(topology, trajectory, selection)
+        self.selection, self.source = selection, tuple(_file_list(topology, trajectory))
         frames, times, numbers = [], [], []
         try:
             for ts in universe.trajectory[start:stop:step]:
                 frames.append(atoms.positions.astype(np.float32, copy=True))
                 times.append(ts.time), numbers.append(ts.frame)
         except Exception as exc:
-            raise TrajectoryError(f"reading frame {len(frames)} failed: {exc}", source=args[-1]) from exc
+            raise TrajectoryError(f"reading frame {len(frames)} failed: {exc}", source=self.source[-1]) from exc
         self.positions = np.stack(frames)
         self.time_ps, self.frame_numbers = np.array(times), np.array(numbers)
         self.atom_indices = atoms.indices.copy()
