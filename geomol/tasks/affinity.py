@@ -29,8 +29,11 @@ def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | No
     ranking (what Spearman measures) without asking the model to know each protein's offset.
     ``pred``, ``y``: [B]; ``groups``: B labels (all one group when None). 0 when no pair exists.
     """
-    ids = torch.zeros_like(y, dtype=torch.long) if groups is None else torch.tensor(
-        [hash(g) for g in groups], device=y.device)
+    if groups is None:
+        ids = torch.zeros_like(y, dtype=torch.long)
+    else:  # an index per distinct group (hashes could collide)
+        index = {group: i for i, group in enumerate(dict.fromkeys(groups))}
+        ids = torch.tensor([index[g] for g in groups], device=y.device)
     ordered = (ids[:, None] == ids[None, :]) & (y[:, None] > y[None, :])
     if not ordered.any():
         return pred.sum() * 0.0
