@@ -26,12 +26,7 @@ import geomol
 from geomol.data.datasets.mocap import MocapDataset
 from _rollout_eval import report, score_rollouts
 
-
-def _default_data() -> Path | None:
-    """``$GEOMOL_SHARED_DATA/mocap_run/...`` (the dataset's own default) or ``../shared/data`` beside this repository."""
-    if os.environ.get("GEOMOL_SHARED_DATA"):
-        return None
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "mocap_run" / "cmu_subject09_run.npz"
+SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     model = geomol.load_model(args.model)
-    data = MocapDataset("test", args.data or _default_data(), num_timesteps=model.protocol.num_timesteps,
+    path = args.data or SHARED / "mocap_run" / "cmu_subject09_run.npz"
+    data = MocapDataset("test", path, num_timesteps=model.protocol.num_timesteps,
                         delta=model.protocol.window_frames)
     trials = sorted({int(t) for t, _ in data.samples})
     starts = [(t, int(s)) for t in trials for s in sorted(data.samples[data.samples[:, 0] == t][:, 1])

@@ -44,12 +44,11 @@ from typing import Callable
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
 def _mocap_overrides() -> list[str]:
-    root = os.environ.get("GEOMOL_SHARED_DATA")
-    path = Path(root) / "mocap_run" if root else REPO.parent / "shared" / "data" / "mocap_run"
-    return ["--data.init_args.path", str(path / "cmu_subject09_run.npz")]
+    return ["--data.init_args.path", str(SHARED / "mocap_run" / "cmu_subject09_run.npz")]
 
 
 def _adk_overrides() -> list[str]:
