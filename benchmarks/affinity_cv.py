@@ -37,6 +37,10 @@ VARIANTS: dict[str, dict] = {
     "lba_size": {"model": {"d_hidden": 64, "d_radial": 32, "n_rbf": 32, "n_layers": 3}, "data": {}},
     "rank": {"model": {"rank_weight": 1.0}, "data": {"group_batches": True}},
     "pocket8": {"model": {}, "data": {"pocket_cutoff": 8.0}},
+    "hydrogens": {"model": {}, "data": {"keep_hydrogens": True}},
+    "fragments": {"model": {}, "data": {}},  # + --fragment-vocab (geomol fragments learn)
+    "rbfe": {"model": {"edge_weight": 1.0}, "data": {"group_batches": True}},
+    "pretrain": {"model": {"pretrain_epochs": 2}, "data": {}},
 }
 
 
@@ -47,9 +51,11 @@ def _recipe() -> dict:
 
 
 def heavy_atoms(graph) -> int:
-    """Heavy atoms of the ligand (segment 1, global atom excluded)."""
-    ligand = (graph.segment[graph.block_id] == 1) & ~graph.is_global[graph.block_id]
-    return int(ligand.sum())
+    """Heavy atoms of the ligand (segment 1, global atom excluded; hydrogens not counted)."""
+    from geomol.data.vocab import atom_index
+    from geomol.tasks.affinity import ligand_atom_mask
+
+    return int((ligand_atom_mask(graph) & (graph.A != atom_index("H"))).sum())
 
 
 def train_fold(args) -> dict:
@@ -65,6 +71,10 @@ def train_fold(args) -> dict:
     data_args = {**recipe["data"]["init_args"], **variant["data"], "plb_root": str(SHARED / "plb"),
                  "fep_root": str(SHARED / "fep_benchmark"), "n_folds": args.folds, "fold": args.fold,
                  "cache_dir": args.cache_dir, "preprocess_workers": 1}
+    if args.variant == "fragments":
+        if not args.fragment_vocab:
+            sys.exit("the fragments variant needs --fragment-vocab (a vocabulary from `geomol fragments learn`)")
+        data_args["fragments"] = args.fragment_vocab
     pl.seed_everything(args.seed + args.fold)
     data = BenchmarkAffinityDataModule(**data_args)
     module = AffinityModule(**model_args)
@@ -148,6 +158,7 @@ def main() -> None:
     train.add_argument("--seed", type=int, default=12)
     train.add_argument("--out-dir", required=True)
     train.add_argument("--cache-dir", default=None)
+    train.add_argument("--fragment-vocab", default=None, help="fragment vocabulary JSON (fragments variant)")
     summary = sub.add_parser("summarise")
     summary.add_argument("--out-dir", required=True)
     summary.add_argument("--summary", required=True)

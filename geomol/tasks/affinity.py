@@ -8,7 +8,9 @@ so that prediction later builds graphs exactly as in training.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import copy
+import math
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -16,7 +18,8 @@ from geomol.models.get import GETAffinity, GETPairClassifier
 from geomol.tasks.base import GeomolModule
 from geomol.tasks.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
 
-__all__ = ["AffinityModule", "PairClassificationModule", "ranking_loss"]
+__all__ = ["AffinityModule", "PairClassificationModule", "ranking_loss", "relative_edge_loss", "denoising_loss",
+           "ligand_atom_mask"]
 
 _GET_ARGS = ("d_hidden", "d_radial", "n_rbf", "cutoff", "d_edge", "n_layers", "n_head", "k_neighbors",
              "sparse_k", "dropout", "n_block_types")
@@ -40,6 +43,41 @@ def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | No
     return torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered]).mean()
 
 
+def relative_edge_loss(pred: torch.Tensor, series: Sequence[str], ligands: Sequence[str],
+                       edges: Mapping[str, Sequence[tuple[str, str, float]]]) -> torch.Tensor:
+    """Mean squared error of predicted vs measured relative affinities over the perturbation edges
+    (RBFE graph) whose two ligands are both in the batch.
+
+    ``pred``: [B] pK; ``series``, ``ligands``: B labels; ``edges``: per series, ``(ligand_a, ligand_b,
+    ΔpK)`` with ΔpK = pK(b) − pK(a). 0 (with a gradient path) when no edge is in the batch.
+    """
+    where = {(s, name): i for i, (s, name) in enumerate(zip(series, ligands))}
+    pairs = [(where[(s, a)], where[(s, b)], delta) for s in dict.fromkeys(series) for a, b, delta in edges.get(s, ())
+             if (s, a) in where and (s, b) in where]
+    if not pairs:
+        return pred.sum() * 0.0
+    a, b, delta = zip(*pairs)
+    measured = torch.tensor(delta, dtype=pred.dtype, device=pred.device)
+    return ((pred[list(b)] - pred[list(a)] - measured) ** 2).mean()
+
+
+def ligand_atom_mask(graph) -> torch.Tensor:
+    """[N] bool: the atoms of the ligand (segment 1), global blocks excluded."""
+    return (graph.segment[graph.block_id] == 1) & ~graph.is_global[graph.block_id]
+
+
+def denoising_loss(model, batch, sigma: float) -> torch.Tensor:
+    """Self-supervised coordinate denoising (no labels used): Gaussian noise of ``sigma`` Å on every
+    ligand atom, and the mean squared distance of GET's output ligand coordinates from the clean
+    ones, divided by σ² (1 for a model that returns its input; 0 for perfect denoising)."""
+    ligand = ligand_atom_mask(batch)
+    noisy = copy.copy(batch)
+    noisy.X = batch.X + sigma * torch.randn_like(batch.X) * ligand[:, None].to(batch.X.dtype)
+    out = model.embed(noisy)
+    error = out.X[ligand] - batch.X[ligand].to(out.X.dtype)
+    return (error ** 2).sum(-1).mean() / sigma ** 2
+
+
 class _GETTask(GeomolModule):
     """Shared by both GET tasks: hyperparameters and lazy model construction.
 
@@ -51,6 +89,12 @@ class _GETTask(GeomolModule):
         compile: wrap the model in ``torch.compile``.
         rank_weight: weight of a pairwise ranking loss between ligands of the same protein in a
             batch (affinity only; 0 = the reference MSE alone). Use with ``group_batches``.
+        edge_weight: weight of :func:`relative_edge_loss` on the measured relative free energies of
+            the data module's perturbation graphs (affinity only; multi-task with the RBFE edges).
+            Use with ``group_batches`` so that both ends of an edge share batches.
+        pretrain_epochs: the first epochs train only :func:`denoising_loss` on the training
+            complexes (labels unused), with ``denoise_sigma`` Å of noise; their validation metrics
+            are NaN, so checkpoint selection skips them (affinity only).
     """
 
     model_class: type = GETAffinity
@@ -59,11 +103,13 @@ class _GETTask(GeomolModule):
                  d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
                  sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int | None = None,
                  lr: float = 1e-3, final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False,
-                 rank_weight: float = 0.0):
+                 rank_weight: float = 0.0, edge_weight: float = 0.0, pretrain_epochs: int = 0,
+                 denoise_sigma: float = 1.0):
         super().__init__()
         self.save_hyperparameters()
         self.model = None
         self.preprocessing: dict[str, Any] = {}
+        self.edges: dict[str, list[tuple[str, str, float]]] = {}
         if n_block_types is not None:
             self._build()
 
@@ -76,6 +122,10 @@ class _GETTask(GeomolModule):
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is not None and getattr(datamodule, "preprocessing", None):
             self.preprocessing = dict(datamodule.preprocessing)
+        if self.hparams.get("edge_weight", 0.0) > 0:
+            if not hasattr(datamodule, "relative_edges"):
+                raise ValueError("edge_weight > 0 needs a data module with relative_edges() (FEP benchmark data)")
+            self.edges = datamodule.relative_edges()
         if self.model is None:
             n_types = getattr(datamodule, "num_block_types", None)
             if n_types is None:
@@ -103,11 +153,21 @@ class AffinityModule(_GETTask):
         """[B] predicted pK."""
         return self.model(batch)
 
+    @property
+    def pretraining(self) -> bool:
+        """Whether this epoch belongs to the denoising pre-training (``pretrain_epochs``)."""
+        return self.current_epoch < self.hparams.get("pretrain_epochs", 0)
+
     def compute(self, batch):
+        hp = self.hparams
+        if self.training and self.pretraining:
+            return denoising_loss(self.model, batch, hp.denoise_sigma), batch.num_graphs, None
         pred = self(batch)
         loss = GETAffinity.loss(pred, batch.y)
-        if self.hparams.rank_weight > 0 and self.training:
-            loss = loss + self.hparams.rank_weight * ranking_loss(pred, batch.y, getattr(batch, "protein", None))
+        if self.training and hp.rank_weight > 0:
+            loss = loss + hp.rank_weight * ranking_loss(pred, batch.y, getattr(batch, "protein", None))
+        if self.training and hp.get("edge_weight", 0.0) > 0:
+            loss = loss + hp.edge_weight * relative_edge_loss(pred, batch.series, batch.ligand, self.edges)
         return loss, batch.num_graphs, pred
 
     def collect(self, batch, pred) -> None:
@@ -120,6 +180,8 @@ class AffinityModule(_GETTask):
         per_target = grouped_regression_report(cols["pred"], cols["y"], cols["target"])
         metrics["mean_target_spearman"] = mean_of(r["spearman"] for r in per_target.values())
         metrics["mean_target_pearson"] = mean_of(r["pearson"] for r in per_target.values())
+        if self.pretraining and self.trainer.state.fn == "fit":  # untrained read-out: never select these epochs
+            metrics = {name: math.nan for name in metrics}
         return metrics
 
     def predict_step(self, batch, batch_idx) -> dict[str, Any]:

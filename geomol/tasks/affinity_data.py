@@ -12,11 +12,13 @@ every split is checked for leakage (no protein or ligand group on two sides, whe
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 from functools import cached_property
 from typing import Any, Literal, Sequence
 
+from geomol.data.datasets.affinity_labels import pk_from_dg
 from geomol.data.datasets.processed import ProcessedDataset
 from geomol.data.fragment import FragmentVocab
 from geomol.data.sampler import DynamicBatchSampler
@@ -133,6 +135,16 @@ class AffinityDataModule(GraphDataModule):
         if self.dataset is None:
             self.dataset = self.make_dataset(num_workers=0)
         return self.dataset
+
+    def relative_edges(self) -> dict[str, list[tuple[str, str, float]]]:
+        """Measured relative affinities of the dataset's perturbation graphs (FEP benchmark series):
+        per series, ``(ligand_a, ligand_b, ΔpK)`` with ΔpK = pK(b) − pK(a) from the edge's ΔΔG at
+        298.15 K. Empty for data without such edges."""
+        edges: dict[str, list[tuple[str, str, float]]] = {}
+        for edge in getattr(self.load_dataset(), "fep_edges", []):
+            if math.isfinite(edge.ddg):
+                edges.setdefault(edge.series, []).append((edge.ligand_a, edge.ligand_b, pk_from_dg(edge.ddg)))
+        return edges
 
     def batch_sampler(self, dataset, train: bool, num_replicas: int, rank: int) -> DynamicBatchSampler:
         groups = dataset.column("protein") if train and self.group_batches else None
