@@ -33,14 +33,19 @@ SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "dat
 
 # Variants: model and data arguments on top of the recipe (configs/get_affinity_default.yaml).
 VARIANTS: dict[str, dict] = {
-    "base": {"model": {}, "data": {}},
-    "lba_size": {"model": {"d_hidden": 64, "d_radial": 32, "n_rbf": 32, "n_layers": 3}, "data": {}},
-    "rank": {"model": {"rank_weight": 1.0}, "data": {"group_batches": True}},
-    "pocket8": {"model": {}, "data": {"pocket_cutoff": 8.0}},
-    "hydrogens": {"model": {}, "data": {"keep_hydrogens": True}},
-    "fragments": {"model": {}, "data": {}},  # + --fragment-vocab (geomol fragments learn)
-    "rbfe": {"model": {"edge_weight": 1.0}, "data": {"group_batches": True}},
-    "pretrain": {"model": {"pretrain_epochs": 2}, "data": {}},
+    "base": {"model": {}, "data": {}, "about": "the recipe: MSE on pK"},
+    "lba_size": {"model": {"d_hidden": 64, "d_radial": 32, "n_rbf": 32, "n_layers": 3}, "data": {},
+                 "about": "the larger GET of the LBA configuration (hidden 64, 3 layers)"},
+    "rank": {"model": {"rank_weight": 1.0}, "data": {"group_batches": True},
+             "about": "+ pairwise ranking loss between ligands of a target's batch"},
+    "pocket8": {"model": {}, "data": {"pocket_cutoff": 8.0}, "about": "pocket of 8 Å instead of 10 Å"},
+    "hydrogens": {"model": {}, "data": {"keep_hydrogens": True}, "about": "hydrogens kept (ligand and pocket)"},
+    "fragments": {"model": {}, "data": {},  # + --fragment-vocab (geomol fragments learn)
+                  "about": "ligand blocks = principal-subgraph fragments (≤ 12 heavy atoms) instead of atoms"},
+    "rbfe": {"model": {"edge_weight": 1.0}, "data": {"group_batches": True},
+             "about": "+ multi-task: squared error of ΔpK on the series' perturbation (RBFE) edges"},
+    "pretrain": {"model": {"pretrain_epochs": 2}, "data": {},
+                 "about": "2 epochs of ligand-coordinate denoising (no labels) before the affinity epochs"},
 }
 
 
@@ -95,7 +100,8 @@ def train_fold(args) -> dict:
             for i, graph in enumerate(batch.to_data_list()):
                 rows.append({"id": graph.name, "protein": graph.protein, "series": graph.series,
                              "y": float(graph.y), "pred": float(pred[i]), "heavy_atoms": heavy_atoms(graph)})
-    result = {"fold": args.fold, "variant": args.variant, "epochs": args.epochs, "model": model_args,
+    result = {"fold": args.fold, "variant": args.variant, "about": variant["about"], "epochs": args.epochs,
+              "model": model_args,
               "data": {k: v for k, v in data_args.items() if k not in ("cache_dir",)},
               "split_sizes": data.split_sizes(), "best_checkpoint": str(checkpoint.best_model_path),
               "best_val_mean_target_spearman": float(checkpoint.best_model_score),
@@ -104,21 +110,19 @@ def train_fold(args) -> dict:
     return result
 
 
-def summarise(args) -> dict:
+def score(rows: list[dict], min_ligands: int) -> tuple[dict, dict]:
+    """Per-target and summary metrics of test rows (``id, protein, fold, y, pred, heavy_atoms``) against
+    the heavy-atom-count baseline on the same items; targets with at least ``min_ligands`` ligands."""
     from geomol.tasks.metrics import grouped_regression_report, mean_of, rmse
 
-    folds = [json.loads(p.read_text()) for p in sorted(Path(args.out_dir).glob("fold*.json"))]
-    if not folds:
-        sys.exit(f"no fold results in {args.out_dir}")
-    rows = [dict(r, fold=f["fold"]) for f in folds for r in f["test"]]
-    proteins = [r["protein"] for r in rows]
-    y = [r["y"] for r in rows]
+    proteins, y = [r["protein"] for r in rows], [r["y"] for r in rows]
     model = grouped_regression_report([r["pred"] for r in rows], y, proteins)
     baseline = grouped_regression_report([r["heavy_atoms"] for r in rows], y, proteins)
     fold_of = {r["protein"]: r["fold"] for r in rows}
     per_target = {p: {"fold": fold_of[p], "n": int(m["n"]), "pearson": m["pearson"], "spearman": m["spearman"],
                       "rmse": m["rmse"], "hac_pearson": baseline[p]["pearson"], "hac_spearman": baseline[p]["spearman"]}
-                  for p, m in sorted(model.items()) if m["n"] >= args.min_ligands}
+                  for p, m in sorted(model.items()) if m["n"] >= min_ligands}
+    plb = {p for p in per_target if _in_plb(p, rows)}
     summary = {
         "targets": len(per_target), "items": len(rows),
         "mean_target_spearman": mean_of(t["spearman"] for t in per_target.values()),
@@ -126,21 +130,72 @@ def summarise(args) -> dict:
         "hac_mean_target_spearman": mean_of(t["hac_spearman"] for t in per_target.values()),
         "hac_mean_target_pearson": mean_of(t["hac_pearson"] for t in per_target.values()),
         "pooled_rmse": rmse([r["pred"] for r in rows], y),
-        "plb_mean_target_spearman": mean_of(t["spearman"] for p, t in per_target.items() if _in_plb(p, rows)),
-        "plb_hac_mean_target_spearman": mean_of(t["hac_spearman"] for p, t in per_target.items() if _in_plb(p, rows)),
-        "train_hours": sum(f["train_seconds"] for f in folds) / 3600,
+        "plb_mean_target_spearman": mean_of(per_target[p]["spearman"] for p in plb),
+        "plb_hac_mean_target_spearman": mean_of(per_target[p]["hac_spearman"] for p in plb),
     }
+    return per_target, summary
+
+
+PREDICTION_FIELDS = ("id", "protein", "fold", "y", "pred", "heavy_atoms")
+
+
+def summarise(args) -> dict:
+    folds = [json.loads(p.read_text()) for p in sorted(Path(args.out_dir).glob("fold*.json"))]
+    if not folds:
+        sys.exit(f"no fold results in {args.out_dir}")
+    rows = [dict(r, fold=f["fold"]) for f in folds for r in f["test"]]
+    per_target, summary = score(rows, args.min_ligands)
+    summary["train_hours"] = sum(f["train_seconds"] for f in folds) / 3600
     result = {"description": f"{len(folds)}-fold cross-validation grouped by protein over PLB + FEP benchmark; "
                              f"targets with >= {args.min_ligands} ligands",
               "model": folds[0]["model"], "variant": folds[0]["variant"], "epochs": folds[0]["epochs"],
+              "about": VARIANTS[folds[0]["variant"]]["about"],
+              "data": {k: v for k, v in folds[0].get("data", {}).items() if k not in ("plb_root", "fep_root", "fold")},
               "split": "protein_kfold", "machine": f"{platform.processor() or platform.machine()}, 1 thread per fold",
               "folds": [{"fold": f["fold"], "test_targets": sorted({r['protein'] for r in f['test']}),
                          "n": len(f["test"]), "best_val_mean_target_spearman": f["best_val_mean_target_spearman"]}
                         for f in folds],
-              "per_target": per_target, "summary": summary}
-    Path(args.summary).write_text(json.dumps(result, indent=1))
+              "per_target": per_target, "summary": summary,
+              "prediction_fields": list(PREDICTION_FIELDS),
+              "predictions": [[r[k] for k in PREDICTION_FIELDS] for r in rows]}
+    Path(args.summary).write_text(_dump_with_rows(result, "predictions"))
     print(json.dumps(summary, indent=1))
     return result
+
+
+def _dump_with_rows(result: dict, key: str) -> str:
+    """JSON with indentation, except one line per row of ``result[key]`` (a long list of lists)."""
+    text = json.dumps({**result, key: None}, indent=1)
+    rows = ",\n  ".join(json.dumps(row) for row in result[key])
+    return text.replace(f'"{key}": null', f'"{key}": [\n  {rows}\n ]')
+
+
+def compare(args) -> dict:
+    """One table over the summaries of several variants, plus their ensemble (the mean prediction
+    of all variants per item: every variant's fold model saw the same training proteins)."""
+    results = [json.loads(Path(p).read_text()) for p in args.summaries]
+    table = [{"variant": r["variant"], "about": VARIANTS[r["variant"]]["about"], "epochs": r["epochs"],
+              "file": Path(path).name, **r["summary"]} for r, path in zip(results, args.summaries)]
+    with_predictions = [r for r in results if "predictions" in r]
+    if len(with_predictions) >= 2:
+        tables = [{row[0]: dict(zip(r["prediction_fields"], row)) for row in r["predictions"]}
+                  for r in with_predictions]
+        common = sorted(set.intersection(*(set(t) for t in tables)))
+        rows = [dict(tables[0][i], pred=sum(t[i]["pred"] for t in tables) / len(tables)) for i in common]
+        _, summary = score(rows, args.min_ligands)
+        name = "ensemble(" + "+".join(r["variant"] for r in with_predictions) + ")"
+        table.append({"variant": name, "about": "mean prediction of the variants above, per item", "epochs": None,
+                      "file": None, **summary})
+    keys = ("mean_target_spearman", "mean_target_pearson", "plb_mean_target_spearman", "pooled_rmse")
+    print(f"{'variant':<40} {'Spearman':>9} {'Pearson':>8} {'PLB Sp.':>8} {'RMSE':>6}   (HAC Spearman)")
+    for row in table:
+        print(f"{row['variant']:<40} " + " ".join(f"{row[k]:>8.3f}" for k in keys)
+              + f"   ({row['hac_mean_target_spearman']:.3f})")
+    out = {"description": "variants of the affinity recipe in the same protein-grouped cross-validation",
+           "machine": results[0].get("machine"), "rows": table}
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+    return out
 
 
 def _in_plb(protein: str, rows) -> bool:
@@ -163,8 +218,12 @@ def main() -> None:
     summary.add_argument("--out-dir", required=True)
     summary.add_argument("--summary", required=True)
     summary.add_argument("--min-ligands", type=int, default=5)
+    table = sub.add_parser("compare", help="one table over variant summaries, plus their ensemble")
+    table.add_argument("summaries", nargs="+", help="summary JSON files of `summarise`")
+    table.add_argument("--out", help="JSON to write the table to")
+    table.add_argument("--min-ligands", type=int, default=5)
     args = parser.parse_args()
-    train_fold(args) if args.command == "train" else summarise(args)
+    {"train": train_fold, "summarise": summarise, "compare": compare}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,31 @@ accuracy on the proteins it never saw is what the table below reports:
     python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json"""
 
 
-def _card(cv: dict, members: int, epochs: int, from_cv: bool = False) -> str:
+def _variants_text(variants: dict | None) -> str:
+    """The card's section on the recipe variants cross-validated (``affinity_cv.py compare``)."""
+    if not variants:
+        return ""
+    rows = variants["rows"]
+    lines = "\n".join(f"| {r['variant']} | {r['about']} | {r['epochs'] or '–'} | {r['mean_target_spearman']:.3f} | "
+                      f"{r['mean_target_pearson']:.3f} | {r['plb_mean_target_spearman']:.3f} | {r['pooled_rmse']:.2f} |"
+                      for r in rows)
+    hac = rows[0]
+    best = max(rows, key=lambda r: r["mean_target_spearman"])
+    return f"""
+## Variants tried in the same cross-validation
+The same folds, seeds and model selection for every variant (`python benchmarks/affinity_cv.py train
+--variant <name>` per fold, then `summarise` and `compare`; {variants.get('machine') or 'CPU'}).
+
+| variant | what changed | epochs (max) | mean per-target Spearman | Pearson | PLB targets Spearman | pooled RMSE |
+|---|---|---|---|---|---|---|
+{lines}
+| heavy-atom count | the ligand's heavy atoms, no model | – | {hac['hac_mean_target_spearman']:.3f} | {hac['hac_mean_target_pearson']:.3f} | {hac['plb_hac_mean_target_spearman']:.3f} | – |
+
+Best: {best['variant']} ({best['mean_target_spearman']:.3f}); the heavy-atom count {hac['hac_mean_target_spearman']:.3f}.
+"""
+
+
+def _card(cv: dict, members: int, epochs: int, from_cv: bool = False, variants: dict | None = None) -> str:
     s = cv["summary"]
     rows = "\n".join(f"| {p} | {t['n']} | {t['pearson']:.2f} | {t['spearman']:.2f} | {t['hac_spearman']:.2f} |"
                      for p, t in sorted(cv["per_target"].items()))
@@ -126,7 +150,7 @@ Per target (the test fold of its protein):
   (pooled RMSE above); compare ligands of one target.
 - `pK_std` is the spread of the ensemble, a measure of disagreement between members, not a calibrated
   error bar.
-"""
+{_variants_text(variants)}"""
 
 
 def export(args) -> None:
@@ -142,7 +166,8 @@ def export(args) -> None:
     saved_epoch = int(torch.load(checkpoints[0], weights_only=True)["epoch"])
     epochs = int(cv.get("epochs") or saved_epoch + 1) if args.from_cv else saved_epoch
     metrics = {"cross_validation": cv["summary"], "cv_description": cv["description"]}
-    card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv))
+    variants = json.loads(Path(args.variants).read_text()) if args.variants and Path(args.variants).exists() else None
+    card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv), variants=variants)
     export_model(checkpoints, MODEL_DIR, card=card, name="get-plb",
                  description="GET affinity ensemble trained on the protein-ligand-benchmark and the public FEP+ "
                              "benchmark (pK of a protein-ligand pose)", metrics=metrics, overwrite=True)
@@ -161,6 +186,8 @@ def main() -> None:
     e.add_argument("--out-dir", help="members trained with 'train' (seed*/last.ckpt)")
     e.add_argument("--from-cv", help="use the best checkpoints of a cross-validation run (fold*/best.ckpt) instead")
     e.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
+    e.add_argument("--variants", default=str(REPO / "benchmarks" / "results" / "affinity_cv_variants.json"),
+                   help="table of `benchmarks/affinity_cv.py compare` for the card (skipped when absent)")
     args = parser.parse_args()
     train(args) if args.command == "train" else export(args)
 
