@@ -73,7 +73,8 @@ def _variants_text(variants: dict | None) -> str:
         return ""
     rows = variants["rows"]
     lines = "\n".join(f"| {r['variant']} | {r['about']} | {r['epochs'] or '–'} | {r['mean_target_spearman']:.3f} | "
-                      f"{r['mean_target_pearson']:.3f} | {r['plb_mean_target_spearman']:.3f} | {r['pooled_rmse']:.2f} |"
+                      f"{r['mean_target_pearson']:.3f} | {r['plb_mean_target_spearman']:.3f} | {r['pooled_rmse']:.2f} | "
+                      f"{r['mean_target_spearman_with_hac']:.2f} |"
                       for r in rows)
     hac = rows[0]
     best = max(rows, key=lambda r: r["mean_target_spearman"])
@@ -82,10 +83,13 @@ def _variants_text(variants: dict | None) -> str:
 The same folds, seeds and model selection for every variant (`python benchmarks/affinity_cv.py train
 --variant <name>` per fold, then `summarise` and `compare`; {variants.get('machine') or 'CPU'}).
 
-| variant | what changed | epochs (max) | mean per-target Spearman | Pearson | PLB targets Spearman | pooled RMSE |
-|---|---|---|---|---|---|---|
+| variant | what changed | epochs (max) | mean per-target Spearman | Pearson | PLB targets Spearman | pooled RMSE | Spearman with HAC |
+|---|---|---|---|---|---|---|---|
 {lines}
-| heavy-atom count | the ligand's heavy atoms, no model | – | {hac['hac_mean_target_spearman']:.3f} | {hac['hac_mean_target_pearson']:.3f} | {hac['plb_hac_mean_target_spearman']:.3f} | – |
+| heavy-atom count | the ligand's heavy atoms, no model | – | {hac['hac_mean_target_spearman']:.3f} | {hac['hac_mean_target_pearson']:.3f} | {hac['plb_hac_mean_target_spearman']:.3f} | – | 1 |
+
+"Spearman with HAC": mean per-target Spearman between a variant's predictions and the heavy-atom count,
+i.e. how far its ranking is a ranking by size.
 
 Best: {best['variant']} ({best['mean_target_spearman']:.3f}); the heavy-atom count {hac['hac_mean_target_spearman']:.3f}.
 """
@@ -144,6 +148,8 @@ Per target (the test fold of its protein):
   proteases, phosphatases and bromodomains; it has not seen nucleic-acid receptors, protein–protein
   complexes, metalloenzymes beyond these, or covalent ligands. On a new protein, expect ranking
   quality similar to the cross-validation above: {verdict}. Use it to triage, not to decide.
+- Within a target it ranks ligands mostly by size: the mean per-target Spearman between its predictions
+  and the ligands' heavy-atom counts is {s['mean_target_spearman_with_hac']:.2f}.
 - It scores the pose it is given: docked or crystal poses of the ligand in the receptor's frame.
   A wrong pose gives a wrong number; the model does not dock.
 - Absolute pK values carry a per-protein offset the model cannot know for an unseen protein
