@@ -31,6 +31,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 
+DEFAULT_SEED = 12
+
 # Variants: model and data arguments on top of the recipe (configs/get_affinity_default.yaml).
 VARIANTS: dict[str, dict] = {
     "base": {"model": {}, "data": {}, "about": "the recipe: MSE on pK"},
@@ -101,6 +103,7 @@ def train_fold(args) -> dict:
                 rows.append({"id": graph.name, "protein": graph.protein, "series": graph.series,
                              "y": float(graph.y), "pred": float(pred[i]), "heavy_atoms": heavy_atoms(graph)})
     result = {"fold": args.fold, "variant": args.variant, "about": variant["about"], "epochs": args.epochs,
+              "seed": args.seed,
               "model": model_args,
               "data": {k: v for k, v in data_args.items() if k not in ("cache_dir",)},
               "split_sizes": data.split_sizes(), "best_checkpoint": str(checkpoint.best_model_path),
@@ -152,7 +155,7 @@ def summarise(args) -> dict:
     result = {"description": f"{len(folds)}-fold cross-validation grouped by protein over PLB + FEP benchmark; "
                              f"targets with >= {args.min_ligands} ligands",
               "model": folds[0]["model"], "variant": folds[0]["variant"], "epochs": folds[0]["epochs"],
-              "about": VARIANTS[folds[0]["variant"]]["about"],
+              "seed": folds[0].get("seed", DEFAULT_SEED), "about": VARIANTS[folds[0]["variant"]]["about"],
               "data": {k: v for k, v in folds[0].get("data", {}).items() if k not in ("plb_root", "fep_root", "fold")},
               "split": "protein_kfold", "machine": f"{platform.processor() or platform.machine()}, 1 thread per fold",
               "folds": [{"fold": f["fold"], "test_targets": sorted({r['protein'] for r in f['test']}),
@@ -173,11 +176,17 @@ def _dump_with_rows(result: dict, key: str) -> str:
     return text.replace(f'"{key}": null', f'"{key}": [\n  {rows}\n ]')
 
 
+def _label(summary: dict) -> str:
+    """A variant's name, with its seed when not the default one."""
+    seed = summary.get("seed", DEFAULT_SEED)
+    return summary["variant"] if seed == DEFAULT_SEED else f"{summary['variant']}, seed {seed}"
+
+
 def compare(args) -> dict:
     """One table over the summaries of several variants, plus their ensemble (the mean prediction
     of all variants per item: every variant's fold model saw the same training proteins)."""
     results = [json.loads(Path(p).read_text()) for p in args.summaries]
-    table = [{"variant": r["variant"], "about": VARIANTS[r["variant"]]["about"], "epochs": r["epochs"],
+    table = [{"variant": _label(r), "about": VARIANTS[r["variant"]]["about"], "epochs": r["epochs"],
               "file": Path(path).name, **r["summary"]} for r, path in zip(results, args.summaries)]
     with_predictions = [r for r in results if "predictions" in r]
     if len(with_predictions) >= 2:
@@ -186,7 +195,7 @@ def compare(args) -> dict:
         common = sorted(set.intersection(*(set(t) for t in tables)))
         rows = [dict(tables[0][i], pred=sum(t[i]["pred"] for t in tables) / len(tables)) for i in common]
         _, summary = score(rows, args.min_ligands)
-        name = "ensemble(" + "+".join(r["variant"] for r in with_predictions) + ")"
+        name = "ensemble(" + " + ".join(_label(r) for r in with_predictions) + ")"
         table.append({"variant": name, "about": "mean prediction of the variants above, per item", "epochs": None,
                       "file": None, **summary})
     keys = ("mean_target_spearman", "mean_target_pearson", "plb_mean_target_spearman", "pooled_rmse",
@@ -214,7 +223,7 @@ def main() -> None:
     train.add_argument("--folds", type=int, default=5)
     train.add_argument("--epochs", type=int, default=12)
     train.add_argument("--variant", choices=sorted(VARIANTS), default="base")
-    train.add_argument("--seed", type=int, default=12)
+    train.add_argument("--seed", type=int, default=DEFAULT_SEED, help="fold k trains with seed + k")
     train.add_argument("--out-dir", required=True)
     train.add_argument("--cache-dir", default=None)
     train.add_argument("--fragment-vocab", default=None, help="fragment vocabulary JSON (fragments variant)")

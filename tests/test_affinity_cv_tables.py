@@ -50,7 +50,7 @@ def test_summaries_keep_predictions_and_compare_adds_the_ensemble(cv, tmp_path):
     table = cv.compare(argparse.Namespace(summaries=[str(tmp_path / "base.json"), str(tmp_path / "rank.json")],
                                           out=str(tmp_path / "variants.json"), min_ligands=5))
     names = [row["variant"] for row in table["rows"]]
-    assert names == ["base", "rank", "ensemble(base+rank)"]
+    assert names == ["base", "rank", "ensemble(base + rank)"]
     # the ensemble scores the mean prediction of the two variants per item
     mean = [(a + b) / 2 for a, b in zip(right, shuffled)]
     _fold_file(tmp_path / "mean", 0, "base", _rows("cdk2", "plb", mean))
