@@ -10,11 +10,19 @@ Per target (= protein) with at least ``--min-ligands`` ligands: Pearson and Spea
 measured pK; pooled RMSE over all test items. Results: one JSON per fold under ``--out-dir``, and the
 summary (``benchmarks/affinity.py cv`` prints it) in ``--summary``.
 
+Variants (``VARIANTS``) change the model or data arguments of the recipe; ``compare`` puts several
+summaries (and the ensemble of their predictions) in one table, the one the model card shows. The
+``fragments`` variant takes a vocabulary: ``benchmarks/results/plb_fep_vocab.json`` was learned with
+``geomol fragments learn --max-atoms 12 --out ... ../shared/data/plb/*/02_ligands/ligands.sdf
+../shared/data/fep_benchmark/*/*_ligands.sdf`` (ligand structures only, no labels).
+
 Usage (one fold per process, so two cores run two folds)::
 
     python benchmarks/affinity_cv.py train --fold 0 --variant base --out-dir benchmarks/results/cv_base
     python benchmarks/affinity_cv.py summarise --out-dir benchmarks/results/cv_base \\
         --summary benchmarks/results/affinity_cv.json
+    python benchmarks/affinity_cv.py compare benchmarks/results/affinity_cv.json \\
+        benchmarks/results/affinity_cv_rank.json ... --out benchmarks/results/affinity_cv_variants.json
 """
 from __future__ import annotations
 
@@ -156,7 +164,7 @@ def summarise(args) -> dict:
                              f"targets with >= {args.min_ligands} ligands",
               "model": folds[0]["model"], "variant": folds[0]["variant"], "epochs": folds[0]["epochs"],
               "seed": folds[0].get("seed", DEFAULT_SEED), "about": VARIANTS[folds[0]["variant"]]["about"],
-              "data": {k: v for k, v in folds[0].get("data", {}).items() if k not in ("plb_root", "fep_root", "fold")},
+              "data": _portable(folds[0].get("data", {})),
               "split": "protein_kfold", "machine": f"{platform.processor() or platform.machine()}, 1 thread per fold",
               "folds": [{"fold": f["fold"], "test_targets": sorted({r['protein'] for r in f['test']}),
                          "n": len(f["test"]), "best_val_mean_target_spearman": f["best_val_mean_target_spearman"]}
@@ -167,6 +175,14 @@ def summarise(args) -> dict:
     Path(args.summary).write_text(_dump_with_rows(result, "predictions"))
     print(json.dumps(summary, indent=1))
     return result
+
+
+def _portable(data_args: dict) -> dict:
+    """Data arguments without this machine's paths: no data roots, the fragment vocabulary by file name."""
+    out = {k: v for k, v in data_args.items() if k not in ("plb_root", "fep_root", "fold", "cache_dir")}
+    if out.get("fragments"):
+        out["fragments"] = Path(out["fragments"]).name
+    return out
 
 
 def _dump_with_rows(result: dict, key: str) -> str:
