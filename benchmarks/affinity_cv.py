@@ -67,8 +67,8 @@ def _recipe() -> dict:
 
 def heavy_atoms(graph) -> int:
     """Heavy atoms of the ligand (segment 1, global atom excluded; hydrogens not counted)."""
+    from geomol.data.blocks import ligand_atom_mask
     from geomol.data.vocab import atom_index
-    from geomol.tasks.affinity import ligand_atom_mask
 
     return int((ligand_atom_mask(graph) & (graph.A != atom_index("H"))).sum())
 

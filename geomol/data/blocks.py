@@ -28,7 +28,7 @@ from geomol.data.vocab import (
     position_index,
 )
 
-__all__ = ["Block", "BlockGraph"]
+__all__ = ["Block", "BlockGraph", "ligand_atom_mask"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,3 +203,8 @@ class BlockGraph(Data):
             mask = real & (self.segment == seg)
             out.append({"segment": seg, "blocks": int(mask.sum()), "atoms": int(self.block_len[mask].sum())})
         return out
+
+
+def ligand_atom_mask(graph: BlockGraph) -> torch.Tensor:
+    """[N] bool: the atoms of the ligand (segment 1) of a graph or batch, global blocks excluded."""
+    return (graph.segment[graph.block_id] == 1) & ~graph.is_global[graph.block_id]

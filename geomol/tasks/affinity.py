@@ -14,12 +14,12 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from geomol.data.blocks import ligand_atom_mask
 from geomol.models.get import GETAffinity, GETPairClassifier
 from geomol.tasks.base import GeomolModule
 from geomol.tasks.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
 
-__all__ = ["AffinityModule", "PairClassificationModule", "ranking_loss", "relative_edge_loss", "denoising_loss",
-           "ligand_atom_mask"]
+__all__ = ["AffinityModule", "PairClassificationModule", "ranking_loss", "relative_edge_loss", "denoising_loss"]
 
 _GET_ARGS = ("d_hidden", "d_radial", "n_rbf", "cutoff", "d_edge", "n_layers", "n_head", "k_neighbors",
              "sparse_k", "dropout", "n_block_types")
@@ -59,11 +59,6 @@ def relative_edge_loss(pred: torch.Tensor, series: Sequence[str], ligands: Seque
     a, b, delta = zip(*pairs)
     measured = torch.tensor(delta, dtype=pred.dtype, device=pred.device)
     return ((pred[list(b)] - pred[list(a)] - measured) ** 2).mean()
-
-
-def ligand_atom_mask(graph) -> torch.Tensor:
-    """[N] bool: the atoms of the ligand (segment 1), global blocks excluded."""
-    return (graph.segment[graph.block_id] == 1) & ~graph.is_global[graph.block_id]
 
 
 def denoising_loss(model, batch, sigma: float) -> torch.Tensor:

@@ -13,7 +13,8 @@ from lightning.pytorch.loggers import CSVLogger
 
 from geomol.models.get import GETAffinity, as_batch
 from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule
-from geomol.tasks.affinity import denoising_loss, ligand_atom_mask, relative_edge_loss
+from geomol.data.blocks import ligand_atom_mask
+from geomol.tasks.affinity import denoising_loss, relative_edge_loss
 from tests.conftest import shared_path
 
 SERIES = ["charge_annhil/jnk1", "charge_annhil/egfr", "charge_annhil/jak1", "charge_annhil/itk"]
