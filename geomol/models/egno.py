@@ -63,8 +63,12 @@ class EGNO(nn.Module):
         self.layers = nn.ModuleList(EGNNLayer(hidden, edge_features, edge_chunk_elements=edge_chunk_elements)
                                     for _ in range(num_layers))
         if use_time_conv:
-            self.time_convs = nn.ModuleList(ScalarTimeConv(hidden, num_modes) for _ in range(num_layers))
-            self.vector_convs = nn.ModuleList(VectorTimeConv(num_modes) for _ in range(num_layers))
+            # Created layer by layer, scalar before vector, as the official code does: the random stream is
+            # consumed in the official order, so a seed gives the official initial weights bit for bit.
+            self.time_convs, self.vector_convs = nn.ModuleList(), nn.ModuleList()
+            for _ in range(num_layers):
+                self.time_convs.append(ScalarTimeConv(hidden, num_modes))
+                self.vector_convs.append(VectorTimeConv(num_modes))
 
     def lift(self, h: torch.Tensor) -> torch.Tensor:
         """[N, F] node features → [N, P, H]: Linear of [h, time embedding of slice t] for each t."""

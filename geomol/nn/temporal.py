@@ -161,7 +161,8 @@ class ScalarTimeConv(nn.Module):
     def __init__(self, channels: int, num_modes: int):
         super().__init__()
         self.num_modes = num_modes
-        self.weight = nn.Parameter(torch.rand(channels, channels, num_modes, 2) / (channels * channels))
+        # (1/C²)·U[0, 1), multiplied (not divided) as in the official code, so that a seed gives its exact values
+        self.weight = nn.Parameter((1 / (channels * channels)) * torch.rand(channels, channels, num_modes, 2))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return h + F.leaky_relu(spectral_time_conv(h, self.weight), 0.01)

@@ -59,27 +59,31 @@ class NBodyDataModule(TrajectoryDataModule):
         max_train: simulations used for training (reference 3000).
         seed_data: simulation seed (reference 43).
         frame_0, frame_T: input frame and last target frame (reference 30 → 40).
+        official_dir: use the official generator's ``loc_/vel_/charges_*.npy`` files in this folder
+            instead of simulating (the generation arguments are then ignored).
     """
 
     def __init__(self, cache_dir: str | None = None, num_train: int = 10000, num_valid: int = 2000,
                  num_test: int = 2000, max_train: int = 3000, seed_data: int = 43, frame_0: int = 30,
-                 frame_T: int = 40, **kwargs):
+                 frame_T: int = 40, official_dir: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.cache_dir, self.max_train, self.frame = cache_dir, max_train, (frame_0, frame_T)
+        self.official_dir = official_dir
         self.generation = dict(seed=seed_data, num_train=num_train, num_valid=num_valid, num_test=num_test)
         self._data: Any = None
 
     def prepare_data(self) -> None:
-        if self.cache_dir is not None:
+        if self.cache_dir is not None and self.official_dir is None:
             from geomol.data.datasets.nbody import load_or_generate
 
             load_or_generate(self.cache_dir, **self.generation)
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.nbody import NBodyDataset, load_or_generate
+        from geomol.data.datasets.nbody import NBodyDataset, load_official_files, load_or_generate
 
         if self._data is None:
-            self._data = load_or_generate(self.cache_dir, **self.generation)
+            self._data = (load_official_files(self.official_dir) if self.official_dir is not None
+                          else load_or_generate(self.cache_dir, **self.generation))
         return NBodyDataset(stage, num_timesteps=self.num_timesteps, frame_0=self.frame[0], frame_T=self.frame[1],
                             max_samples=self.max_train if stage == "train" else None, data=self._data)
 

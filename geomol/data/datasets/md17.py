@@ -18,7 +18,6 @@ molecule is the same constant, so both conventions agree here.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import warnings
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 
 from geomol.errors import DatasetError
+from geomol.data.io.array_pickle import load_array_pickle
 from geomol.data.vocab import ELEMENTS, VOCAB, atom_index, element_block_symbol
 from geomol.data.datasets.trajectory import bond_and_two_hop_edges, even_offsets, trajectory_graph
 
@@ -69,15 +69,25 @@ def md17_split(num_frames: int, seed: int = 100, fractions=(0.1, 0.05, 0.05), ma
 
 
 def _load_split_file(path: Path):
+    if path.suffix != ".npz":  # the reference's <mol>_split.pkl: a tuple of 3 int arrays
+        split = load_array_pickle(path)
+        if not isinstance(split, (tuple, list)) or len(split) != 3:
+            raise DatasetError("expected a (train, valid, test) tuple of start-frame arrays", source=path)
+        try:
+            return tuple(np.asarray(s, dtype=np.int64).reshape(-1) for s in split)
+        except (TypeError, ValueError) as exc:
+            raise DatasetError(f"split entries are not integer arrays ({exc})", source=path) from exc
     try:
-        if path.suffix == ".npz":
-            with np.load(path) as data:
-                return tuple(np.asarray(data[s], dtype=np.int64) for s in _SPLITS)
-        with open(path, "rb") as handle:  # the reference's <mol>_split.pkl: a tuple of 3 int arrays
-            split = pickle.load(handle)
-        return tuple(np.asarray(s, dtype=np.int64) for s in split)
-    except (OSError, ValueError, KeyError, pickle.UnpicklingError, TypeError) as exc:
+        with np.load(path) as data:
+            return tuple(np.asarray(data[s], dtype=np.int64) for s in _SPLITS)
+    except (OSError, ValueError, KeyError) as exc:
         raise DatasetError(f"unreadable split file ({exc})", source=path) from exc
+
+
+def _official_split_file(path: Path, molecule: str) -> Path | None:
+    """The reference keeps ``<molecule>_split.pkl`` next to ``md17_<molecule>.npz``; use it when it is there."""
+    candidate = path.with_name(f"{molecule}_split.pkl")
+    return candidate if candidate.is_file() else None
 
 
 def _molecule_name(path: Path, molecule: str | None) -> str:
@@ -96,8 +106,9 @@ class MD17Dataset(torch.utils.data.Dataset):
         molecule: name for the stick table (default: from ``md17_<mol>.npz``).
         delta: Δ frames to the last target. num_timesteps: P.
         max_samples: cut of each split (reference 500 / 2000 / 2000).
-        split_file: reference ``<mol>_split.pkl`` or an npz with train/valid/test arrays.
-        split_seed, fractions, margin: split generation when no file is given.
+        split_file: reference ``<mol>_split.pkl`` or an npz with train/valid/test arrays (default: the
+            reference's ``<molecule>_split.pkl`` next to ``path`` when it exists).
+        split_seed, fractions, margin: split generation when there is no split file.
         bond_cutoff: Å, bonds in frame 0.
     """
 
@@ -114,8 +125,8 @@ class MD17Dataset(torch.utils.data.Dataset):
         self.positions = R[:-1][:, heavy]  # x_t
         self.velocities = (R[1:] - R[:-1])[:, heavy]  # v_t = R_{t+1} − R_t
         self.z = z[heavy]
-        splits = _load_split_file(Path(split_file)) if split_file else md17_split(len(R) - 1, split_seed, fractions,
-                                                                                  margin)
+        split_file = Path(split_file) if split_file else _official_split_file(path, self.molecule)
+        splits = _load_split_file(split_file) if split_file else md17_split(len(R) - 1, split_seed, fractions, margin)
         self.offsets = even_offsets(delta, num_timesteps)
         self.starts = splits[_SPLITS.index(split)][:max_samples or _DEFAULT_MAX_SAMPLES[split]]
         if len(self.starts) and (self.starts.min() < 0 or self.starts.max() + delta >= len(self.positions)):

@@ -2,7 +2,9 @@
 
 File: ``cmu_subject09_run.npz`` with ``bones`` [30, 2], ``trial_00`` … ``trial_10`` [T, 31, 3]
 joint positions (raw ASF/AMC length units, y up) and the fixed split ``{train,valid,test}_starts``
-[rows, 2] of (trial, start frame).
+[rows, 2] of (trial, start frame). The official EGNO files are read too: ``motion_run.pkl``
+(``(bones, trials)``) with its split ``split_run.pkl`` (three dicts trial → start frames) next
+to it, or ``motion.pkl`` with ``split.pkl`` ("walk"); pass the ``.pkl`` or the folder holding them.
 
 Protocol: velocities are forward differences V_t = X_{t+1} − X_t (each trial then loses its last
 frame); per split, the first ``max_samples // #trials`` starts of each trial are used (train 40
@@ -27,6 +29,7 @@ import numpy as np
 import torch
 
 from geomol.errors import DatasetError
+from geomol.data.io.array_pickle import load_array_pickle
 from geomol.data.datasets.trajectory import bond_and_two_hop_edges, last_offsets, even_offsets, trajectory_graph
 
 __all__ = ["MocapDataset", "DEFAULT_MOCAP_FILE"]
@@ -35,7 +38,43 @@ DEFAULT_MOCAP_FILE = Path("..") / "shared" / "data" / "mocap_run" / "cmu_subject
 _DEFAULT_MAX_SAMPLES = {"train": 200, "valid": 600, "test": 600}
 
 
-def _read(path: Path):
+# official data file → its split file (``motion/dataset.py``), "run" first when a folder holds both
+_OFFICIAL_FILES = {"motion_run.pkl": "split_run.pkl", "motion.pkl": "split.pkl"}
+
+
+def _official_path(path: Path) -> Path | None:
+    """The official data pickle that ``path`` designates (itself, or inside the folder), else None."""
+    if path.is_dir():
+        return next((path / name for name in _OFFICIAL_FILES if (path / name).exists()), None)
+    return path if path.suffix == ".pkl" else None
+
+
+def _read_official(path: Path, split_file: Path | None):
+    """Trials, bones and (trial, start) rows per split from the official pickles."""
+    data = load_array_pickle(path)
+    split_file = split_file or path.with_name(_OFFICIAL_FILES.get(path.name, "split_run.pkl"))
+    splits = load_array_pickle(split_file)
+    try:
+        edges, trials = data
+        bones = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+        trials = [np.asarray(t, dtype=np.float64) for t in trials]
+    except (TypeError, ValueError) as exc:
+        raise DatasetError(f"expected (edges [[child, parent], ...], [trial [T, joints, 3], ...]) ({exc})",
+                           source=path) from exc
+    if not (isinstance(splits, (tuple, list)) and len(splits) == 3 and all(isinstance(s, dict) for s in splits)):
+        raise DatasetError("expected (train, valid, test) dicts of trial → start frames", source=split_file)
+    starts = {name: np.array([(int(trial), int(start)) for trial, frames in mapping.items()
+                              for start in np.asarray(frames).reshape(-1)], dtype=np.int64).reshape(-1, 2)
+              for name, mapping in zip(("train", "valid", "test"), splits)}
+    return trials, bones, starts
+
+
+def _read(path: Path, split_file: Path | None = None):
+    official = _official_path(path)
+    if official is not None:
+        trials, bones, starts = _read_official(official, split_file)
+        _check_trials(trials, official)
+        return trials, bones, starts
     try:
         data = np.load(path)
         trial_keys = sorted(k for k in data.files if k.startswith("trial_"))
@@ -44,9 +83,13 @@ def _read(path: Path):
         starts = {s: np.asarray(data[f"{s}_starts"], dtype=np.int64) for s in ("train", "valid", "test")}
     except (OSError, ValueError, KeyError) as exc:
         raise DatasetError(f"not a mocap npz with bones, trial_XX and *_starts ({exc})", source=path) from exc
+    _check_trials(trials, path)
+    return trials, bones, starts
+
+
+def _check_trials(trials: list[np.ndarray], path: Path) -> None:
     if not trials or any(t.ndim != 3 or t.shape[1:] != trials[0].shape[1:] or t.shape[2] != 3 for t in trials):
         raise DatasetError("trials must be [T, joints, 3] arrays with the same joints", source=path)
-    return trials, bones, starts
 
 
 def _first_per_trial(rows: np.ndarray, max_samples: int) -> np.ndarray:
@@ -62,7 +105,9 @@ class MocapDataset(torch.utils.data.Dataset):
     Args:
         split: "train" | "valid" | "test".
         path: the npz file (default ``../shared/data/mocap_run/cmu_subject09_run.npz`` relative to
-            the working directory, or ``$GEOMOL_SHARED_DATA/mocap_run/...``).
+            the working directory, or ``$GEOMOL_SHARED_DATA/mocap_run/...``), or the official
+            ``motion_run.pkl`` / ``motion.pkl`` (or the folder holding it).
+        split_file: the official split pickle, when it is not the usual sibling of ``path``.
         num_timesteps: P. delta: Δ, frames to the last target.
         last: targets are the last P frames up to Δ (reference) instead of evenly spaced ⌊Δp/P⌋.
         max_samples: samples per split before the per-trial cut (reference 200 / 600 / 600).
@@ -70,11 +115,12 @@ class MocapDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, split: str = "train", path: str | os.PathLike | None = None, *, num_timesteps: int = 5,
-                 delta: int = 30, last: bool = True, max_samples: int | None = None, height_feature: bool = True):
+                 delta: int = 30, last: bool = True, max_samples: int | None = None, height_feature: bool = True,
+                 split_file: str | os.PathLike | None = None):
         if split not in _DEFAULT_MAX_SAMPLES:
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         path = Path(path) if path is not None else _default_path()
-        trials, bones, starts = _read(path)
+        trials, bones, starts = _read(path, Path(split_file) if split_file else None)
         self.split, self.path = split, path
         self.positions = [t[:-1] for t in trials]  # X_t, paired with V_t = X_{t+1} − X_t
         self.velocities = [t[1:] - t[:-1] for t in trials]

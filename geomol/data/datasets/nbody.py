@@ -30,9 +30,10 @@ from geomol.errors import DatasetError
 from geomol.data.datasets.trajectory import complete_graph, even_offsets, trajectory_graph
 
 __all__ = ["ChargedParticles", "draw_initial_states", "simulate", "generate_splits", "load_or_generate",
-           "NBodyDataset"]
+           "load_official_files", "save_official_files", "NBodyDataset", "OFFICIAL_SUFFIX"]
 
 SPLITS = ("train", "valid", "test")
+OFFICIAL_SUFFIX = "_charged5_initvel1small"  # ``generate_dataset.py --sufix small`` ("nbody_small")
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,73 @@ def load_or_generate(cache_dir: str | os.PathLike | None, seed: int = 43, num_tr
     return splits
 
 
+def _official_array(path: Path, ndim: int) -> np.ndarray:
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"unreadable .npy ({exc})", source=path) from exc
+    if array.ndim != ndim or not np.issubdtype(array.dtype, np.number):
+        raise DatasetError(f"expected a numeric {ndim}-d array, found {array.dtype} {array.shape}", source=path)
+    return array
+
+
+def _official_split(folder: Path, split: str, suffix: str) -> dict[str, np.ndarray]:
+    files = {k: folder / f"{k}_{split}{suffix}.npy" for k in ("loc", "vel", "charges", "edges")}
+    loc, vel = _official_array(files["loc"], 4), _official_array(files["vel"], 4)
+    charges = _official_array(files["charges"], 3)
+    sims, frames, dims, n = loc.shape
+    if dims != 3 or vel.shape != loc.shape:
+        raise DatasetError(f"positions {loc.shape} and velocities {vel.shape} must both be "
+                           "[simulations, frames, 3, particles]", source=files["vel"])
+    if charges.shape != (sims, n, 1):
+        raise DatasetError(f"charges {charges.shape}, expected {(sims, n, 1)}", source=files["charges"])
+    q = charges[:, :, 0]
+    if files["edges"].exists():  # the official loader takes q_i·q_j from here: it must agree with the charges
+        edges = _official_array(files["edges"], 3)
+        if edges.shape != (sims, n, n) or not np.allclose(edges, q[:, :, None] * q[:, None, :]):
+            raise DatasetError("edges are not the products of the charges q_i·q_j", source=files["edges"])
+    return {"loc": loc.transpose(0, 1, 3, 2).astype(np.float32), "vel": vel.transpose(0, 1, 3, 2).astype(np.float32),
+            "charges": q.astype(np.float32)}
+
+
+def load_official_files(directory: str | os.PathLike, suffix: str = OFFICIAL_SUFFIX) -> dict[str, dict[str, np.ndarray]]:
+    """The splits written by the official generator (``simulation/dataset/generate_dataset.py``).
+
+    Reads ``{loc,vel,charges}_{train,valid,test}<suffix>.npy`` (``edges_*`` too, if present, to check
+    it) from ``directory`` or from its ``simple/`` subfolder, where the official loader looks.
+    Official layout: loc and vel float64 [S, T, 3, n] (frame, xyz, particle), charges [S, n, 1].
+
+    Returns:
+        the layout of :func:`generate_splits`: {split: {"loc": [S, T, n, 3] float32, "vel": same,
+        "charges": [S, n] float32}}.
+
+    Raises:
+        DatasetError: a file is missing or has another shape.
+    """
+    folder = Path(directory)
+    if not (folder / f"loc_train{suffix}.npy").exists() and (folder / "simple").is_dir():
+        folder = folder / "simple"
+    return {split: _official_split(folder, split, suffix) for split in SPLITS}
+
+
+def save_official_files(splits: dict[str, dict[str, np.ndarray]], directory: str | os.PathLike,
+                        suffix: str = OFFICIAL_SUFFIX) -> Path:
+    """Write splits (:func:`generate_splits` layout) as the official generator's files, for the official scripts.
+
+    Writes ``{loc,vel,edges,charges}_<split><suffix>.npy`` (float64; loc/vel [S, T, 3, n], edges
+    [S, n, n] = q qᵀ, charges [S, n, 1]) into ``directory``; returns it. The official loader reads
+    them from ``<data_dir>/simple/``.
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, arrays in splits.items():
+        q = np.asarray(arrays["charges"], dtype=np.float64)
+        for key, value in (("loc", arrays["loc"].transpose(0, 1, 3, 2)), ("vel", arrays["vel"].transpose(0, 1, 3, 2)),
+                           ("charges", q[:, :, None]), ("edges", q[:, :, None] * q[:, None, :])):
+            np.save(folder / f"{key}_{split}{suffix}.npy", np.asarray(value, dtype=np.float64))
+    return folder
+
+
 class NBodyDataset(torch.utils.data.Dataset):
     """Charged N-body trajectories as BlockGraphs (reference "nbody_small" protocol).
 
@@ -212,15 +280,20 @@ class NBodyDataset(torch.utils.data.Dataset):
         cache_dir: where the generated .npz is kept (``None``: generate in memory, about 20 s for
             the reference 14,000 trajectories; pass ``cache_dir`` or ``data`` to share them between splits).
         data: precomputed output of :func:`generate_splits` (overrides generation).
+        official_dir: read the official generator's ``loc_/vel_/charges_*.npy`` files from this folder
+            instead of simulating (:func:`load_official_files`).
         seed, num_train, num_valid, num_test, system: generation parameters.
     """
 
     def __init__(self, split: str = "train", *, num_timesteps: int = 5, frame_0: int = 30, frame_T: int = 40,
-                 max_samples: int | None = None, cache_dir=None, data=None, seed: int = 43, num_train: int = 10000,
-                 num_valid: int = 2000, num_test: int = 2000, system: ChargedParticles = ChargedParticles()):
+                 max_samples: int | None = None, cache_dir=None, data=None, official_dir=None, seed: int = 43,
+                 num_train: int = 10000, num_valid: int = 2000, num_test: int = 2000,
+                 system: ChargedParticles = ChargedParticles()):
         if split not in SPLITS:
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
-        data = data if data is not None else load_or_generate(cache_dir, seed, num_train, num_valid, num_test, system)
+        if data is None:
+            data = (load_official_files(official_dir) if official_dir is not None
+                    else load_or_generate(cache_dir, seed, num_train, num_valid, num_test, system))
         arrays = data[split]
         if max_samples is None:
             max_samples = 3000 if split == "train" else len(arrays["loc"])

@@ -1,0 +1,287 @@
+"""EGNO accuracy per epoch budget: geomol's training next to the official script, on the same data.
+
+geomol trains the shipped recipe (``configs/egno_nbody.yaml`` or ``configs/egno_mocap_run.yaml``:
+model, optimiser, batch size; validation every 5 epochs) with a chosen seed and epoch budget, and
+evaluates the test split at every validation, as the official scripts do. The learning curve is
+written after every validation (``<run-dir>/curve.json``), so an interrupted run still reports.
+
+With ``--official PATH`` (a checkout of github.com/MinkaiXu/EGNO; or ``$GEOMOL_OFFICIAL_EGNO``) the
+official script (``main_simulation_simple_no.py`` / ``main_mocap_no.py``, its own config with the
+epoch budget) is run on the same data, written in the official file layout (N-body: geomol's
+simulation as ``loc_/vel_/edges_/charges_*.npy``; Mocap: ``motion_run.pkl`` + ``split_run.pkl`` from
+the npz). ``--official-log FILE`` reads the log of an official run made earlier instead.
+
+The table gives, at each epoch checkpoint, the test MSE at the best validation epoch so far (the
+scripts' model selection): S2S (last predicted frame, the official metric) and S2T (mean over the
+P frames; the official scripts do not compute it). Epochs are the scripts' 0-based indices.
+
+    python benchmarks/egno_accuracy.py --dataset nbody --epochs 120 [--seed 1] [--official PATH]
+    python benchmarks/egno_accuracy.py --dataset mocap --epochs 70 --checkpoints 10 70
+
+Writes ``benchmarks/results/egno_accuracy_<dataset>_seed<seed>.json`` (command, commit, versions,
+threads, machine load, both curves, the table).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+CONFIGS = {"nbody": REPO / "configs" / "egno_nbody.yaml", "mocap": REPO / "configs" / "egno_mocap_run.yaml"}
+OFFICIAL_SCRIPTS = {"nbody": ("main_simulation_simple_no.py", "config_simulation_simple_no.json"),
+                    "mocap": ("main_mocap_no.py", "config_mocap_no.json")}
+# Official script on its own data, this machine class, 1 thread (../shared/BENCHMARKS.md; issue 15)
+RECORDED_OFFICIAL = {"nbody": {120: 0.01109, 240: 0.00879, 370: 0.00784, 425: 0.00745, 535: 0.00720},
+                     "mocap": {10: 10.89, 70: 2.80}}
+DEFAULT_CHECKPOINTS = {"nbody": [120, 240, 370, 535], "mocap": [10, 70]}
+
+
+# ------------------------------------------------------------------------------------------- geomol
+def _recipe(dataset: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(CONFIGS[dataset].read_text())
+
+
+def _data_module(dataset: str, recipe: dict, cache_dir: Path):
+    from geomol.tasks import MocapDataModule, NBodyDataModule
+
+    args = dict(recipe["data"]["init_args"])
+    if dataset == "nbody":
+        args["cache_dir"] = str(cache_dir)
+        return NBodyDataModule(**args)
+    args["path"] = str(SHARED_DATA / "mocap_run" / "cmu_subject09_run.npz")
+    return MocapDataModule(**args)
+
+
+def _test_scores(module, loader) -> tuple[float, float]:
+    """Mean S2S and S2T MSE over a loader's samples."""
+    import torch
+
+    from geomol.models.dynamics import s2s_mse, s2t_mse
+
+    s2s, s2t = [], []
+    with torch.no_grad():
+        for batch in loader:
+            pred = module(batch)
+            s2s.append(s2s_mse(pred, batch.X_target, batch.batch, batch.num_graphs))
+            s2t.append(s2t_mse(pred, batch.X_target, batch.batch, batch.num_graphs))
+    return float(torch.cat(s2s).mean()), float(torch.cat(s2t).mean())
+
+
+def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path) -> list[dict]:
+    """Train with the recipe; returns [{epoch, val_s2s, val_s2t, test_s2s, test_s2t, seconds}] per validation."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+    from lightning.pytorch.loggers import CSVLogger
+
+    from geomol.tasks import DynamicsModule
+
+    recipe = _recipe(dataset)
+    model_args = dict(recipe["model"]["init_args"])
+    for key in ("lr", "weight_decay"):  # YAML 1.1 reads 1e-08 as a string
+        model_args[key] = float(model_args[key])
+    pl.seed_everything(seed)
+    module = DynamicsModule(**model_args)  # first draws after seeding: the official initial weights for this seed
+    data = _data_module(dataset, recipe, run_dir.parent / "nbody_cache")
+    data.seed = seed
+    curve: list[dict] = []
+    start = time.perf_counter()
+
+    class TestAtValidation(Callback):
+        """Evaluate the test split after every validation, as the official scripts do."""
+
+        def on_validation_end(self, trainer, pl_module):
+            if trainer.sanity_checking:
+                return
+            metrics = trainer.callback_metrics
+            test_s2s, test_s2t = _test_scores(pl_module, trainer.datamodule.test_dataloader())
+            curve.append({"epoch": trainer.current_epoch, "val_s2s": float(metrics["val/s2s_mse"]),
+                          "val_s2t": float(metrics["val/s2t_mse"]), "test_s2s": test_s2s, "test_s2t": test_s2t,
+                          "seconds": round(time.perf_counter() - start, 1)})
+            (run_dir / "curve.json").write_text(json.dumps(curve, indent=1) + "\n")
+
+    best = ModelCheckpoint(dirpath=run_dir / "checkpoints", monitor="val/s2s_mse", mode="min", save_top_k=1,
+                           filename="best-{epoch}")
+    last = ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", save_top_k=1,
+                           enable_version_counter=False)
+    trainer = pl.Trainer(max_epochs=epochs, check_val_every_n_epoch=recipe["trainer"]["check_val_every_n_epoch"],
+                         num_sanity_val_steps=0, logger=CSVLogger(run_dir, name="", version=""),
+                         callbacks=[TestAtValidation(), best, last], enable_progress_bar=False,
+                         enable_model_summary=False, use_distributed_sampler=False, default_root_dir=run_dir)
+    trainer.fit(module, data)
+    return curve
+
+
+# ----------------------------------------------------------------------------------------- official
+_LOG_LINE = re.compile(r"==> (val|test) epoch (\d+) avg loss: ([0-9.eE+-]+)")
+
+
+def parse_official_log(text: str) -> list[dict]:
+    """[{epoch, val_s2s, test_s2s}] from an official script's printed evaluation lines."""
+    rows: dict[int, dict] = {}
+    for split, epoch, value in _LOG_LINE.findall(text):
+        rows.setdefault(int(epoch), {"epoch": int(epoch)})[f"{split}_s2s"] = float(value)
+    return [rows[e] for e in sorted(rows) if "val_s2s" in rows[e] and "test_s2s" in rows[e]]
+
+
+def _official_data(dataset: str, folder: Path, cache_dir: Path) -> Path:
+    """The benchmark data in the official layout; returns the official ``data_dir``."""
+    if dataset == "nbody":
+        from geomol.data.datasets.nbody import load_or_generate, save_official_files
+
+        save_official_files(load_or_generate(cache_dir), folder / "simple")
+        return folder
+    import pickle
+
+    import numpy as np
+
+    data = np.load(SHARED_DATA / "mocap_run" / "cmu_subject09_run.npz")
+    trials = [data[k] for k in sorted(k for k in data.files if k.startswith("trial_"))]
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "motion_run.pkl", "wb") as handle:
+        pickle.dump((data["bones"].tolist(), trials), handle)
+    splits = []
+    for name in ("train", "valid", "test"):
+        rows = data[f"{name}_starts"]
+        splits.append({int(t): rows[rows[:, 0] == t, 1] for t in dict.fromkeys(rows[:, 0].tolist())})
+    with open(folder / "split_run.pkl", "wb") as handle:
+        pickle.dump(tuple(splits), handle)
+    return folder
+
+
+def run_official(dataset: str, official: Path, epochs: int, seed: int, run_dir: Path) -> tuple[list[dict], str]:
+    """Run the official script with its config (epochs and data folder replaced); returns its curve and log."""
+    script, config = OFFICIAL_SCRIPTS[dataset]
+    data_dir = _official_data(dataset, run_dir / "official_data", run_dir.parent / "nbody_cache")
+    settings = json.loads((official / "configs" / config).read_text())
+    settings.update(epochs=epochs, seed=seed, data_dir=str(data_dir), exp_name="benchmark")
+    (run_dir / "official_config.json").write_text(json.dumps(settings, indent=1))
+    # numpy 2 removed np.Inf, which the official EarlyStopping uses
+    launcher = ("import runpy, sys, numpy, torch; numpy.Inf = numpy.inf; torch.set_num_threads(1); "
+                f"sys.argv = ['{script}', '--config_by_file', '{run_dir / 'official_config.json'}', "
+                f"'--outf', '{run_dir / 'official_out'}']; runpy.run_path('{official / script}', run_name='__main__')")
+    env = dict(os.environ, PYTHONPATH=str(official), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    log = subprocess.run([sys.executable, "-c", launcher], cwd=official, env=env, capture_output=True, text=True)
+    (run_dir / "official.log").write_text(log.stdout + log.stderr)
+    if log.returncode != 0:
+        raise SystemExit(f"official script failed (see {run_dir / 'official.log'})")
+    return parse_official_log(log.stdout), " ".join(["python", script, "--config_by_file", config])
+
+
+# -------------------------------------------------------------------------------------------- table
+def best_val_test(curve: list[dict], upto: int, key: str = "test_s2s") -> tuple[int, float] | None:
+    """(epoch, test value) at the lowest validation S2S among evaluations at epochs ≤ upto (first minimum)."""
+    seen = [row for row in curve if row["epoch"] <= upto and key in row]
+    if not seen:
+        return None
+    row = min(seen, key=lambda r: r["val_s2s"])
+    return row["epoch"], row[key]
+
+
+def table(dataset: str, checkpoints: list[int], geomol: list[dict], official: list[dict] | None) -> list[dict]:
+    rows = []
+    last = max([r["epoch"] for r in geomol + (official or [])], default=0)
+    for upto in sorted(set(checkpoints + [last])):
+        if upto > last:
+            continue
+        row = {"epoch": upto, "official_recorded_s2s": RECORDED_OFFICIAL[dataset].get(upto)}
+        for name, curve in (("geomol", geomol), ("official", official or [])):
+            for key in ("test_s2s", "test_s2t"):
+                best = best_val_test(curve, upto, key)
+                if best is not None:
+                    row[f"{name}_{key}"], row[f"{name}_best_epoch"] = best[1], best[0]
+        rows.append(row)
+    return rows
+
+
+def _fmt(value, spec=".5g") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def print_table(dataset: str, rows: list[dict]) -> None:
+    print(f"\nEGNO {dataset}: test MSE at the best validation epoch so far")
+    print(f"{'epoch ≤':>8} | {'geomol S2S':>11} {'(best ep)':>9} {'geomol S2T':>11} | {'official S2S':>12} "
+          f"{'(best ep)':>9} | {'official, recorded':>18}")
+    for r in rows:
+        print(f"{r['epoch']:>8} | {_fmt(r.get('geomol_test_s2s')):>11} {_fmt(r.get('geomol_best_epoch'), 'd'):>9} "
+              f"{_fmt(r.get('geomol_test_s2t')):>11} | {_fmt(r.get('official_test_s2s')):>12} "
+              f"{_fmt(r.get('official_best_epoch'), 'd'):>9} | {_fmt(r.get('official_recorded_s2s')):>18}")
+
+
+def _environment(threads: int) -> dict:
+    import lightning
+    import numpy
+    import torch
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                                capture_output=True, text=True).stdout.strip())
+    return {"commit": commit, "uncommitted_changes": dirty, "python": platform.python_version(),
+            "torch": torch.__version__, "lightning": lightning.__version__, "numpy": numpy.__version__,
+            "torch_threads": threads, "logical_cores": os.cpu_count(), "platform": platform.platform()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--dataset", choices=list(CONFIGS), default="nbody")
+    parser.add_argument("--epochs", type=int, required=True, help="epoch budget of both trainings")
+    parser.add_argument("--seed", type=int, default=1, help="seed of both trainings (official configs: 1)")
+    parser.add_argument("--checkpoints", type=int, nargs="+", help="epochs of the table (default: the recorded ones)")
+    parser.add_argument("--official", type=Path, default=os.environ.get("GEOMOL_OFFICIAL_EGNO"),
+                        help="official EGNO checkout to run side by side (default $GEOMOL_OFFICIAL_EGNO)")
+    parser.add_argument("--official-log", type=Path, help="log of an official run on the same data, instead of running it")
+    parser.add_argument("--run-dir", type=Path, help="checkpoints, logs and curves (default runs/egno_accuracy/...)")
+    parser.add_argument("--skip-geomol", action="store_true", help="tabulate an earlier run's curve.json in --run-dir")
+    parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/egno_accuracy_<dataset>_seed<seed>.json)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    run_dir = args.run_dir or REPO / "runs" / "egno_accuracy" / f"{args.dataset}_seed{args.seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    load_start, start = os.getloadavg(), time.perf_counter()
+    if args.skip_geomol:
+        geomol = json.loads((run_dir / "curve.json").read_text())
+    else:
+        geomol = train_geomol(args.dataset, args.epochs, args.seed, run_dir)
+    geomol_seconds = time.perf_counter() - start
+    official, official_command = None, None
+    if args.official_log:
+        official, official_command = parse_official_log(args.official_log.read_text()), f"log {args.official_log.name}"
+    elif args.official:
+        official, official_command = run_official(args.dataset, Path(args.official), args.epochs, args.seed, run_dir)
+    rows = table(args.dataset, args.checkpoints or DEFAULT_CHECKPOINTS[args.dataset], geomol, official)
+    print_table(args.dataset, rows)
+    record = {
+        "benchmark": "egno_accuracy", "dataset": args.dataset,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": "python " + " ".join([Path(sys.argv[0]).as_posix().split(str(REPO) + "/")[-1], *sys.argv[1:]]),
+        "environment": _environment(torch.get_num_threads()),
+        "load_average_1_5_15_min": {"start": [round(x, 2) for x in load_start],
+                                    "end": [round(x, 2) for x in os.getloadavg()]},
+        "epochs_budget": args.epochs, "seed": args.seed, "geomol_wall_seconds": round(geomol_seconds, 1),
+        "official_command": official_command,
+        "official_recorded": {"source": "../shared/BENCHMARKS.md (official script on its own data)",
+                              "test_s2s": RECORDED_OFFICIAL[args.dataset]},
+        "table": rows, "geomol_curve": geomol, "official_curve": official,
+    }
+    output = args.output or REPO / "benchmarks" / "results" / f"egno_accuracy_{args.dataset}_seed{args.seed}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"written {output.relative_to(REPO) if output.is_relative_to(REPO) else output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
