@@ -239,6 +239,11 @@ def receptor_findings(resnames: Sequence[str], source: str = "") -> list[Finding
                     "a host–guest or other non-biomolecular receptor is outside what it knows", source)]
 
 
+def _not_in_pocket(detail: str, source: str) -> Finding:
+    return Finding(ERROR, "not_in_pocket", f"{detail}: the ligand is not in a pocket. Give its pose in the receptor's "
+                   "frame (docked or from the same crystal structure)", source)
+
+
 def contact_findings(ligand: np.ndarray, receptor: np.ndarray, receptor_elements: Sequence[str] | None = None,
                      source: str = "") -> list[Finding]:
     """Ligand placed on top of receptor atoms (clash) or away from any of them (not in a pocket).
@@ -253,17 +258,14 @@ def contact_findings(ligand: np.ndarray, receptor: np.ndarray, receptor_elements
     inside = ((receptor >= ligand.min(0) - CONTACT_DISTANCE) & (receptor <= ligand.max(0) + CONTACT_DISTANCE)
               ).all(axis=1) if len(ligand) else np.zeros(len(receptor), dtype=bool)
     if not inside.any():
-        return [Finding(ERROR, "not_in_pocket", f"no receptor heavy atom within {CONTACT_DISTANCE} Å of the ligand: "
-                        "the ligand is not in a pocket. Give its pose in the receptor's frame (docked or from "
-                        "the same crystal structure)", source)]
+        return [_not_in_pocket(f"no receptor heavy atom within {CONTACT_DISTANCE} Å of the ligand", source)]
     near = receptor[inside]
     elements = None if receptor_elements is None else [receptor_elements[k] for k in np.flatnonzero(inside)]
     distances = np.linalg.norm(ligand[:, None, :] - near[None, :, :], axis=-1)  # [N, M']
     closest = float(distances.min())
     if closest > CONTACT_DISTANCE:
-        return [Finding(ERROR, "not_in_pocket", f"the closest receptor heavy atom is {closest:.1f} Å away (more than "
-                        f"{CONTACT_DISTANCE} Å): the ligand is not in a pocket. Give its pose in the receptor's frame "
-                        "(docked or from the same crystal structure)", source)]
+        return [_not_in_pocket(f"the closest receptor heavy atom is {closest:.1f} Å away (more than "
+                               f"{CONTACT_DISTANCE} Å)", source)]
     overlapping = int((distances.min(1) < CLASH_DISTANCE).sum())
     if overlapping:
         return [Finding(ERROR, "clash", f"{overlapping} ligand heavy atom(s) closer than {CLASH_DISTANCE} Å to receptor "
