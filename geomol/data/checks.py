@@ -173,8 +173,9 @@ def _bond_findings(mol: Chem.Mol, coords: np.ndarray, source: str) -> list[Findi
     if not bad:
         return []
     i, j, length = bad[0]
-    return [Finding(ERROR, "bond_lengths", f"{len(bad)} bond(s) outside {low}–{high} Å (e.g. atoms {i + 1}–{j + 1}: "
-                    f"{length:.2f} Å): the coordinates do not fit the bonds, not a valid 3D pose", source)]
+    example = f"atoms {i + 1}–{j + 1}: {length:.2f} Å"
+    return [Finding(ERROR, "bond_lengths", f"{len(bad)} bond(s) outside {low}–{high} Å (e.g. {example}): the "
+                    "coordinates do not fit the bonds, not a valid 3D pose", source)]
 
 
 def molecule_findings(mol: Chem.Mol) -> list[Finding]:
@@ -234,8 +235,8 @@ def receptor_findings(resnames: Sequence[str], source: str = "") -> list[Finding
     if any(is_polymer_residue(name) for name in resnames):
         return []
     kinds = sorted(set(resnames))[:5]
-    return [Finding(ERROR, "receptor_not_biopolymer", f"the receptor has no amino-acid or nucleotide residue (residues: "
-                    f"{', '.join(kinds) or 'none'}): the model scores ligands bound to proteins and nucleic acids; "
+    return [Finding(ERROR, "receptor_not_biopolymer", "the receptor has no amino-acid or nucleotide residue "
+                    f"(residues: {', '.join(kinds) or 'none'}): the model scores ligands bound to proteins and nucleic acids; "
                     "a host–guest or other non-biomolecular receptor is outside what it knows", source)]
 
 
@@ -268,9 +269,9 @@ def contact_findings(ligand: np.ndarray, receptor: np.ndarray, receptor_elements
                                f"{CONTACT_DISTANCE} Å)", source)]
     overlapping = int((distances.min(1) < CLASH_DISTANCE).sum())
     if overlapping:
-        return [Finding(ERROR, "clash", f"{overlapping} ligand heavy atom(s) closer than {CLASH_DISTANCE} Å to receptor "
-                        f"heavy atoms (closest {closest:.2f} Å): the ligand overlaps the receptor. Check that the pose "
-                        "belongs to this receptor structure", source)]
+        return [Finding(ERROR, "clash", f"{overlapping} ligand heavy atom(s) closer than {CLASH_DISTANCE} Å to "
+                        f"receptor heavy atoms (closest {closest:.2f} Å): the ligand overlaps the receptor. Check that "
+                        "the pose belongs to this receptor structure", source)]
     non_metal = np.array([e not in METALS for e in elements]) if elements is not None else np.ones(len(near), bool)
     close = distances[:, non_metal].min(1) < CLOSE_CONTACT_DISTANCE if non_metal.any() else np.zeros(len(ligand), bool)
     if close.any():

@@ -80,9 +80,9 @@ class ApplicabilityDomain:
         """From a manifest's ``domain`` record; None gives :meth:`defaults` (with a warning if ``warn``)."""
         if not data:
             if warn:
-                warnings.warn(f"{source}: the model records no applicability domain (exported before geomol 0.1 "
-                              "recorded one); using defaults: drug-like elements, 5-80 heavy atoms, spread limit "
-                              "1 pK", UserWarning, stacklevel=3)
+                warnings.warn(f"{source}: the model records no applicability domain (exported before "
+                              "models recorded one); using defaults: drug-like elements, 5-80 heavy atoms, spread "
+                              "limit 1 pK", UserWarning, stacklevel=3)
             return cls.defaults()
         try:
             low, high = (int(v) for v in data["ligand_heavy_atoms"])

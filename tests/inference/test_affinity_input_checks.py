@@ -90,7 +90,8 @@ def test_protein_given_as_ligand_is_refused_with_the_protein_protein_hint(model,
 
 def test_broken_poses_fail_alone_and_good_ligands_are_predicted(model, receptor, pose, tmp_path):
     coords = pose.GetConformer().GetPositions()
-    zero, collapsed = with_coords(pose, np.zeros_like(coords)), with_coords(pose, np.tile(coords.mean(0), (len(coords), 1)))
+    zero = with_coords(pose, np.zeros_like(coords))
+    collapsed = with_coords(pose, np.tile(coords.mean(0), (len(coords), 1)))
     at_origin = Chem.Mol(pose)
     AllChem.Compute2DCoords(at_origin)
     for mol, name in ((zero, "zero"), (collapsed, "collapsed"), (at_origin, "2d_at_origin")):
