@@ -188,9 +188,9 @@ def _domain(model, args):
 
     torch.set_num_threads(1)
     graphs = _training_graphs(model, args.cache_dir)
-    every = f"every {args.spread_every}th" if args.spread_every > 1 else "each"
-    origin = (f"the {len(graphs)} training complexes (plb + fep_benchmark); ensemble spread on {every} complex "
-              f"({len(graphs[::args.spread_every])})")
+    spread_on = len(graphs[::args.spread_every])
+    which = f"every {args.spread_every}-th complex ({spread_on})" if args.spread_every > 1 else "all of them"
+    origin = f"the {len(graphs)} training complexes (plb + fep_benchmark); ensemble spread measured on {which}"
     return domain_from_graphs(model, graphs, spread_every=args.spread_every, origin=origin)
 
 

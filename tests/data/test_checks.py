@@ -88,7 +88,7 @@ def test_stretched_bonds_fragments_and_bad_valence():
 
 
 def test_protein_file_given_as_ligand_is_not_a_small_molecule():
-    protein = read_structure(shared_path("plb", "cdk2", "01_protein", "crd", "protein.pdb"))
+    protein = read_structure(shared_path("plb", "tnks2", "01_protein", "crd", "protein.pdb"))
     (finding,) = structure_ligand_findings(protein)
     assert finding.code == "not_small_molecule" and finding.severity == "error"
     assert "chain:B" in finding.message and "protein.pdb" in finding.source

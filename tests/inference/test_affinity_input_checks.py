@@ -81,10 +81,10 @@ def test_manifest_without_a_domain_loads_with_defaults_and_a_warning(tmp_path):
 
 
 def test_protein_given_as_ligand_is_refused_with_the_protein_protein_hint(model, receptor):
-    protein = shared_path("plb", "cdk2", "01_protein", "crd", "protein.pdb")
+    protein = shared_path("plb", "tnks2", "01_protein", "crd", "protein.pdb")  # as data/example's receptor
     (record,) = geomol.predict_affinity(receptor, protein, model=model)
     assert not record.ok and math.isnan(record.pK)
-    assert "protein.pdb" in record.error and "not a drug-sized molecule" in record.error
+    assert "tnks2/01_protein/crd/protein.pdb" in record.error and "not a drug-sized molecule" in record.error
     assert "chain:B" in record.error
 
 
