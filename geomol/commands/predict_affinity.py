@@ -137,6 +137,7 @@ def _number(value: float, digits: int = 2) -> str:
 
 
 def _table(records: Sequence[AffinityPrediction], args, model_name: str):
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"binding affinity ({model_name})", title_justify="left")
@@ -146,7 +147,8 @@ def _table(records: Sequence[AffinityPrediction], args, model_name: str):
                             ("Kd", "right"), ("pocket blocks", "right"), ("error / warnings", "left")):
         table.add_column(column, justify=justify, overflow="fold")
     for r in records[:args.max_rows]:
-        notes = r.error or "; ".join(f"[yellow]warning:[/yellow] {w}" for w in r.warnings)
+        # escaped: messages quote records as "file [molecule 3 'x']", which rich would read as markup
+        notes = escape(r.error) or "; ".join(f"[yellow]warning:[/yellow] {escape(w)}" for w in r.warnings)
         cells = [r.name, _number(r.pK), _number(r.pK_std), _number(r.dG_kcal_mol), _molar(r.Kd_M),
                  "" if r.n_pocket_blocks is None else str(r.n_pocket_blocks), notes]
         table.add_row(*([Path(r.receptor).name] if args.pairs else []), *cells)
