@@ -101,9 +101,10 @@ def workspaces(tmp_path_factory):
 
 
 def _assign(segment: str, env: dict[str, str]) -> None:
+    """Run ``NAME=$(...)`` in bash and keep NAME's value in ``env``."""
     name = segment.split("=", 1)[0]
     done = subprocess.run(["bash", "-c", f'{segment}; printf %s "${name}"'], capture_output=True, text=True,
-                          env=env, check=True)
+                          env={**os.environ, **env}, check=True)
     env[name] = done.stdout
 
 
@@ -137,7 +138,7 @@ def test_documented_commands_run(doc, line, body, skip, workspaces, monkeypatch,
     env = {"GEOMOL_CACHE": str(work.parent / "cache"), "OMP_NUM_THREADS": "1"}
     for segment in _segments(body):
         if _ASSIGNMENT.match(segment):
-            _assign(segment, {**os.environ, **env})
+            _assign(segment, env)
         elif segment.startswith("geomol "):
             assert _run(segment, env) == 0, f"{doc.name}:{line}: {segment}"
 
