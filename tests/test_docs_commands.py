@@ -33,7 +33,9 @@ SMALL_DATA = {
     "get_affinity_default.yaml": {"targets": ["cmet", "ptp1b"], "series": ["jacs_set/cdk2"], "n_folds": 3,
                                   "max_blocks": 400, "preprocess_workers": 0},
     "egno_nbody.yaml": {"num_train": 60, "num_valid": 20, "num_test": 20, "max_train": 60, "batch_size": 20},
+    "egno_md.yaml": {"batch_size": 2},
 }
+SMALL_MODEL = {"egno_md.yaml": {"hidden": 32}}  # 855 AdK backbone atoms: a full-size step takes a minute
 SMALL_TRAINER = {"max_steps": 2, "limit_train_batches": 2, "limit_val_batches": 1, "limit_test_batches": 1,
                  "limit_predict_batches": 1, "num_sanity_val_steps": 0, "log_every_n_steps": 1}
 
@@ -67,19 +69,26 @@ def _needs_shared(body: str) -> bool:
     return "../shared" in body or any("../shared" in (REPO / "configs" / c).read_text() for c in configs)
 
 
-def _small_configs(folder: Path) -> None:
+def _small_configs(folder: Path, cache: Path) -> None:
     folder.mkdir()
     for path in sorted((REPO / "configs").glob("*.yaml")):
         config = yaml.safe_load(path.read_text())
         config["trainer"].update(SMALL_TRAINER)
         config["data"]["init_args"].update(SMALL_DATA.get(path.name, {}))
+        config["model"]["init_args"].update(SMALL_MODEL.get(path.name, {}))
         if path.name == "egno_nbody.yaml":
-            config["data"]["init_args"]["cache_dir"] = str(folder.parent / "nbody_cache")
+            config["data"]["init_args"]["cache_dir"] = str(cache / "nbody")
         (folder / path.name).write_text(yaml.safe_dump(config))
 
 
 @pytest.fixture(scope="module")
-def workspaces(tmp_path_factory):
+def cache(tmp_path_factory) -> Path:
+    """One processed-data store for all documents (they preprocess the same small selections)."""
+    return tmp_path_factory.mktemp("docs_cache")
+
+
+@pytest.fixture(scope="module")
+def workspaces(tmp_path_factory, cache):
     """One folder per document, laid out like the repository beside a ``shared`` folder."""
     made = {}
 
@@ -88,7 +97,7 @@ def workspaces(tmp_path_factory):
             root = tmp_path_factory.mktemp(doc.stem)
             work = root / "repo"
             work.mkdir()
-            _small_configs(work / "configs")
+            _small_configs(work / "configs", cache)
             for name in ("data", "models"):
                 (work / name).symlink_to(REPO / name)
             if SHARED_DATA.exists():
@@ -128,14 +137,14 @@ BLOCKS = doc_blocks()
 @pytest.mark.parametrize("doc, line, body, skip", BLOCKS,
                          ids=[f"{doc.relative_to(REPO)}:{line}" for doc, line, _, _ in BLOCKS])
 @pytest.mark.filterwarnings("ignore")
-def test_documented_commands_run(doc, line, body, skip, workspaces, monkeypatch, tmp_path):
+def test_documented_commands_run(doc, line, body, skip, workspaces, cache, monkeypatch):
     if skip:
         pytest.skip(skip)
     if _needs_shared(body) and not SHARED_DATA.exists():
         pytest.skip(f"needs the shared data ({SHARED_DATA}; set GEOMOL_SHARED_DATA)")
     work = workspaces(doc)
     monkeypatch.chdir(work)
-    env = {"GEOMOL_CACHE": str(work.parent / "cache"), "OMP_NUM_THREADS": "1"}
+    env = {"GEOMOL_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
     for segment in _segments(body):
         if _ASSIGNMENT.match(segment):
             _assign(segment, env)
