@@ -26,7 +26,7 @@ LIGHTNING_SUBCOMMANDS = {
     "fit": "train a model from a YAML config",
     "validate": "evaluate a checkpoint on the validation set",
     "test": "evaluate a checkpoint on the test set",
-    "predict": "run a model over a data module's predict set",
+    "predict": "predict the data module's test split; writes predictions.csv and .json in the run",
 }
 # name -> (module under geomol.commands, one-line help)
 COMMANDS = {
@@ -64,20 +64,23 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 @contextmanager
 def _plain_warnings(command: str):
-    """Show geomol's own warnings as one line, without the Python source location and code line."""
-    default = warnings.showwarning
+    """Print geomol's own warnings as one line, without the Python source location and code line.
 
-    def show(message, category, filename, lineno, file=None, line=None):
+    Only the printed form changes (``warnings.formatwarning``): code that records warnings (tests,
+    callers of :func:`main`) still gets the warning objects.
+    """
+    default = warnings.formatwarning
+
+    def format_warning(message, category, filename, lineno, line=None):
         if os.path.abspath(str(filename)).startswith(_PACKAGE_DIR):
-            print(f"geomol {command}: warning: {message}", file=sys.stderr if file is None else file)
-        else:
-            default(message, category, filename, lineno, file, line)
+            return f"geomol {command}: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
 
-    warnings.showwarning = show
+    warnings.formatwarning = format_warning
     try:
         yield
     finally:
-        warnings.showwarning = default
+        warnings.formatwarning = default
 
 
 def _threads(argv: list[str], lightning: bool) -> list[str]:
