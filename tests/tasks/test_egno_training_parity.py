@@ -29,7 +29,7 @@ from tests.models.egno_reference import official_initial_state, official_layout,
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = yaml.safe_load((REPO / "configs" / "egno_nbody.yaml").read_text())
 # Trainer options that cannot change an optimisation step (logging, validation, stopping)
-_NEUTRAL = {"max_epochs", "check_val_every_n_epoch", "log_every_n_steps", "logger", "callbacks"}
+_NEUTRAL = {"default_root_dir", "max_epochs", "check_val_every_n_epoch", "log_every_n_steps", "logger", "callbacks"}
 N_TRAIN, EPOCHS = 250, 2  # batch 100 → two full batches per epoch, 50 samples dropped
 
 
