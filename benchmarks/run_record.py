@@ -39,7 +39,7 @@ def run_metadata(threads: int = 1) -> dict:
 
     return {"command": " ".join(["python", *[os.path.relpath(a, REPO) if a.startswith(str(REPO)) else a
                                              for a in sys.argv]]),
-            "commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain", "--",
+            "commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--",
                                                                               "geomol", "benchmarks")),
             "torch": torch.__version__, "python": platform.python_version(), "threads": threads,
             "machine": platform.platform(), "cpu_count": os.cpu_count(),
