@@ -226,6 +226,7 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated configuration names")
     parser.add_argument("--no-generation", action="store_true", help="skip timing the 14,000 N-body trajectories")
     parser.add_argument("--profile", help="print a torch.profiler table of geomol on one configuration and exit")
+    parser.add_argument("--steps", type=int, help="timed steps per configuration (default: 20 small … 2 large)")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="time", help=argparse.SUPPRESS)
@@ -245,6 +246,7 @@ def main() -> None:
     for cfg in configs(args.quick):
         if args.only and cfg["name"] not in args.only.split(","):
             continue
+        cfg = {**cfg, "steps": min(cfg["steps"], args.steps)} if args.steps else cfg
         flags = ["--worker", json.dumps(cfg)] + (["--official", official] if official else
                                                  ["--official", "/nonexistent"])
         row = {"config": cfg["name"], "P": cfg["P"], **run_worker(__file__, flags + ["--mode", "time"]),

@@ -12,7 +12,8 @@ one intra-op thread. Cases:
   apart), to check that the cost per block edge stays flat.
 
 Times are medians after a warm-up, the two implementations called alternately in one process;
-peak RSS is measured in a fresh process per implementation running the same steps. The official
+peak RSS is measured in a fresh process per implementation running the same steps
+(warm-up + 2). The official
 code (github.com/THUNLP-MT/GET, which needs torch_scatter) is taken from ``--official``, else
 ``$GEOMOL_OFFICIAL_GET``, else ``../shared/reference/official_get``; without it the official
 columns read "skipped". Prints a table and writes ``benchmarks/results/get_speed.json``
@@ -47,6 +48,7 @@ SIZES = (100, 200, 400, 800, 1600, 3200)
 CASES = ["batch16", "forward16"] + [f"cutoff_{c}" for c in ("10", "15", "20", "30", "whole")] + \
     [f"blocks_{n}" for n in SIZES]
 RESULTS = REPO / "benchmarks" / "results" / "get_speed.json"
+RSS_STEPS = 2  # timed steps after warm-up in the peak-memory runs
 
 
 # ---------------------------------------------------------------------- inputs
@@ -175,9 +177,9 @@ def worker(name: str, mode: str, official_path: str | None, steps: int, n_batche
     which = ("ours", "official") if mode == "time" else (mode[4:],)
     models = build_models(official_path if "official" in which else None, which)
     fns = {impl: step_function(impl, m, batches, train) for impl, m in models.items()}
-    warmup = 1 if name.startswith("blocks_") else 2
-    if mode != "time":
-        for step in range(warmup + steps):
+    warmup = 1
+    if mode != "time":  # both sides run the same steps: the allocator's peak grows over the first ones
+        for step in range(warmup + min(steps, RSS_STEPS)):
             fns[mode[4:]](step)
         return {f"{mode[4:]}_rss_gb": peak_rss_gb()}
     result = interleaved_medians(fns, steps, warmup)
