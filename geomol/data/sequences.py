@@ -74,28 +74,42 @@ def _mol2_section(text: str, name: str) -> list[str]:
     return [line for line in body[:end] if line.strip()]
 
 
-def mol2_chain_sequences(path: str | PathLike) -> dict[str, str]:
-    """``{chain: sequence}`` from a MOL2 protein's SUBSTRUCTURE section (``RESIDUE`` entries, in file order).
+def _mol2_chain_of_substructure(text: str) -> dict[str, str]:
+    """``{substructure id: chain}`` from the SUBSTRUCTURE section (fields: id, name, root atom, type,
+    dictionary type, chain, ...)."""
+    chains = {}
+    for line in _mol2_section(text, "SUBSTRUCTURE"):
+        fields = line.split()
+        if len(fields) > 5:
+            chains[fields[0]] = fields[5]
+    return chains
 
-    Fields per line: id, name (``'PRO-A2'``), root atom, type, dictionary type, chain, residue type.
-    When the chain field is absent, the chain is read from the name (``'PRO-A2'`` → ``'A'``).
+
+def mol2_chain_sequences(path: str | PathLike) -> dict[str, str]:
+    """``{chain: sequence}`` of a MOL2 protein: one residue per ``CA`` atom of the ATOM section, in file order.
+
+    The residue name is the part of the substructure name before ``-`` (``'PRO-A2'`` → ``PRO``); the
+    chain is the substructure's chain field, else the letter after ``-`` in its name. Atoms are
+    read rather than SUBSTRUCTURE entries because some writers give residues with insertion
+    codes (thrombin's 1A ... 1H) one shared substructure.
 
     Raises:
-        StructureReadError: no SUBSTRUCTURE section or no amino-acid residue (e.g. a small molecule).
+        StructureReadError: no amino-acid residue (e.g. a small molecule).
     """
+    text = read_text(path)
+    chain_of = _mol2_chain_of_substructure(text)
     sequences: dict[str, list[str]] = {}
-    for line in _mol2_section(read_text(path), "SUBSTRUCTURE"):
+    for line in _mol2_section(text, "ATOM"):
         fields = line.split()
-        if len(fields) < 4 or fields[3].upper() != "RESIDUE":
-            continue
-        name_part, _, position = fields[1].partition("-")
-        resname = fields[6] if len(fields) > 6 else name_part
-        chain = fields[5] if len(fields) > 5 else (position[:1] if position[:1].isalpha() else "_")
+        if len(fields) < 8 or fields[1] != "CA" or not fields[5].startswith("C."):
+            continue  # 'CA' typed as an element (calcium) is not an alpha carbon
+        resname, _, position = fields[7].partition("-")
+        chain = chain_of.get(fields[6]) or (position[:1] if position[:1].isalpha() else "_")
         letter = one_letter(resname)
         if letter is not None:
             sequences.setdefault(_chain_id(chain), []).append(letter)
     if not any(set(seq) - {"X"} for seq in sequences.values()):
-        raise StructureReadError("no amino-acid residues in the SUBSTRUCTURE section (not a protein MOL2?)", path)
+        raise StructureReadError("no amino-acid residues (no alpha carbons) in the ATOM section", path)
     return {chain: "".join(letters) for chain, letters in sequences.items()}
 
 
