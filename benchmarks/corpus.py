@@ -13,7 +13,7 @@ processed-data directory, so only the first run aligns), and prints
 The JSON records the counts, the clustering statistics (seconds, pairs aligned), the command,
 commit, versions, threads and machine load.
 
-Usage: ``python benchmarks/corpus.py [--cache-dir DIR] [--output benchmarks/results/corpus.json]``
+Usage: ``python benchmarks/corpus.py [--cache-dir DIR] [--sequence-only] [--output benchmarks/results/corpus.json]``
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import Bio
@@ -77,13 +78,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=SHARED)
     parser.add_argument("--cache-dir", type=Path, default=None, help="processed-data directory (default $GEOMOL_CACHE)")
+    parser.add_argument("--sequence-only", action="store_true",
+                        help="drop the source names: clusters from sequence identity alone (aligns many more pairs)")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "corpus.json")
     args = parser.parse_args()
 
     start = time.perf_counter()
     corpus = read_corpus(args.root)
     read_seconds = time.perf_counter() - start
-    clusters, cache_file = load_protein_clusters(corpus.receptors, cache_dir=args.cache_dir, progress=True)
+    receptors = [replace(r, names=()) for r in corpus.receptors] if args.sequence_only else corpus.receptors
+    clusters, cache_file = load_protein_clusters(receptors, cache_dir=args.cache_dir, progress=True)
     labels = item_clusters(corpus.items, clusters)
 
     counts = source_counts(corpus.items, labels)
@@ -112,7 +116,7 @@ def main() -> None:
               "versions": {"python": platform.python_version(), "biopython": Bio.__version__},
               "threads": {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "")},
               "machine": {"cores": os.cpu_count(), "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()]},
-              "read_seconds": round(read_seconds, 1), "clustering": clusters.stats, "counts": counts,
+              "read_seconds": round(read_seconds, 1), "sequence_only": args.sequence_only, "clustering": clusters.stats, "counts": counts,
               "shared_clusters": shared, "split": split_counts(split, corpus.items),
               "folds": split_counts(fold_tests, corpus.items)}
     args.output.parent.mkdir(parents=True, exist_ok=True)

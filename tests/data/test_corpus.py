@@ -144,3 +144,36 @@ def test_leave_cluster_out_folds_partition_items_by_cluster(corpus, unnamed_clus
     for fold in folds:
         check_corpus_split(fold, corpus.items, labels)
         assert fold["train"] and fold["test"]
+
+
+def _copy_rows(source, target, edit=lambda row: row, keep=lambda row: True):
+    with open(source, newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = [edit(dict(row)) for row in reader if keep(row)]
+        header = reader.fieldnames
+    with open(target, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, header)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_a_pk_column_that_disagrees_with_ki_is_an_error_naming_the_row(tmp_path):
+    root = shared_path("ddg_bindingdb")
+    (tmp_path / "11GS").symlink_to(root / "11GS")
+    _copy_rows(root / "manifest.csv", tmp_path / "manifest.csv", keep=lambda r: r["pdb_id"] == "11GS")
+    _copy_rows(root / "labels.csv", tmp_path / "labels.csv", keep=lambda r: r["pdb_id"] == "11GS",
+               edit=lambda r: {**r, "pK": "7.5"} if r["pose_index"] == "1" else r)
+    with pytest.raises(DatasetError, match=r"labels.csv.*11GS pose 1.*disagrees"):
+        read_ddg_corpus(tmp_path)
+
+
+def test_a_non_numeric_measured_dg_is_an_error_naming_the_file_and_line(tmp_path):
+    root = shared_path("uni_fep")
+    _copy_rows(root / "manifest.csv", tmp_path / "manifest.csv", keep=lambda r: r["system"] == UNI_PTPN1)
+    (tmp_path / UNI_PTPN1).mkdir()
+    _copy_rows(root / UNI_PTPN1 / "result_dG.csv", tmp_path / UNI_PTPN1 / "result_dG.csv",
+               edit=lambda r: {**r, "exp_dG (kcal/mol)": "n/a"} if r["ligand_name"].startswith("CHEMBL") else r)
+    with pytest.raises(DatasetError, match=r"result_dG.csv.*2.*exp_dG is not a number"):
+        read_uni_fep_corpus(tmp_path)
+    with pytest.raises(DatasetError, match="unknown system"):
+        read_uni_fep_corpus(tmp_path, ["no_such_system"])
