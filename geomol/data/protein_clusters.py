@@ -178,7 +178,7 @@ def cluster_receptors(receptors: Sequence[CorpusReceptor], params: ClusterParams
 
 
 def _name_linked(unique: Sequence[str], receptors: Sequence[CorpusReceptor], sequences: Sequence[str],
-                     index_of: dict[str, int]) -> _UnionFind:
+                 index_of: dict[str, int]) -> _UnionFind:
     """A union-find over unique sequences with every pair sharing a source name already joined."""
     links = _UnionFind(len(unique))
     by_name = connected_groups([[("name", n) for n in r.names] + [("seq", index_of[s])]

@@ -165,15 +165,20 @@ def _plb_target(root: Path, target: str) -> Corpus:
         raise DatasetError(f"cannot read YAML: {exc}", table_path) from None
     receptor, poses = folder / "01_protein" / "crd" / "protein.pdb", folder / "02_ligands" / "ligands.sdf"
     group = canonical_protein_key(target)
-    items = []
+    items, titles = [], set()
     for index, mol in enumerate(read_ligands(poses, sanitize=False)):
         title = mol.GetProp("_Name").strip()
+        titles.add(title)
         entry = table.get(title)
         if entry is None:
-            continue  # posed but unmeasured: the PLB dataset counts these in its own warning
+            continue
         label = plb_measurement_pk(entry.get("measurement") or {}, source=f"{table_path} [{title}]")
         items.append(CorpusItem("plb", f"plb/{target}", group, title, canonical_smiles(mol), label.pk, str(receptor),
                                 str(poses), index))
+    left_out = len(titles - set(table)) + len(set(table) - titles)
+    if left_out:
+        warnings.warn(f"{folder}: {left_out} ligand(s) posed but unmeasured or measured but unposed left out",
+                      stacklevel=3)
     return Corpus(items, [CorpusReceptor(str(receptor), "plb", _pose_contact_chain(receptor, poses), (group,))])
 
 
@@ -197,13 +202,14 @@ def read_fep_corpus(root: str | os.PathLike, series: Sequence[str] | None = None
     root = Path(root)
     table = read_fep_metadata(root)
     chosen = table if series is None else [s for s in table if s.id in set(series)]
-    items, receptors = [], []
+    items, receptors, unmeasured = [], [], 0
     for entry in chosen:
         receptor, poses = entry.path(root, "protein.pdb"), entry.path(root, "ligands.sdf")
         group = entry.protein_key
         for index, mol in enumerate(read_ligands(poses, sanitize=False)):
             prop = next((p for p in DG_PROPERTIES if mol.HasProp(p)), None)
             if prop is None:
+                unmeasured += 1
                 continue
             try:
                 label = pk_from_dg(float(mol.GetProp(prop)), "kcal/mol")
@@ -212,5 +218,7 @@ def read_fep_corpus(root: str | os.PathLike, series: Sequence[str] | None = None
             items.append(CorpusItem("fep_benchmark", f"fep_benchmark/{entry.id}", group, mol.GetProp("_Name").strip(),
                                     canonical_smiles(mol), label, str(receptor), str(poses), index))
         receptors.append(CorpusReceptor(str(receptor), "fep_benchmark", _pose_contact_chain(receptor, poses), (group,)))
+    if unmeasured:
+        warnings.warn(f"{root}: {unmeasured} ligand(s) without a measured ΔG left out", stacklevel=2)
     warn_missing_smiles(items, root)
     return Corpus(items, receptors)
