@@ -12,11 +12,13 @@ constructs of one protein differ mostly at their termini (truncations, tags), wh
 nothing, while an internal gap is a real difference. Identity = identical aligned pairs / length
 of the shorter chain, so a short chain matching only part of a long one scores low.
 
-All-vs-all alignment of ~1,200 receptors would take an hour; three shortcuts make it minutes:
-identical sequences are aligned once, a pair is aligned only when the shorter chain shares at
-least ``kmer_fraction`` of its distinct 3-mers with the other (90 % identity keeps about 70 % of
-3-mers even with evenly spread mismatches; unrelated proteins share about 10 %), and a pair
-already joined through other links is not aligned again. Results are cached as JSON in the
+All-vs-all alignment of the corpus' 733 distinct chains (268,000 pairs, ~10 ms each) would take
+most of an hour; three shortcuts make it seconds: identical sequences are aligned once, a pair is
+aligned only when the shorter chain shares at least ``kmer_fraction`` of its distinct 3-mers with
+the other (90 % identity keeps about 70 % of 3-mers even with evenly spread mismatches; unrelated
+proteins share about 10 %; on the Uni-FEP chains, the pairs just under the threshold, sharing
+15-40 %, align at 68 % identity at most), and a pair already joined through other links is not
+aligned again. Results are cached as JSON in the
 processed-data directory, keyed by the receptor files' content hashes, chains, names and parameters.
 """
 from __future__ import annotations
