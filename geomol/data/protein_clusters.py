@@ -45,7 +45,7 @@ from geomol.errors import DatasetError
 __all__ = ["ClusterParams", "ProteinClusters", "receptor_sequence", "identity_of_shorter", "kmer_candidates",
            "cluster_receptors", "load_protein_clusters"]
 
-CLUSTER_FORMAT = 1
+CLUSTER_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -209,11 +209,24 @@ def _cluster_names(receptors: Sequence[CorpusReceptor], numbers: Sequence[int]) 
 
 
 def clusters_cache_key(receptors: Sequence[CorpusReceptor], params: ClusterParams) -> str:
-    """blake2b of the receptor files' contents, chains and names, the parameters and the format."""
+    """blake2b of the receptor files' contents (not their paths: ``../shared/data`` and its absolute
+    spelling share one cache file), chains and names, in order, with the parameters and the format."""
     hasher = FileHasher()
     payload = {"format": CLUSTER_FORMAT, "params": asdict(params),
-               "receptors": [[r.path, hasher.digest(r.path), r.chain, list(r.names)] for r in receptors]}
+               "receptors": [[hasher.digest(r.path), r.chain, list(r.names)] for r in receptors]}
     return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=12).hexdigest()
+
+
+def _read_cached(path: Path, receptors: Sequence[CorpusReceptor]) -> ProteinClusters | None:
+    """The cached clusters mapped onto these receptors' paths (in order), ``None`` if unreadable."""
+    try:
+        data = json.loads(path.read_text())
+        names = [entry["cluster"] for entry in data["receptors"]]
+        if len(names) != len(receptors):
+            return None
+        return ProteinClusters({r.path: name for r, name in zip(receptors, names)}, data["stats"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a damaged cache file is rebuilt
 
 
 def load_protein_clusters(receptors: Sequence[CorpusReceptor], params: ClusterParams = ClusterParams(), *,
@@ -226,13 +239,12 @@ def load_protein_clusters(receptors: Sequence[CorpusReceptor], params: ClusterPa
     """
     key = clusters_cache_key(receptors, params)
     path = Path(cache_dir if cache_dir is not None else default_cache_dir()) / "protein_clusters" / f"{key}.json"
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-            return ProteinClusters(data["cluster_of"], data["stats"]), path
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged cache file is rebuilt
+    cached = _read_cached(path, receptors) if path.exists() else None
+    if cached is not None:
+        return cached, path
     clusters = cluster_receptors(receptors, params, progress=progress)
-    atomic_write_text(path, json.dumps({"format": CLUSTER_FORMAT, "params": asdict(params),
-                                        "cluster_of": clusters.cluster_of, "stats": clusters.stats}, indent=1))
+    entries = [{"path": r.path, "source": r.source, "chain": r.chain, "cluster": clusters.cluster_of[r.path]}
+               for r in receptors]
+    atomic_write_text(path, json.dumps({"format": CLUSTER_FORMAT, "params": asdict(params), "stats": clusters.stats,
+                                        "receptors": entries}, indent=1))
     return clusters, path

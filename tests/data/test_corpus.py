@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 
@@ -177,3 +178,11 @@ def test_a_non_numeric_measured_dg_is_an_error_naming_the_file_and_line(tmp_path
         read_uni_fep_corpus(tmp_path)
     with pytest.raises(DatasetError, match="unknown system"):
         read_uni_fep_corpus(tmp_path, ["no_such_system"])
+
+
+def test_the_cluster_cache_does_not_depend_on_how_paths_are_spelled(corpus, tmp_path):
+    receptors = [r for r in corpus.receptors if "11GS" in r.path or "plb/cdk2" in r.path]
+    _, path = load_protein_clusters(receptors, cache_dir=tmp_path)
+    absolute = [dataclasses.replace(r, path=str(Path(r.path).resolve())) for r in receptors]
+    clusters, same_path = load_protein_clusters(absolute, cache_dir=tmp_path)
+    assert same_path == path and set(clusters.cluster_of) == {r.path for r in absolute}
