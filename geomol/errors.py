@@ -19,6 +19,10 @@ __all__ = [
     "ModelLoadError",
     "DatasetError",
     "TrajectoryError",
+    "PoseError",
+    "InvalidSmilesError",
+    "NoCommonCoreError",
+    "EmbeddingError",
 ]
 
 
@@ -80,3 +84,19 @@ class DatasetError(GeomolError):
 
 class TrajectoryError(GeomolError):
     """A trajectory is unreadable, too short for the request, or inconsistent with its topology."""
+
+
+class PoseError(GeomolError):
+    """A ligand cannot be posed on a reference ligand (see :mod:`geomol.data.poses`)."""
+
+
+class InvalidSmilesError(PoseError):
+    """A SMILES string cannot be parsed or sanitised by RDKit."""
+
+
+class NoCommonCoreError(PoseError):
+    """A ligand shares no common core of enough heavy atoms with the reference ligand."""
+
+
+class EmbeddingError(PoseError):
+    """No 3D conformer of a ligand could be embedded under the reference core's coordinates."""
