@@ -26,7 +26,10 @@ Posed molecules keep their hydrogens (with coordinates), like molecules read by
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
+from os import PathLike
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -39,7 +42,7 @@ from geomol.data.io._source import rdkit_messages, rdkit_reason
 from geomol.data.io.structure import Structure
 from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseError
 
-__all__ = ["POSE_COLUMNS", "PoseParameters", "PosedLigand", "PoseTemplate"]
+__all__ = ["POSE_COLUMNS", "PoseParameters", "PosedLigand", "PoseTemplate", "write_poses"]
 
 POSE_COLUMNS = ("core_atoms", "core_rmsd", "min_receptor_distance", "clashes")
 """Per-ligand pose report columns (see :class:`PosedLigand`)."""
@@ -98,6 +101,7 @@ class PosedLigand:
         core_rmsd: Å, RMSD of the posed core atoms from the reference's after superposition.
         min_receptor_distance: Å, shortest ligand–receptor heavy-atom distance (NaN without receptor).
         clashes: ligand–receptor heavy-atom pairs closer than the clash distance.
+        (core_atoms and clashes are None, the distances NaN, for a ligand that could not be posed.)
         error: why the ligand could not be posed ('' when it was).
     """
 
@@ -105,10 +109,10 @@ class PosedLigand:
     smiles: str
     source: str = ""
     molecule: Chem.Mol | None = None
-    core_atoms: int = 0
+    core_atoms: int | None = None
     core_rmsd: float = math.nan
     min_receptor_distance: float = math.nan
-    clashes: int = 0
+    clashes: int | None = None
     error: str = ""
 
     @property
@@ -291,3 +295,26 @@ class PoseTemplate:
         close = close[np.isfinite(close)]
         score += float((p.clash_distance - close).sum())
         return score, conf_id, core_rmsd, nearest, int(close.size)
+
+
+def write_poses(path: str | PathLike, posed: Sequence[PosedLigand], *, hydrogens: bool = True) -> int:
+    """Write the posed ligands (those without error) to an SD file, atomically; returns how many.
+
+    Each record is titled with the ligand name and carries ``smiles`` and the :data:`POSE_COLUMNS`
+    as SD data items, so that the poses can be inspected (and read back with
+    :func:`~geomol.data.io.read_ligands`).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    written = 0
+    writer = Chem.SDWriter(str(tmp))
+    try:
+        for item in posed:
+            if item.molecule is not None:
+                writer.write(item.molecule if hydrogens else Chem.RemoveHs(item.molecule))
+                written += 1
+    finally:
+        writer.close()
+    os.replace(tmp, path)
+    return written

@@ -9,7 +9,7 @@ the others are predicted. Records come back in input order.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -43,6 +43,8 @@ class AffinityPrediction:
         error: why this ligand could not be predicted ('' when it was; then the numbers are NaN).
         receptor: the receptor file (or description).
         source: where the ligand came from (``'file [molecule i]'``).
+        extra: additional columns (e.g. the pose report of a ligand posed from SMILES), written after
+            :data:`COLUMNS`.
     """
 
     name: str
@@ -54,6 +56,7 @@ class AffinityPrediction:
     error: str = ""
     receptor: str = ""
     source: str = ""
+    extra: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -147,7 +150,8 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
                  ) -> tuple[list[AffinityPrediction], dict[int, BlockGraph]]:
     records, graphs = [], {}
     for i, item in enumerate(items):
-        record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error)
+        record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error,
+                                    extra=dict(item.extra))
         if not item.error:
             try:
                 graph = _checked_types(_graph(item, receptor, model.preprocessing, cutoff),
