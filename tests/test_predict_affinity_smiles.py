@@ -1,4 +1,5 @@
-"""Affinity from SMILES and a reference ligand: ``geomol.predict_affinity(..., reference=)`` and the command."""
+"""Affinity from SMILES and a reference ligand (``geomol.predict_affinity(..., reference=)``, the command), and
+from MOL2 receptors with docked MOL2 poses."""
 from __future__ import annotations
 
 import csv
@@ -10,13 +11,13 @@ import pytest
 
 import geomol
 from geomol.cli import main
-from geomol.data import read_ligands
+from geomol.data import read_ligand, read_ligands
 from geomol.data.poses import POSE_COLUMNS
 from geomol.errors import ConfigError
 from geomol.inference.affinity import COLUMNS
 from geomol.inference.tables import read_predictions
 from tests.affinity_fixtures import one_torch_thread, tiny_model_dir  # noqa: F401 (autouse fixture)
-from tests.conftest import REPO
+from tests.conftest import REPO, shared_path
 
 EXAMPLE = REPO / "data" / "example"
 RECEPTOR, REFERENCE, ANALOGUES = (EXAMPLE / n for n in ("tnks2_protein.pdb", "tnks2_ligands.sdf",
@@ -80,3 +81,11 @@ def test_api_from_smiles_strings_and_pairs(model_dir):
 def test_option_misuse_is_named(model_dir, capsys, args, message):
     assert main(["predict-affinity", *args, "--model", str(model_dir)]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_mol2_receptor_with_docked_mol2_poses(model_dir):
+    folder = shared_path("ddg_bindingdb", "11GS")
+    poses = [read_ligand(folder / "ligands.mol2.gz", i) for i in (0, 1)]
+    results = geomol.predict_affinity(folder / "receptor.mol2.gz", poses, model=model_dir)
+    assert [r.name for r in results] == ["BindingDB_50186226", "BindingDB_50186228"]
+    assert all(r.ok and np.isfinite(r.pK) and r.n_pocket_blocks > 10 for r in results)
