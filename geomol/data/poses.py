@@ -74,7 +74,7 @@ class PoseParameters:
     max_mappings: int = 4
     clash_distance: float = 2.5
     core_rmsd_weight: float = 1.0
-    reference_weight: float = 0.5
+    reference_weight: float = 1.0
     reference_cap: float = 2.0
 
     def __post_init__(self):
