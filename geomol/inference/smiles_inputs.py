@@ -53,8 +53,8 @@ def smiles_entries(ligands: Any) -> list[SmilesEntry]:
     """
     if ligands is None:
         raise ConfigError("no ligands given: pass SMILES strings, (name, smiles) pairs or a .smi/.csv file")
-    items = [ligands] if isinstance(ligands, (str, PathLike)) or (
-        isinstance(ligands, tuple) and len(ligands) == 2 and all(isinstance(x, str) for x in ligands)) else list(ligands)
+    one_pair = isinstance(ligands, tuple) and len(ligands) == 2 and all(isinstance(x, str) for x in ligands)
+    items = [ligands] if isinstance(ligands, (str, PathLike)) or one_pair else list(ligands)
     if not items:
         raise ConfigError("the list of ligands is empty")
     return [entry for i, item in enumerate(items) for entry in _expand(item, i)]

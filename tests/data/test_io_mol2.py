@@ -46,7 +46,8 @@ def test_ddg_receptors_keep_every_atom_and_residue_of_the_file():
 def test_residue_names_chains_and_blocks_of_a_ddg_receptor():
     path = shared_path("ddg_bindingdb", "11GS", "receptor.mol2.gz")
     structure = read_structure(path)
-    assert structure.residue_label(0) == "A:2:PRO" and structure.residue_label(structure.num_residues - 1) == "B:209:GLN"
+    assert structure.residue_label(0) == "A:2:PRO"
+    assert structure.residue_label(structure.num_residues - 1) == "B:209:GLN"
     assert structure.num_residues == 416 and sorted(set(structure.chains)) == ["A", "B"]
     first = structure.blocks([0])[0]
     assert first.symbol == "P" and first.atom_names[:2] == ("N", "CA") and first.positions[:2] == ("", "A")

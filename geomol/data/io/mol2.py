@@ -4,10 +4,10 @@ Receptors prepared for docking are often written as MOL2 (SYBYL atom types, one 
 residue). :func:`read_mol2_structure` reads one molecule of such a file:
 
 * residues from the atoms' substructure fields (id and name: atoms of one id with different names,
-  as converters that lose insertion codes write them, are different residues), described by the ``@<TRIPOS>SUBSTRUCTURE``
-  section where there is one: residue name from its ``sub_type`` column (else from the substructure
-  name, ``ALA12`` / ``PRO-A2`` / ``HOH301``), chain from its ``chain`` column (else from a name
-  such as ``PRO-A2``), number from the name (else the substructure id);
+  as converters that lose insertion codes write them, are different residues), described by the
+  ``@<TRIPOS>SUBSTRUCTURE`` section where there is one: residue name from its ``sub_type`` column
+  (else from the substructure name, ``ALA12`` / ``PRO-A2`` / ``HOH301``), chain from its ``chain``
+  column (else from a name such as ``PRO-A2``), number from the name (else the substructure id);
 * elements from the SYBYL atom types (``C.ar`` → C, ``N.am`` → N, ``O.co2`` → O, ``Cl`` → Cl);
   lone pairs (``LP``) and dummy atoms (``Du``) are not atoms: they are dropped and counted in a
   :class:`~geomol.data.io.StructureWarning`; any other type that names no element raises

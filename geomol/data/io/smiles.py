@@ -75,8 +75,8 @@ def read_smiles_file(path: str | PathLike) -> list[SmilesEntry]:
     path = Path(path)
     suffix = _suffix(path)
     if suffix not in SMILES_SUFFIXES:
-        raise StructureReadError(f"expected a SMILES list ({', '.join(SMILES_SUFFIXES)}), got {suffix or 'no suffix'!r}",
-                                 source=path)
+        raise StructureReadError(f"expected a SMILES list ({', '.join(SMILES_SUFFIXES)}), "
+                                 f"got {suffix or 'no suffix'!r}", source=path)
     text = read_text(path)
     entries = _csv_entries(text, path) if suffix == ".csv" else _smi_entries(text, path)
     if not entries:
