@@ -183,7 +183,7 @@ class PoseTemplate:
         """Pose one SMILES; raises a :class:`~geomol.errors.PoseError` subclass when it cannot."""
         source = source or (f"ligand {name!r}" if name else f"SMILES {smiles!r}")
         ligand = Chem.AddHs(_parse_smiles(smiles, source))
-        query, reference_match, ligand_matches = self._common_core(ligand, source)
+        reference_match, ligand_matches = self._common_core(ligand, source)
         candidates = []
         mappings = self._distinct_mappings(ligand, ligand_matches)
         per_mapping = max(1, -(-self.parameters.conformers // len(mappings)))
@@ -194,7 +194,7 @@ class PoseTemplate:
         if not candidates:
             raise EmbeddingError(f"no conformer could be embedded on the {len(reference_match)}-atom core "
                                  "(a stereocentre that cannot match the reference core?)", source=source)
-        score, conf_id, core_rmsd, distances, clashes = min(candidates, key=lambda c: c[0])
+        _, conf_id, core_rmsd, distances, clashes = min(candidates, key=lambda c: c[0])
         pose = Chem.Mol(ligand, confId=conf_id)
         pose.SetProp("_Name", name or smiles)
         pose.SetProp("smiles", smiles)
@@ -217,8 +217,8 @@ class PoseTemplate:
         return results
 
     # ------------------------------------------------------------------ steps
-    def _common_core(self, ligand: Chem.Mol, source: str) -> tuple[Chem.Mol, tuple[int, ...], list[tuple[int, ...]]]:
-        """MCS query, its match in the reference, and its matches in the ligand (with hydrogens)."""
+    def _common_core(self, ligand: Chem.Mol, source: str) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+        """The common core's match in the reference and its matches in the ligand (with hydrogens)."""
         p = self.parameters
         heavy = Chem.RemoveHs(ligand)
         result = rdFMCS.FindMCS([self.reference, heavy], timeout=max(1, math.ceil(p.mcs_timeout)),
@@ -233,7 +233,7 @@ class PoseTemplate:
         ligand_matches = ligand.GetSubstructMatches(query, uniquify=False, maxMatches=1000)
         if not reference_match or not ligand_matches:  # the MCS pattern matched both while it was searched
             raise NoCommonCoreError("the common core pattern does not match back", source=source)
-        return query, reference_match, list(ligand_matches)
+        return reference_match, list(ligand_matches)
 
     def _distinct_mappings(self, ligand: Chem.Mol, matches: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """Matches that put different kinds of ligand atoms on the reference core atoms.

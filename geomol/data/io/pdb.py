@@ -114,7 +114,7 @@ def read_structure(path: str | PathLike, *, keep_hydrogens: bool = False, model:
     if fmt == "mol2":
         return read_mol2_structure(text, path, keep_hydrogens=keep_hydrogens, model=model, waters=WATER_NAMES)
     if fmt not in ("pdb", "cif"):
-        raise StructureReadError(f"expected a PDB, mmCIF or MOL2 file, got {fmt.upper()}", source=path)
+        raise StructureReadError(f"expected a PDB or mmCIF file (or a MOL2 receptor), got {fmt.upper()}", source=path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with third_party_errors(path, "structure"), _gc_paused():
