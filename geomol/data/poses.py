@@ -5,7 +5,8 @@ analogue is posed like this (:class:`PoseTemplate`):
 
 1. its maximum common substructure (MCS) with the reference is found by RDKit's ``rdFMCS`` with
    ring-aware matching (ring bonds only match ring bonds, and only complete rings), elements
-   compared exactly, bond orders compared, under a timeout;
+   compared exactly, bond orders compared, under a timeout (when it runs out, the search is
+   repeated with any atom matching any atom, which is fast, and the larger core is kept);
 2. each *distinct* way to lay the ligand's core onto the reference's (a symmetric core such as a
    meta-substituted phenyl can be laid two ways) gets conformers embedded with ETKDG (v3) with the
    core atoms held at the reference coordinates (a coordinate map), hydrogens added first;
@@ -218,13 +219,18 @@ class PoseTemplate:
 
     # ------------------------------------------------------------------ steps
     def _common_core(self, ligand: Chem.Mol, source: str) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-        """The common core's match in the reference and its matches in the ligand (with hydrogens)."""
+        """The common core's match in the reference and its matches in the ligand (with hydrogens).
+
+        Elements are compared first. That search can run out of time when a ring changes one atom
+        (pyridine → pyrimidine); then the core is searched again with any atom matching any atom
+        (fast, and an aza-analogue's ring belongs where the parent's was) and the larger core is kept.
+        """
         p = self.parameters
         heavy = Chem.RemoveHs(ligand)
-        result = rdFMCS.FindMCS([self.reference, heavy], timeout=max(1, math.ceil(p.mcs_timeout)),
-                                atomCompare=rdFMCS.AtomCompare.CompareElements,
-                                bondCompare=rdFMCS.BondCompare.CompareOrder,
-                                ringMatchesRingOnly=True, completeRingsOnly=True)
+        result = self._mcs(heavy, rdFMCS.AtomCompare.CompareElements)
+        if result.canceled:
+            anything = self._mcs(heavy, rdFMCS.AtomCompare.CompareAny)
+            result = anything if anything.numAtoms > result.numAtoms else result
         if result.numAtoms < p.min_core_atoms:
             raise NoCommonCoreError(f"the common core with the reference has {result.numAtoms} heavy atoms "
                                     f"(at least {p.min_core_atoms} needed)", source=source)
@@ -234,6 +240,11 @@ class PoseTemplate:
         if not reference_match or not ligand_matches:  # the MCS pattern matched both while it was searched
             raise NoCommonCoreError("the common core pattern does not match back", source=source)
         return reference_match, list(ligand_matches)
+
+    def _mcs(self, ligand: Chem.Mol, atoms: rdFMCS.AtomCompare) -> rdFMCS.MCSResult:
+        return rdFMCS.FindMCS([self.reference, ligand], timeout=max(1, math.ceil(self.parameters.mcs_timeout)),
+                              atomCompare=atoms, bondCompare=rdFMCS.BondCompare.CompareOrder,
+                              ringMatchesRingOnly=True, completeRingsOnly=True)
 
     def _distinct_mappings(self, ligand: Chem.Mol, matches: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """Matches that put different kinds of ligand atoms on the reference core atoms.

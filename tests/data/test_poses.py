@@ -126,3 +126,11 @@ def test_csv_file_by_column_name_and_its_errors(tmp_path):
     (tmp_path / "series.txt").write_text("CCO\n")
     with pytest.raises(StructureReadError, match="expected a SMILES list"):
         read_smiles_file(tmp_path / "series.txt")
+
+
+def test_a_ring_atom_change_that_times_the_element_search_out_still_finds_the_core():
+    """c-Met: pyridine → pyrimidine makes the element-exact search run past its timeout."""
+    experts = read_ligands(shared_path("fep_benchmark", "merck", "cmet_ligands.sdf"))
+    analogue = next(m for m in experts if m.GetProp("_Name") == "CHEMBL3402754_40")
+    posed = PoseTemplate(experts[0], parameters=PoseParameters(mcs_timeout=1, conformers=2)).pose(smiles_of(analogue))
+    assert posed.core_atoms >= 20 and posed.core_rmsd < 0.3
