@@ -20,11 +20,13 @@ from geomol.data.datasets.affinity_labels import dg_from_pk
 from geomol.data.io import Structure
 from geomol.errors import ConfigError, EmptySelectionError, GeomolError
 from geomol.inference.affinity_model import AffinityModel, Preprocessing
+from geomol.inference.domain import ApplicabilityDomain
+from geomol.inference.input_checks import checked_complex
 from geomol.inference.ligand_inputs import LigandInput
 
 __all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "pocket_block_count"]
 
-COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error")
+COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error", "warnings")
 """Columns of a prediction table, in order."""
 
 
@@ -41,6 +43,8 @@ class AffinityPrediction:
         n_pocket_blocks: receptor blocks in the pocket used (residues, nucleotides; one per atom of
             cofactors and ions).
         error: why this ligand could not be predicted ('' when it was; then the numbers are NaN).
+        warnings: what makes the number doubtful (input or prediction outside the model's applicability
+            domain, see ``docs/predict.md``); empty for an input like the training complexes.
         receptor: the receptor file (or description).
         source: where the ligand came from (``'file [molecule i]'``).
         extra: additional columns (e.g. the pose report of a ligand posed from SMILES), written after
@@ -54,6 +58,7 @@ class AffinityPrediction:
     pK_std: float = math.nan
     n_pocket_blocks: int | None = None
     error: str = ""
+    warnings: list[str] = field(default_factory=list)
     receptor: str = ""
     source: str = ""
     extra: dict = field(default_factory=dict)
@@ -62,10 +67,17 @@ class AffinityPrediction:
     def ok(self) -> bool:
         return not self.error
 
-    def set_pk(self, pk: float, std: float) -> None:
+    def set_pk(self, pk: float, std: float, domain: ApplicabilityDomain | None = None) -> None:
+        """Record the ensemble's pK and spread, unless ``domain`` finds them unphysical (then an error)."""
         if not math.isfinite(pk):
             self.error = "the model returned a non-finite pK"
             return
+        findings = domain.prediction_findings(pk, std) if domain is not None else []
+        errors = [f.message for f in findings if f.severity == "error"]
+        if errors:
+            self.error = "; ".join(errors)
+            return
+        self.warnings += [f.message for f in findings]
         self.pK, self.pK_std = pk, std
         self.dG_kcal_mol = dg_from_pk(pk)
         self.Kd_M = 10.0 ** -pk
@@ -154,9 +166,10 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
                                     extra=dict(item.extra))
         if not item.error:
             try:
-                graph = _checked_types(_graph(item, receptor, model.preprocessing, cutoff),
-                                       model.arguments["n_block_types"], item.source)
-                graphs[i] = graph
+                graph, record.warnings = checked_complex(
+                    item, receptor.read, lambda: _graph(item, receptor, model.preprocessing, cutoff), model.domain,
+                    model.preprocessing.keep_hydrogens)
+                graphs[i] = _checked_types(graph, model.arguments["n_block_types"], item.source)
                 record.n_pocket_blocks = pocket_block_count(graph)
             except GeomolError as exc:
                 record.error = str(exc)
@@ -193,6 +206,6 @@ def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence
             chosen = [order[g] for g in group]
             mean, std = model.predict([graphs[i] for i in chosen])
             for i, pk, spread in zip(chosen, mean.tolist(), std.tolist()):
-                records[i].set_pk(pk, spread)
+                records[i].set_pk(pk, spread, model.domain)
         yield from records
 

@@ -25,6 +25,7 @@ from geomol.data.blocks import BlockGraph
 from geomol.data.fragment import FragmentVocab
 from geomol.data.vocab import VOCAB, BlockVocab
 from geomol.errors import DatasetError, ModelLoadError
+from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.model_files import CheckpointContents, read_member_weights, write_model_dir
 from geomol.models.get import GETAffinity, GETModel, as_batch
 
@@ -122,6 +123,7 @@ class AffinityModel(nn.Module):
         preprocessing: how their training graphs were built.
         name, description, metrics: metadata carried into a shipped model's manifest.
         origins: per member, where its weights came from (checkpoint file, epoch, step).
+        domain: what the training complexes covered (:mod:`geomol.inference.domain`); None: defaults.
     """
 
     task = "affinity"
@@ -129,7 +131,7 @@ class AffinityModel(nn.Module):
 
     def __init__(self, members: Sequence[GETAffinity], arguments: Mapping[str, Any], preprocessing: Preprocessing,
                  *, name: str = "", description: str = "", metrics: Mapping[str, Any] | None = None,
-                 origins: Sequence[Mapping[str, Any]] | None = None):
+                 origins: Sequence[Mapping[str, Any]] | None = None, domain: ApplicabilityDomain | None = None):
         super().__init__()
         if not members:
             raise ModelLoadError("an affinity model needs at least one ensemble member", source=name or None)
@@ -139,6 +141,7 @@ class AffinityModel(nn.Module):
         self.name, self.description = name, description
         self.metrics = dict(metrics or {})
         self.origins = [dict(o) for o in origins] if origins is not None else [{} for _ in members]
+        self.domain = domain or ApplicabilityDomain.defaults()
         self.eval()
 
     def __repr__(self) -> str:
@@ -185,7 +188,7 @@ class AffinityModel(nn.Module):
         origins = [e.get("source", {}) if isinstance(e, Mapping) else {} for e in manifest["members"]]
         return cls(members, arguments, preprocessing, name=str(manifest.get("name", model_dir.name)),
                    description=str(manifest.get("description", "")), metrics=manifest.get("metrics"),
-                   origins=origins)
+                   origins=origins, domain=ApplicabilityDomain.from_dict(manifest.get("domain"), model_dir, warn=True))
 
     # ------------------------------------------------------------------ use
     @torch.inference_mode()
@@ -209,7 +212,7 @@ class AffinityModel(nn.Module):
         return {"name": self.name, "task": self.task, "description": self.description,
                 "architecture": self.architecture, "hyperparameters": self.arguments,
                 "preprocessing": self.preprocessing.to_dict(), "metrics": self.metrics,
-                "geomol_version": geomol.__version__, **overrides,
+                "domain": self.domain.to_dict(), "geomol_version": geomol.__version__, **overrides,
                 "members": [{"source": origin} for origin in self.origins]}
 
     def save(self, out_dir: str | PathLike, *, card: str | PathLike | None = None, name: str | None = None,
