@@ -47,6 +47,8 @@ class AffinityPrediction:
             domain, see ``docs/predict.md``); empty for an input like the training complexes.
         receptor: the receptor file (or description).
         source: where the ligand came from (``'file [molecule i]'``).
+        extra: additional columns (e.g. the pose report of a ligand posed from SMILES), written after
+            :data:`COLUMNS`.
     """
 
     name: str
@@ -59,6 +61,7 @@ class AffinityPrediction:
     warnings: list[str] = field(default_factory=list)
     receptor: str = ""
     source: str = ""
+    extra: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -159,7 +162,8 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
                  ) -> tuple[list[AffinityPrediction], dict[int, BlockGraph]]:
     records, graphs = [], {}
     for i, item in enumerate(items):
-        record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error)
+        record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error,
+                                    extra=dict(item.extra))
         if not item.error:
             try:
                 graph, record.warnings = checked_complex(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any, Sequence
@@ -48,6 +48,7 @@ class LigandInput:
         chains: a chain group of the receptor file (protein–protein).
         graph: a ready-made complex (the receptor argument was a BlockGraph).
         error: why this input cannot be predicted ('' if it can).
+        extra: additional result columns for this ligand (the pose report of a ligand posed from SMILES).
     """
 
     name: str
@@ -58,6 +59,7 @@ class LigandInput:
     chains: tuple[str, ...] | None = None
     graph: BlockGraph | None = None
     error: str = ""
+    extra: dict = field(default_factory=dict)
 
     @property
     def in_receptor_file(self) -> bool:
