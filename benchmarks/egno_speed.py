@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import resource
 import subprocess
@@ -26,8 +25,11 @@ import time
 import warnings
 from pathlib import Path
 
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = shared_data_dir()
 RESULTS = REPO / "benchmarks" / "results" / "egno_speed.json"
 # Official figures recorded in ../shared/BENCHMARKS.md (2-core machine, 1 thread, busy second core).
 RECORDED_OFFICIAL_MS = {"nbody": 148, "mocap": 478, "radius_100": 104, "radius_1000": 1050, "radius_10000": 24800}
@@ -237,7 +239,8 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"benchmark": "egno_speed", "machine": platform.platform(),
                                    "python": platform.python_version(), "official_compared": bool(args.official),
-                                   "nbody_generation_s": generation, "rows": rows}, indent=1))
+                                   "nbody_generation_s": generation, "rows": rows,
+                                   "provenance": provenance()}, indent=1))
     print(f"written {RESULTS.relative_to(REPO)}")
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -34,8 +33,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = shared_data_dir()
 PLB = SHARED / "plb"
 TARGETS = ("cdk2", "cmet", "eg5", "hif2a", "pde2", "pfkfb3", "ptp1b", "syk", "thrombin", "tnks2")
 
@@ -202,7 +204,7 @@ def main(argv=None):
     print(FOOTER)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     meta = {"torch": torch.__version__, "threads": 1, "date": time.strftime("%Y-%m-%d"),
-            "official": OFFICIAL, "quick": args.quick}
+            "official": OFFICIAL, "quick": args.quick, "provenance": provenance()}
     Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     print(f"wrote {args.out}")
 

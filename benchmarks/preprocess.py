@@ -34,9 +34,11 @@ import torch
 
 import geomol
 from geomol.data import complex_from_files, complex_from_structure, ligand_names, read_structure
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = shared_data_dir()
 REFERENCE_MS = {"cold": 69.0, "cached": 4.1}
 REFERENCE_SIZE = {"blocks": 100.4, "atoms": 590}
 
@@ -142,6 +144,7 @@ def main() -> None:
         "results": results,
         "mean_graph_size": {k: round(v, 2) for k, v in sizes.items()},
         "reference_mean_graph_size": REFERENCE_SIZE,
+        "provenance": provenance(),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(record, indent=2) + "\n")
