@@ -25,7 +25,6 @@ frame numbers behind a sample.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Sequence
 
 import numpy as np
