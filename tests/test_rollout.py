@@ -14,7 +14,7 @@ from geomol.cli import main
 from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset
 from geomol.errors import ConfigError, EmptySelectionError, TrajectoryError
 from geomol.inference.rollout import next_velocity
-from geomol.testing import assert_equivariant
+from geomol.testing import POSITION, VECTOR, assert_equivariant
 from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixture)
 from tests.rollout_fixtures import SELECTION, datafiles, train_tiny_egno
 
@@ -106,13 +106,12 @@ def test_rollout_writes_a_trajectory_mdanalysis_reads(model, tmp_path, suffix):
 def test_rollout_rotates_reflects_and_translates_with_its_input(model, dataset):
     double = copy.deepcopy(model).double()  # float64: equivariance to rounding
     item, charges = dataset[3], dataset.traj.charges
-    n = item.X.size(0)
 
-    def roll(coords):  # coords = [x; x + v]: v = difference, which rotates but does not translate
-        rollout = geomol.rollout_arrays(double, coords[:n], coords[n:] - coords[:n], windows=3, charges=charges)
-        return [torch.from_numpy(rollout.positions)], []
+    def roll(x, v):
+        return {"positions": torch.from_numpy(geomol.rollout_arrays(double, x, v, windows=3, charges=charges).positions)}
 
-    assert_equivariant(roll, torch.cat([item.X, item.X + item.V]).double(), atol=1e-7, trials=2)
+    assert_equivariant(roll, {"x": (item.X.double(), POSITION), "v": (item.V.double(), VECTOR)},
+                       {"positions": POSITION}, atol=1e-7, trials=2)
 
 
 def test_next_window_starts_from_the_last_predicted_state(model, dataset):

@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from geomol.nn.egnn import EGNNLayer, in_degree
-from geomol.testing import assert_equivariant
+from geomol.testing import INVARIANT, POSITION, VECTOR, assert_equivariant
 
 
 def literal_layer(layer, x, h, v, edge_index, e):
@@ -46,13 +46,11 @@ def test_layer_equivariance_and_permutation():
     deg = in_degree(ei[0], len(x), x.dtype)
     n = len(x)
 
-    def fn(coords):
-        # coords holds positions and (as a displacement from the positions) the velocities
-        xs, vs = coords[:n * 3].view(n, 3, 3), coords[n * 3:].view(n, 3, 3)
-        x_out, h_out = layer(xs, h, vs - xs, ei, e, deg)
-        return [x_out], [h_out]
+    def fn(x, v):
+        x_out, h_out = layer(x, h, v, ei, e, deg)
+        return {"x": x_out, "h": h_out}
 
-    assert_equivariant(fn, torch.cat([x, x + v]).reshape(-1, 3), atol=1e-9)
+    assert_equivariant(fn, {"x": (x, POSITION), "v": (v, VECTOR)}, {"x": POSITION, "h": INVARIANT}, atol=1e-9)
     perm = torch.randperm(n)
     inv = torch.argsort(perm)
     x_out, h_out = layer(x, h, v, ei, e, deg)

@@ -10,7 +10,7 @@ from geomol.nn.chunked import Chunk, chunked_recompute
 from geomol.nn.equivariant_ffn import EquivariantFFN
 from geomol.nn.equivariant_norm import EquivariantLayerNorm, recover_scale
 from geomol.nn.radial import RadialBasis
-from geomol.testing import assert_equivariant
+from geomol.testing import INVARIANT, POSITION, assert_equivariant
 from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
 
 
@@ -83,13 +83,13 @@ def test_attention_is_equivariant(chunked):
     H, Z, block_id, batch_id, edges, edge_attr = _small_complex()
     layer = BilevelAttention(16, 8, 2, 8, cutoff=3.0, d_edge=8, n_head=2, chunked=chunked).double()
 
-    def fn(coords):
-        pairs = sparse_atom_pairs(coords, block_id, edges, k=2, chunk_pairs=6)
-        out_H, out_Z = layer(H, coords, pairs, edge_attr)
-        return [out_Z], [out_H]
+    def fn(Z):
+        pairs = sparse_atom_pairs(Z, block_id, edges, k=2, chunk_pairs=6)
+        out_H, out_Z = layer(H, Z, pairs, edge_attr)
+        return {"Z": out_Z, "H": out_H}
 
-    assert_equivariant(fn, Z)
-    assert not torch.allclose(fn(Z)[0][0], Z)  # the layer moves atoms
+    assert_equivariant(fn, {"Z": (Z, POSITION)}, {"Z": POSITION, "H": INVARIANT})
+    assert not torch.allclose(fn(Z)["Z"], Z)  # the layer moves atoms
 
 
 def test_norm_ffn_and_recovery_are_equivariant():
@@ -98,12 +98,13 @@ def test_norm_ffn_and_recovery_are_equivariant():
     norm = EquivariantLayerNorm(16, 2, 8, cutoff=3.0).double()
     ffn = EquivariantFFN(16, 32, 2, 8, dropout=0.0).double()
 
-    def fn(coords):
-        h, z, scale = norm(H, coords, atom_graph, 2)
+    def fn(Z):
+        h, z, scale = norm(H, Z, atom_graph, 2)
         h, z = ffn(h, z, block_id, 6)
-        return [z, recover_scale(z, atom_graph, scale, 2)], [h, scale]
+        return {"z": z, "recovered": recover_scale(z, atom_graph, scale, 2), "h": h, "scale": scale}
 
-    assert_equivariant(fn, Z)
+    assert_equivariant(fn, {"Z": (Z, POSITION)},
+                       {"z": POSITION, "recovered": POSITION, "h": INVARIANT, "scale": INVARIANT})
 
 
 def test_norm_spread_and_degenerate_graphs():

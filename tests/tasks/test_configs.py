@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import glob
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from rdkit import Chem
 
 from geomol.cli import main
@@ -87,8 +90,32 @@ def test_config_trains_two_steps(name, tmp_path, monkeypatch):
     assert "train/loss" in metrics and ("val/" in metrics)
 
 
-def test_every_config_is_tested():
-    assert len(CONFIGS) == 11
+def _init_parameters(cls) -> set[str]:
+    """Keyword arguments that ``cls(...)`` accepts, following ``**kwargs`` up the class hierarchy."""
+    names = set()
+    for klass in cls.__mro__:
+        params = inspect.signature(klass.__init__).parameters.values() if "__init__" in vars(klass) else []
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params) and "__init__" in vars(klass):
+            break
+    return names
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config_names_lightning_classes_and_their_arguments(name):
+    """Each config's model and data classes exist, are Lightning modules, and accept every argument it gives
+    them; its trainer section holds only ``pl.Trainer`` arguments (cheap, before the training runs above)."""
+    import lightning.pytorch as pl
+
+    config = yaml.safe_load((REPO / "configs" / name).read_text())
+    for section, base in (("model", pl.LightningModule), ("data", pl.LightningDataModule)):
+        module, _, cls_name = config[section]["class_path"].rpartition(".")
+        cls = getattr(importlib.import_module(module), cls_name)
+        assert issubclass(cls, base)
+        unknown = set(config[section].get("init_args", {})) - _init_parameters(cls)
+        assert not unknown, f"{name}: {cls_name} takes no {sorted(unknown)}"
+    unknown = set(config.get("trainer", {})) - set(inspect.signature(pl.Trainer.__init__).parameters)
+    assert not unknown, f"{name}: pl.Trainer takes no {sorted(unknown)}"
 
 
 @pytest.mark.filterwarnings("ignore")

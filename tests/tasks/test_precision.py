@@ -1,10 +1,12 @@
-"""``trainer.precision=bf16-mixed`` trains both model families on the CPU with finite losses."""
+"""``trainer.precision=bf16-mixed`` trains both model families on the CPU: bfloat16 compute, float32 weights,
+finite losses."""
 from __future__ import annotations
 
 import math
 
 import lightning.pytorch as pl
 import pytest
+import torch
 from lightning.pytorch.callbacks import Callback
 
 from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule, DynamicsModule, NBodyDataModule
@@ -12,18 +14,30 @@ from tests.conftest import shared_path
 
 
 class Losses(Callback):
+    """Records the training losses and the dtypes that the model's linear layers compute in."""
+
     def __init__(self):
-        self.values = []
+        self.values, self.linear_dtypes = [], set()
+
+    def on_fit_start(self, trainer, module):
+        self.initial = {name: p.detach().clone() for name, p in module.named_parameters()}
+        for layer in module.modules():
+            if isinstance(layer, torch.nn.Linear):
+                layer.register_forward_hook(lambda _, __, out: self.linear_dtypes.add(out.dtype))
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.values.append(float(outputs["loss"]))
 
 
 def _fit(module, data, tmp_path):
+    """Three bf16-mixed steps: matrix products run in bfloat16, weights stay float32 and are updated."""
     losses = Losses()
     pl.Trainer(default_root_dir=tmp_path, precision="bf16-mixed", max_steps=3, limit_val_batches=0, logger=False,
                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                use_distributed_sampler=False, callbacks=[losses]).fit(module, data)
+    assert losses.linear_dtypes == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 for p in module.parameters())
+    assert any(not torch.equal(p, losses.initial[name]) for name, p in module.named_parameters())
     return losses.values
 
 
