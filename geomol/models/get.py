@@ -51,6 +51,7 @@ from geomol.data.blocks import BlockGraph
 from geomol.data.vocab import ATOM_TYPES, POSITION_CODES, VOCAB
 from geomol.models.get_core import GET
 from geomol.models.get_official import load_official_state_dict
+from geomol.models.readouts import readout_class
 from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
 from geomol.nn.scatter import scatter_mean, scatter_sum
 
@@ -172,6 +173,8 @@ class GETConfig:
         k_neighbors: block KNN k for intra- and inter-segment edges.
         n_block_types: rows of the block embedding (``len(vocab)``; fragments append rows).
         z_requires_grad: see :class:`GET` (the official wrappers pass False).
+        readout: class path of the affinity read-out (:mod:`geomol.models.readouts`; default the official
+            energy read-out). Used by :class:`GETAffinity` only.
     """
 
     d_hidden: int = 64
@@ -186,6 +189,7 @@ class GETConfig:
     dropout: float = 0.1
     n_block_types: int = len(VOCAB)
     z_requires_grad: bool = False
+    readout: str = "geomol.models.readouts.EnergyReadout"
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -254,14 +258,19 @@ class GETModel(nn.Module):
 
 
 class GETAffinity(GETModel):
-    """Binding-affinity predictor: pK = −energy (official ``AffinityPredictor``; LBA defaults).
+    """Binding-affinity predictor: pK = −energy by default (official ``AffinityPredictor``; LBA defaults),
+    or another read-out of ``config.readout`` (:mod:`geomol.models.readouts`).
 
     ``forward(graphs)`` takes a BlockGraph, a list or a batch of them and returns the predicted
     pK per complex, shape [B]. Trained with MSE against pK.
     """
 
+    def __init__(self, config: GETConfig | None = None, **overrides: Any):
+        super().__init__(config, **overrides)
+        self.readout = readout_class(self.config.readout)(self.config.d_hidden)
+
     def forward(self, graphs) -> torch.Tensor:
-        return -self.energy(self.embed(graphs))
+        return self.readout(self, self.embed(graphs))
 
     @staticmethod
     def loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

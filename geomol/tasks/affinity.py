@@ -44,7 +44,7 @@ class _GETTask(GeomolModule):
                  cutoff: float = _D.cutoff, d_edge: int = _D.d_edge, n_layers: int = _D.n_layers,
                  n_head: int = _D.n_head, k_neighbors: int = _D.k_neighbors, sparse_k: int | None = _D.sparse_k,
                  dropout: float = _D.dropout, n_block_types: int | None = None,
-                 z_requires_grad: bool = _D.z_requires_grad, lr: float = 1e-3, final_lr: float | None = 1e-6,
+                 z_requires_grad: bool = _D.z_requires_grad, readout: str = _D.readout, lr: float = 1e-3, final_lr: float | None = 1e-6,
                  weight_decay: float = 1e-3, compile: bool = False):
         super().__init__()
         self.save_hyperparameters(ignore=["loss_terms", "pretraining"])  # recorded as plain dicts by the subclass

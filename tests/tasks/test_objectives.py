@@ -2,6 +2,7 @@
 override of the shipped recipe, a new loss needs no change to the task, and checkpoints stay plain."""
 from __future__ import annotations
 
+import lightning.pytorch as pl
 import pytest
 import torch
 
@@ -71,3 +72,32 @@ def test_a_loss_added_by_class_path_trains_and_checkpoints_stay_plain(tmp_path, 
     again = AffinityModule.load_from_checkpoint(tmp_path / "m.ckpt", weights_only=True)
     assert [type(t).__name__ for t in again.loss_terms] == ["ConstantLoss"] and again.loss_terms[0].weight == 2.0
     assert again.recipe == cli.datamodule.recipe
+
+
+def test_a_readout_chosen_by_class_path_travels_to_the_loaded_model(tmp_path):
+    import geomol
+    from geomol.errors import ModelLoadError
+    from geomol.models.readouts import GraphReadout
+    from tests.affinity_fixtures import TINY_GET
+
+    graph_readout = "geomol.models.readouts.GraphReadout"
+    module = AffinityModule(**TINY_GET, n_block_types=150, readout=graph_readout)
+    assert isinstance(module.model.readout, GraphReadout)
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, accelerator="cpu")
+    trainer.strategy.connect(module)
+    trainer.save_checkpoint(tmp_path / "graph.ckpt")
+    loaded = geomol.load_model(tmp_path / "graph.ckpt")
+    assert loaded.arguments["readout"] == graph_readout and isinstance(loaded.members[0].readout, GraphReadout)
+    receptor = REPO / "data" / "example" / "tnks2_protein.pdb"
+    ligands = geomol.data.read_ligands(REPO / "data" / "example" / "tnks2_ligands.sdf")[:2]
+    graphs = [loaded.recipe.build(loaded.recipe.read_receptor(receptor), mol) for mol in ligands]
+    module.eval()
+    with torch.no_grad():
+        assert torch.equal(loaded.predict(graphs)[0], module(graphs).float())
+    # a model file can only name registered read-outs: nothing is imported from what it says
+    data = torch.load(tmp_path / "graph.ckpt", weights_only=True)
+    data["hyper_parameters"]["readout"] = "os.system"
+    torch.save(data, tmp_path / "evil.ckpt")
+    with pytest.raises(ModelLoadError, match="unknown read-out 'os.system'"):
+        geomol.load_model(tmp_path / "evil.ckpt")
