@@ -74,9 +74,11 @@ def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequenc
     Returns:
         one :class:`~geomol.inference.affinity.AffinityPrediction` per ligand, in input order:
         name, pK (ensemble mean), dG_kcal_mol (298.15 K), Kd_M (mol/L), pK_std (spread of the
-        ensemble members; NaN with one member), n_pocket_blocks, error. A ligand that cannot be
-        read or has no receptor residue within the cutoff comes back with ``error`` set and NaN
-        numbers; the others are still predicted.
+        ensemble members; NaN with one member), n_pocket_blocks, error, warnings. A ligand that
+        cannot be read or fails an input check (2D or collapsed pose, a protein as the ligand, not
+        in a pocket, a non-biomolecular receptor, an unphysical pK; ``docs/predict.md``) comes back
+        with ``error`` set and NaN numbers; the others are still predicted. ``warnings`` lists why
+        a reported number may mean little (outside the model's applicability domain).
 
     Raises:
         ModelLoadError: the model cannot be found or loaded.

@@ -19,6 +19,7 @@ __all__ = [
     "ModelLoadError",
     "DatasetError",
     "TrajectoryError",
+    "InputCheckError",
 ]
 
 
@@ -80,3 +81,8 @@ class DatasetError(GeomolError):
 
 class TrajectoryError(GeomolError):
     """A trajectory is unreadable, too short for the request, or inconsistent with its topology."""
+
+
+class InputCheckError(GeomolError):
+    """A readable input that a model must not be given: a 2D or collapsed ligand, a protein as the ligand,
+    a ligand outside any pocket or overlapping the receptor, a receptor that is not a biomolecule."""

@@ -12,6 +12,11 @@ Usage::
     python scripts/train_default_affinity.py train --seed 0 --out-dir runs/default   # one member per process
     python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json
     python scripts/train_default_affinity.py export --from-cv benchmarks/cv_runs/base   # the CV fold models instead
+    python scripts/train_default_affinity.py domain --spread-every 2   # (re)compute the applicability domain only
+
+``export`` records the model's applicability domain (``geomol.inference.domain``) measured on the training
+complexes; ``domain`` recomputes it for the exported model and rewrites only ``manifest.json`` (the member
+weights, and so the predictions, stay bit-identical).
 """
 from __future__ import annotations
 
@@ -172,8 +177,39 @@ Per target (the test fold of its protein):
 {_variants_text(variants)}"""
 
 
+def _training_graphs(model, cache_dir: str | None) -> list:
+    """Every training complex of the recipe, built with the model's graph recipe (labels in ``y``)."""
+    from geomol.data.datasets.combined import CombinedAffinityDataset
+
+    shared = shared_data_dir()
+    dataset = CombinedAffinityDataset(shared / "plb", shared / "fep_benchmark", name="plb+fep_benchmark",
+                                      recipe=model.recipe, num_workers=1, cache_dir=cache_dir, progress=False)
+    return [dataset[i] for i in range(len(dataset))]
+
+
+def _domain(model, args):
+    from geomol.inference.domain import domain_from_graphs
+
+    torch.set_num_threads(1)
+    graphs = _training_graphs(model, args.cache_dir)
+    spread_on = len(graphs[::args.spread_every])
+    which = f"every {args.spread_every}-th complex ({spread_on})" if args.spread_every > 1 else "all of them"
+    origin = f"the {len(graphs)} training complexes (plb + fep_benchmark); ensemble spread measured on {which}"
+    return domain_from_graphs(model, graphs, spread_every=args.spread_every, origin=origin)
+
+
+def domain(args) -> None:
+    from geomol.api import load_model
+    from geomol.inference.model_files import update_manifest
+
+    model = load_model(MODEL_DIR)
+    found = _domain(model, args)
+    update_manifest(MODEL_DIR, {"domain": found.to_dict()})
+    print(json.dumps(found.to_dict(), indent=1))
+
+
 def export(args) -> None:
-    from geomol.api import export_model
+    from geomol.api import load_model
 
     pattern = "fold*/best.ckpt" if args.from_cv else "seed*/last.ckpt"
     checkpoints = sorted(str(p) for p in Path(args.from_cv or args.out_dir).glob(pattern))
@@ -187,9 +223,11 @@ def export(args) -> None:
     metrics = {"cross_validation": cv["summary"], "cv_description": cv["description"]}
     variants = json.loads(Path(args.variants).read_text()) if args.variants and Path(args.variants).exists() else None
     card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv), variants=variants)
-    export_model(checkpoints, MODEL_DIR, card=card, name="get-plb",
-                 description="GET affinity ensemble trained on the protein-ligand-benchmark and the public FEP+ "
-                             "benchmark (pK of a protein-ligand pose)", metrics=metrics, overwrite=True)
+    model = load_model(checkpoints)
+    model.domain = _domain(model, args)
+    model.save(MODEL_DIR, card=card, name="get-plb",
+               description="GET affinity ensemble trained on the protein-ligand-benchmark and the public FEP+ "
+                           "benchmark (pK of a protein-ligand pose)", metrics=metrics, overwrite=True)
     print(f"{len(checkpoints)} members → {MODEL_DIR}")
 
 
@@ -207,8 +245,12 @@ def main() -> None:
     e.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
     e.add_argument("--variants", default=str(REPO / "benchmarks" / "results" / "affinity_cv_variants.json"),
                    help="table of `benchmarks/affinity_cv.py compare` for the card (skipped when absent)")
+    for command in (e, sub.add_parser("domain", help="recompute the applicability domain of the exported model")):
+        command.add_argument("--spread-every", type=int, default=1,
+                             help="measure the ensemble spread on every k-th training complex (default 1: all)")
+        command.add_argument("--cache-dir", default=None, help="processed-data cache (default: geomol's)")
     args = parser.parse_args()
-    train(args) if args.command == "train" else export(args)
+    {"train": train, "export": export, "domain": domain}[args.command](args)
 
 
 if __name__ == "__main__":

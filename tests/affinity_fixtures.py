@@ -28,6 +28,18 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+def _positive_small_pk(energy_ffn: torch.nn.Sequential) -> None:
+    """Keep the random weights but make every block add a small positive amount to pK.
+
+    Predictions outside the physical pK range (0–15) are refused; raw random weights give pK
+    around −5. A positive bias before the last SiLU and non-positive, scaled last weights make
+    each block's energy small and negative (pK = −Σ energies), still depending on the input.
+    """
+    with torch.no_grad():
+        energy_ffn[1].bias.add_(2.0)
+        energy_ffn[3].weight.copy_(-0.005 * energy_ffn[3].weight.abs())
+
+
 def lightning_checkpoint(path: Path, seed: int = 0, preprocessing: dict | None = None,
                          n_block_types: int = 150) -> Path:
     """Write a Lightning checkpoint of a tiny AffinityModule with seeded random weights."""
@@ -38,6 +50,7 @@ def lightning_checkpoint(path: Path, seed: int = 0, preprocessing: dict | None =
 
     torch.manual_seed(seed)
     module = AffinityModule(**TINY_GET, n_block_types=n_block_types)
+    _positive_small_pk(module.model.energy_ffn)
     module.recipe = ComplexRecipe.from_dict(PREPROCESSING if preprocessing is None else preprocessing)
     trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, accelerator="cpu")

@@ -155,7 +155,7 @@ def test_receptor_far_from_the_ligand_gives_a_clear_error(model, cdk2, tmp_path)
     far = transformed_pdb(receptor, tmp_path / "far.pdb", np.eye(3), np.array([80.0, 0.0, 0.0]))
     records = geomol.predict_affinity(far, sdf, model=model)
     assert not any(r.ok for r in records)
-    assert all("pocket is empty" in r.error and "10 Å" in r.error for r in records)
+    assert all("not in a pocket" in r.error and "4.5 Å" in r.error for r in records)
 
 
 def test_dna_ligand_residue_in_the_receptor_file(model):

@@ -70,8 +70,8 @@ def test_nothing_predicted_exits_non_zero_with_the_reason(model_dir, tmp_path, c
     out = tmp_path / "results.csv"
     assert predict("--receptor", str(far), "--ligands", str(LIGANDS), "--out", str(out), model=model_dir) == 1
     err = capsys.readouterr().err
-    assert "nothing could be predicted" in err and "pocket is empty" in err
-    assert all("pocket is empty" in r["error"] for r in read_predictions(out))
+    assert "nothing could be predicted" in err and "not in a pocket" in err
+    assert all("not in a pocket" in r["error"] for r in read_predictions(out))
 
 
 @pytest.mark.parametrize("args, message", [

@@ -8,9 +8,11 @@ Examples::
     geomol predict-affinity --pairs screen.csv --out screen.json
     geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --measured measured.csv --plot fit.png
 
-One row per ligand (columns name, pK, dG_kcal_mol, Kd_M, pK_std, n_pocket_blocks, error); a ligand
-that cannot be predicted is reported with its error and the others are still predicted. The exit
-status is non-zero only when nothing could be predicted.
+One row per ligand (columns name, pK, dG_kcal_mol, Kd_M, pK_std, n_pocket_blocks, error, warnings); a
+ligand that cannot be predicted (unreadable, or failing an input check: 2D, collapsed, not in a pocket,
+a protein, ...) is reported with its error and the others are still predicted; ``warnings`` flags a
+number from an input outside the model's applicability domain (docs/predict.md). The exit status is
+non-zero only when nothing could be predicted.
 """
 from __future__ import annotations
 
@@ -135,17 +137,20 @@ def _number(value: float, digits: int = 2) -> str:
 
 
 def _table(records: Sequence[AffinityPrediction], args, model_name: str):
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"binding affinity ({model_name})", title_justify="left")
     if args.pairs:
         table.add_column("receptor", overflow="fold")
     for column, justify in (("name", "left"), ("pK", "right"), ("± std", "right"), ("ΔG kcal/mol", "right"),
-                            ("Kd", "right"), ("pocket blocks", "right"), ("error", "left")):
+                            ("Kd", "right"), ("pocket blocks", "right"), ("error / warnings", "left")):
         table.add_column(column, justify=justify, overflow="fold")
     for r in records[:args.max_rows]:
+        # escaped: messages quote records as "file [molecule 3 'x']", which rich would read as markup
+        notes = escape(r.error) or "; ".join(f"[yellow]warning:[/yellow] {escape(w)}" for w in r.warnings)
         cells = [r.name, _number(r.pK), _number(r.pK_std), _number(r.dG_kcal_mol), _molar(r.Kd_M),
-                 "" if r.n_pocket_blocks is None else str(r.n_pocket_blocks), r.error]
+                 "" if r.n_pocket_blocks is None else str(r.n_pocket_blocks), notes]
         table.add_row(*([Path(r.receptor).name] if args.pairs else []), *cells)
     if len(records) > args.max_rows:
         table.caption = f"first {args.max_rows} of {len(records)} rows" + (f"; all in {args.out}" if args.out else "")
@@ -188,7 +193,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         Console().print(_table(records, args, model.name or args.model[0]))
     failed = [r for r in records if not r.ok]
+    flagged = sum(1 for r in records if r.ok and r.warnings)
     console.print(f"{len(records)} ligand(s): {len(records) - len(failed)} predicted, {len(failed)} failed"
+                  + (f", {flagged} predicted with warnings" if flagged else "")
                   + (f"; results in {args.out}" if args.out else ""))
     if len(failed) == len(records):
         print(f"geomol predict-affinity: error: nothing could be predicted; first error: {failed[0].error}",

@@ -10,7 +10,7 @@ the others are predicted. Records come back in input order.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -21,11 +21,13 @@ from geomol.data.io import Structure
 from geomol.data.recipe import ComplexRecipe
 from geomol.errors import ConfigError, EmptySelectionError, GeomolError
 from geomol.inference.affinity_model import AffinityModel
+from geomol.inference.domain import ApplicabilityDomain
+from geomol.inference.input_checks import checked_complex
 from geomol.inference.ligand_inputs import LigandInput
 
 __all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "pocket_block_count"]
 
-COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error")
+COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error", "warnings")
 """Columns of a prediction table, in order."""
 
 
@@ -42,6 +44,8 @@ class AffinityPrediction:
         n_pocket_blocks: receptor blocks in the pocket used (residues, nucleotides; one per atom of
             cofactors and ions).
         error: why this ligand could not be predicted ('' when it was; then the numbers are NaN).
+        warnings: what makes the number doubtful (input or prediction outside the model's applicability
+            domain, see ``docs/predict.md``); empty for an input like the training complexes.
         receptor: the receptor file (or description).
         source: where the ligand came from (``'file [molecule i]'``).
     """
@@ -53,6 +57,7 @@ class AffinityPrediction:
     pK_std: float = math.nan
     n_pocket_blocks: int | None = None
     error: str = ""
+    warnings: list[str] = field(default_factory=list)
     receptor: str = ""
     source: str = ""
 
@@ -60,10 +65,17 @@ class AffinityPrediction:
     def ok(self) -> bool:
         return not self.error
 
-    def set_pk(self, pk: float, std: float) -> None:
+    def set_pk(self, pk: float, std: float, domain: ApplicabilityDomain | None = None) -> None:
+        """Record the ensemble's pK and spread, unless ``domain`` finds them unphysical (then an error)."""
         if not math.isfinite(pk):
             self.error = "the model returned a non-finite pK"
             return
+        findings = domain.prediction_findings(pk, std) if domain is not None else []
+        errors = [f.message for f in findings if f.severity == "error"]
+        if errors:
+            self.error = "; ".join(errors)
+            return
+        self.warnings += [f.message for f in findings]
         self.pK, self.pK_std = pk, std
         self.dG_kcal_mol = dg_from_pk(pk)
         self.Kd_M = 10.0 ** -pk
@@ -146,8 +158,9 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
         record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error)
         if not item.error:
             try:
-                graph = _checked_types(_graph(item, receptor), model.arguments["n_block_types"], item.source)
-                graphs[i] = graph
+                graph, record.warnings = checked_complex(item, receptor.read, lambda: _graph(item, receptor),
+                                                         model.domain, receptor.recipe.keep_hydrogens)
+                graphs[i] = _checked_types(graph, model.arguments["n_block_types"], item.source)
                 record.n_pocket_blocks = pocket_block_count(graph)
             except GeomolError as exc:
                 record.error = str(exc)
@@ -181,6 +194,6 @@ def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence
             chosen = [order[g] for g in group]
             mean, std = model.predict([graphs[i] for i in chosen])
             for i, pk, spread in zip(chosen, mean.tolist(), std.tolist()):
-                records[i].set_pk(pk, spread)
+                records[i].set_pk(pk, spread, model.domain)
         yield from records
 

@@ -3,8 +3,9 @@
 :class:`AffinityModel` is what :func:`geomol.load_model` returns for an affinity model: one or
 more :class:`~geomol.models.get.GETAffinity` members of identical architecture
 (:class:`~geomol.models.get.GETConfig`), the :class:`~geomol.data.recipe.ComplexRecipe` that built
-their training graphs (pocket cutoff, hydrogens, ligand fragments), and descriptive metadata (name,
-description, metrics). ``predict`` gives the mean and the spread of the members' pK; building and
+their training graphs (pocket cutoff, hydrogens, ligand fragments), the applicability domain of its
+training complexes (:mod:`geomol.inference.domain`, in the manifest's ``domain``) and descriptive metadata
+(name, description, metrics). ``predict`` gives the mean and the spread of the members' pK; building and
 saving are those of every shipped model (:class:`~geomol.inference.shipped.ShippedModel`).
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from geomol.data.blocks import BlockGraph
 from geomol.data.recipe import ComplexRecipe
 from geomol.errors import ModelLoadError
+from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.shipped import ShippedModel
 from geomol.models.get import GETAffinity, GETConfig, as_batch
 
@@ -30,12 +32,18 @@ class AffinityModel(ShippedModel):
         members: the trained models (≥ 1), same constructor arguments.
         arguments: their :class:`~geomol.models.get.GETConfig` fields (``n_block_types`` included).
         recipe: how their training graphs were built.
+        domain: what the training complexes covered (:mod:`geomol.inference.domain`); None: defaults.
         name, description, metrics, origins: see :class:`~geomol.inference.shipped.ShippedModel`.
     """
 
     task = "affinity"
     recipe_type = ComplexRecipe
     default_architecture = "GETAffinity"
+
+    def __init__(self, members: Sequence[GETAffinity], arguments: Mapping[str, Any], recipe: ComplexRecipe, *,
+                 domain: ApplicabilityDomain | None = None, **metadata: Any):
+        super().__init__(members, arguments, recipe, **metadata)
+        self.domain = domain or ApplicabilityDomain.defaults()
 
     def __repr__(self) -> str:
         arch = ", ".join(f"{k}={v}" for k, v in self.arguments.items())
@@ -65,6 +73,13 @@ class AffinityModel(ShippedModel):
         if arguments["n_block_types"] < recipe.num_block_types:
             raise ModelLoadError(f"the model has {arguments['n_block_types']} block types but its preprocessing "
                                  f"(fragments) defines {recipe.num_block_types}", source=source)
+
+    @classmethod
+    def manifest_metadata(cls, manifest: Mapping[str, Any], model_dir) -> dict[str, Any]:
+        return {"domain": ApplicabilityDomain.from_dict(manifest.get("domain"), model_dir, warn=True)}
+
+    def manifest_entries(self) -> dict[str, Any]:
+        return {"domain": self.domain.to_dict()}
 
     def card_facts(self, manifest: Mapping[str, Any]) -> list[str]:
         recipe = manifest["preprocessing"]

@@ -36,7 +36,7 @@ from geomol.errors import ConfigError, ModelLoadError
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "ALIASES", "MODELS_ENV", "CheckpointContents",
            "model_search_path", "find_model_dir", "safe_torch_load", "read_lightning_checkpoint",
-           "read_manifest", "read_member_weights", "write_model_dir"]
+           "read_manifest", "read_member_weights", "write_model_dir", "update_manifest"]
 
 FORMAT = "geomol-model"
 FORMAT_VERSION = 1
@@ -223,3 +223,17 @@ def write_model_dir(out_dir: str | PathLike, manifest: dict[str, Any], members: 
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out_dir
+
+
+def update_manifest(path: str | PathLike, entries: Mapping[str, Any]) -> Path:
+    """Set top-level entries of an existing model's manifest (written atomically); member files are untouched.
+
+    For records computed after training (such as the applicability domain) that change no weight.
+    """
+    model_dir, manifest = read_manifest(path)
+    manifest.update(_json_ready(dict(entries), "the manifest entries"))
+    target = model_dir / MANIFEST
+    work = target.with_name(f".{MANIFEST}.tmp{os.getpid()}")
+    work.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    os.replace(work, target)
+    return target

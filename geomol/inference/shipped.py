@@ -107,6 +107,15 @@ class ShippedModel(nn.Module):
     def check_recipe(cls, arguments: Mapping[str, Any], recipe, source) -> None:
         """Refuse a recipe the networks cannot take (e.g. more block types than embedded)."""
 
+    @classmethod
+    def manifest_metadata(cls, manifest: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
+        """Constructor keywords of task-specific manifest entries (e.g. an applicability domain)."""
+        return {}
+
+    def manifest_entries(self) -> dict[str, Any]:
+        """Task-specific manifest entries, the counterpart of :meth:`manifest_metadata`."""
+        return {}
+
     # ------------------------------------------------------------------ building
     @classmethod
     def _check_count(cls, count: int, source) -> None:
@@ -158,14 +167,15 @@ class ShippedModel(nn.Module):
         return cls._assemble(architecture, manifest["hyperparameters"], recipe, states, model_dir,
                              name=str(manifest.get("name", model_dir.name)),
                              description=str(manifest.get("description", "")), metrics=manifest.get("metrics"),
-                             origins=[e.get("source", {}) if isinstance(e, Mapping) else {} for e in entries])
+                             origins=[e.get("source", {}) if isinstance(e, Mapping) else {} for e in entries],
+                             **cls.manifest_metadata(manifest, model_dir))
 
     # ------------------------------------------------------------------ saving
     def manifest(self, **overrides: Any) -> dict[str, Any]:
         """The manifest entries of this model (member files are added by the writer)."""
         return {"name": self.name, "task": self.task, "description": self.description,
                 "architecture": self.architecture, "hyperparameters": self.arguments,
-                "preprocessing": self.recipe.to_dict(), "metrics": self.metrics,
+                "preprocessing": self.recipe.to_dict(), "metrics": self.metrics, **self.manifest_entries(),
                 "geomol_version": geomol.__version__, **overrides,
                 "members": [{"source": origin} for origin in self.origins]}
 

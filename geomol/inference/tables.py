@@ -2,7 +2,8 @@
 
 * Results: one row per ligand with :data:`~geomol.inference.affinity.COLUMNS` (plus ``receptor``
   when several receptors were screened). CSV leaves a missing number empty; JSON is a list of
-  objects with ``null`` for it.
+  objects with ``null`` for it. ``warnings`` is a JSON list; in CSV its items are joined by
+  :data:`WARNING_SEPARATOR`.
 * Measured values: CSV with ``name`` and ``pK`` or ``dG_kcal_mol`` (converted to pK at 298.15 K).
 * Pairs (virtual screening): CSV with ``receptor`` and ``ligands`` (paths relative to the CSV's
   folder; a residue name or ``chain:<id>`` also works), optional ``ligand`` (index or title of
@@ -29,6 +30,7 @@ __all__ = ["OUTPUT_FORMATS", "output_format", "write_predictions", "read_predict
 
 OUTPUT_FORMATS = {".csv": "csv", ".json": "json"}
 _NUMERIC = ("pK", "dG_kcal_mol", "Kd_M", "pK_std")
+WARNING_SEPARATOR = " | "
 
 
 def output_format(path: str | PathLike) -> str:
@@ -42,6 +44,12 @@ def output_format(path: str | PathLike) -> str:
 def _row(record: AffinityPrediction, columns: Sequence[str]) -> dict:
     row = {c: getattr(record, c) for c in columns}
     return {c: None if isinstance(v, float) and not math.isfinite(v) else v for c, v in row.items()}
+
+
+def _csv_cell(value) -> str:
+    if isinstance(value, list):
+        return WARNING_SEPARATOR.join(value)
+    return "" if value is None else (f"{value:.6g}" if isinstance(value, float) else value)
 
 
 def write_predictions(records: Sequence[AffinityPrediction], path: str | PathLike, *,
@@ -60,8 +68,7 @@ def write_predictions(records: Sequence[AffinityPrediction], path: str | PathLik
         else:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
-            writer.writerows({c: "" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)
-                              for c, v in row.items()} for row in rows)
+            writer.writerows({c: _csv_cell(v) for c, v in row.items()} for row in rows)
     os.replace(tmp, path)
     return path
 
@@ -77,6 +84,8 @@ def read_predictions(path: str | PathLike) -> list[dict]:
         blocks = row.get("n_pocket_blocks")
         row["n_pocket_blocks"] = None if blocks in (None, "") else int(blocks)
         row["error"] = row.get("error") or ""
+        found = row.get("warnings") or []
+        row["warnings"] = found.split(WARNING_SEPARATOR) if isinstance(found, str) else list(found)
     return rows
 
 

@@ -28,6 +28,7 @@ from geomol.data.io._source import (
     read_text,
     third_party_errors,
 )
+from geomol.data.io.rdkit_hints import mol2_atom_type_problem, sanitisation_hint
 from geomol.errors import LigandNotFoundError, StructureReadError
 
 __all__ = ["read_ligand", "read_ligands", "ligand_names", "molecule_source"]
@@ -96,6 +97,9 @@ def _records(path) -> tuple[str, list[str]]:
 # ---------------------------------------------------------------------- parsing
 def _parse_record(fmt: str, record: str, path, index: int, sanitize: bool) -> Chem.Mol:
     where = f"molecule {index} {_title(fmt, record)!r}"
+    typing = mol2_atom_type_problem(record) if fmt == "mol2" else None
+    if typing:
+        raise StructureReadError(typing, source=path, record=where)
     with rdkit_messages() as messages, third_party_errors(path, "molecule", where):
         if fmt == "sdf":
             mol = Chem.MolFromMolBlock(record, sanitize=False, removeHs=False, strictParsing=True)
@@ -125,7 +129,8 @@ def _sanitized_or_raw(mol: Chem.Mol, path, where: str) -> Chem.Mol:
         failed = Chem.SanitizeMol(candidate, catchErrors=True)
     if failed == Chem.SanitizeFlags.SANITIZE_NONE:
         return candidate
-    reason = rdkit_reason(messages, str(failed))
+    reason = sanitisation_hint(rdkit_reason(messages, str(failed)))
+    mol.SetProp("_geomol_sanitize_error", reason)  # the prediction checks report it with the ligand
     warnings.warn(f"{path} [{where}]: RDKit sanitisation failed ({reason}); using the unsanitised molecule "
                   "(coordinates, elements and bonds as written)", StructureWarning, stacklevel=4)
     mol.UpdatePropertyCache(strict=False)
