@@ -79,7 +79,7 @@ def fold_overrides(args, variant: dict) -> dict:
         if not args.fragment_vocab:
             sys.exit("the fragments variant needs --fragment-vocab (a vocabulary from `geomol fragments learn`)")
         data["fragments"] = args.fragment_vocab
-    out = Path(args.out_dir)
+    out = Path(args.out_dir).resolve()  # absolute: not moved below the config's default_root_dir
     checkpoint = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
                   "init_args": {"dirpath": str(out / f"fold{args.fold}"), "monitor": "val/mean_target_spearman",
                                 "mode": "max", "save_top_k": 1, "filename": "best"}}
@@ -127,7 +127,7 @@ def train_fold(args) -> dict:
               "split_sizes": cli.datamodule.split_sizes(), "best_checkpoint": str(checkpoint.best_model_path),
               "best_val_mean_target_spearman": float(checkpoint.best_model_score),
               "train_seconds": train_seconds, "provenance": provenance(), "test": rows}
-    out = Path(args.out_dir)
+    out = Path(args.out_dir).resolve()  # absolute: not moved below the config's default_root_dir
     (out / f"fold{args.fold}.json").write_text(json.dumps(result, indent=1))
     return result
 

@@ -5,12 +5,20 @@
 * the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``rollout``) are plain
   argparse commands in :mod:`geomol.commands`, loaded only when used so that ``geomol --help``
   stays fast.
+
+Every subcommand takes ``--threads N`` (default: :mod:`geomol.commands.threads`), applied before any
+heavy work. A :class:`~geomol.errors.GeomolError` ends the command with one line on stderr (what is
+wrong and, where known, which option to pass) and exit status 1, never a traceback; warnings that
+geomol itself emits (e.g. skipped records) are one ``geomol <command>: warning: ...`` line each.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import warnings
+from contextlib import contextmanager
 
 from geomol.errors import GeomolError
 
@@ -18,7 +26,7 @@ LIGHTNING_SUBCOMMANDS = {
     "fit": "train a model from a YAML config",
     "validate": "evaluate a checkpoint on the validation set",
     "test": "evaluate a checkpoint on the test set",
-    "predict": "run a model over a data module's predict set",
+    "predict": "predict the data module's test split; writes predictions.csv and .json in the run",
 }
 # name -> (module under geomol.commands, one-line help)
 COMMANDS = {
@@ -30,9 +38,14 @@ COMMANDS = {
 }
 
 
+THREADS_HELP = ("every command takes --threads N: CPU threads for torch (default: OMP_NUM_THREADS if set, else the "
+                "physical cores this process may use, never more than the load average leaves free)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geomol", description="Geometric deep learning on 3D molecular systems: "
-                                     "GET (binding affinity) and EGNO (trajectories) on a graph of sets.")
+                                     "GET (binding affinity) and EGNO (trajectories) on a graph of sets.",
+                                     epilog=THREADS_HELP)
     sub = parser.add_subparsers(dest="command", metavar="command")
     for name, text in LIGHTNING_SUBCOMMANDS.items():
         sub.add_parser(name, help=f"{text} (see 'geomol {name} --help')", add_help=False)
@@ -41,24 +54,77 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error_line(command: str, err: GeomolError) -> str:
+    hint = getattr(err, "hint", None)
+    return f"geomol {command}: error: {err}" + (f"; {hint}" if hint else "")
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@contextmanager
+def _plain_warnings(command: str):
+    """Print geomol's own warnings as one line, without the Python source location and code line.
+
+    Only the printed form changes (``warnings.formatwarning``): code that records warnings (tests,
+    callers of :func:`main`) still gets the warning objects.
+    """
+    default = warnings.formatwarning
+
+    def format_warning(message, category, filename, lineno, line=None):
+        if os.path.abspath(str(filename)).startswith(_PACKAGE_DIR):
+            return f"geomol {command}: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = format_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default
+
+
+def _threads(argv: list[str], lightning: bool) -> list[str]:
+    """Apply ``--threads`` (or its default) and return argv without it for Lightning subcommands."""
+    from geomol.commands.threads import apply_threads, resolve_threads, take_threads_option
+
+    try:
+        option, rest = take_threads_option(argv, remove=lightning)
+    except ValueError as err:
+        raise SystemExit(f"geomol {argv[0]}: error: {err}") from None
+    if not any(arg in ("-h", "--help") for arg in rest):
+        apply_threads(resolve_threads(option))
+    return rest
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in LIGHTNING_SUBCOMMANDS:
+        argv = _threads(argv, lightning=True)
         from geomol.tasks.cli import run_lightning
 
-        return run_lightning(argv)
+        try:
+            with _plain_warnings(argv[0]):
+                return run_lightning(argv)
+        except GeomolError as err:
+            print(_error_line(argv[0], err), file=sys.stderr)
+            return 1
     if not argv or argv[0] not in COMMANDS:
         _parser().parse_args(argv or ["--help"])
         return 2
     name = argv[0]
     module = importlib.import_module(f"geomol.commands.{COMMANDS[name][0]}")
-    parser = argparse.ArgumentParser(prog=f"geomol {name}", description=module.__doc__.strip().splitlines()[0])
+    # a command may define --threads itself (with its own help); "resolve" lets it replace this one
+    parser = argparse.ArgumentParser(prog=f"geomol {name}", description=module.__doc__.strip().splitlines()[0],
+                                     conflict_handler="resolve")
+    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: see 'geomol --help')")
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
+    _threads(argv, lightning=False)
     try:
-        return int(module.run(args) or 0)
+        with _plain_warnings(name):
+            return int(module.run(args) or 0)
     except GeomolError as err:
-        print(f"geomol {name}: error: {err}", file=sys.stderr)
+        print(_error_line(name, err), file=sys.stderr)
         return 1
 
 

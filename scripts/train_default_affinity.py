@@ -37,7 +37,7 @@ MODEL_DIR = REPO / "models" / "get-plb"
 
 def member_overrides(args) -> dict:
     """What one member changes in the recipe's config: every complex for training, its seed, trainer settings."""
-    shared, out = shared_data_dir(), Path(args.out_dir)
+    shared, out = shared_data_dir(), Path(args.out_dir).resolve()  # absolute: kept out of default_root_dir
     data = {"plb_root": str(shared / "plb"), "fep_root": str(shared / "fep_benchmark"), "split": "all",
             "cache_dir": args.cache_dir, "preprocess_workers": 1, "seed": 12 + args.seed}
     saver = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",

@@ -107,7 +107,7 @@ SPECS = {
         "82 start frames as in the reference (49 / 16 / 17 samples)",
         ["no reference exists for this demonstration data; the EGNO paper's AdK numbers are on the 4187-frame "
          "equilibrium trajectory (240 ps per frame), a different and much larger data set"],
-        'geomol rollout --model egno-adk --topology "$PSF" --trajectory "$DCD" --frames 60 --out adk_rollout.xtc '
+        'geomol rollout --model egno-adk --topology "$PSF" --trajectory "$DCD" --horizon 60 --out adk_rollout.xtc '
         "--compare   # PSF, DCD: MDAnalysisTests.datafiles",
         overrides=_adk_overrides,
         data_note="A demonstration: 49 training samples from one short trajectory. Use it to try the rollout "

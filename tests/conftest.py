@@ -33,3 +33,11 @@ torch.set_num_threads(1)
 def _seed_torch():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_after_cli_runs():
+    """``geomol.cli.main`` sets torch's threads to the command's default; later tests keep one."""
+    yield
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)

@@ -208,7 +208,7 @@ def test_bad_inputs_give_clear_errors(model, tmp_path):
 def test_rollout_command(model_dir, tmp_path, capsys):
     out = tmp_path / "cli.xtc"
     code = main(["rollout", "--model", str(model_dir), "--topology", PSF, "--trajectory", DCD, "--select", SELECTION,
-                 "--start", "0", "--frames", "30", "--out", str(out), "--compare", "--quiet"])
+                 "--start", "0", "--horizon", "30", "--out", str(out), "--compare", "--quiet"])
     assert code == 0
     record = json.loads(out.with_suffix(".json").read_text())
     assert record["frames"][0] == 0 and record["frames"][-1] == 30 and "reference" in record
@@ -216,3 +216,28 @@ def test_rollout_command(model_dir, tmp_path, capsys):
     code = main(["rollout", "--model", str(model_dir), "--topology", PSF, "--trajectory", DCD,
                  "--select", "name XYZ", "--out", str(tmp_path / "bad.dcd"), "--quiet"])
     assert code == 1 and "matched no atom" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, count, predicted", [([], 7, 6), (["--no-start"], 7, 7),
+                                                     (["--output-frames", "ends"], 3, 2)])
+def test_frames_option_counts_the_frames_written(model_dir, tmp_path, extra, count, predicted):
+    """``--frames N`` means N frames in the output trajectory (the start frame counts unless --no-start)."""
+    import MDAnalysis as mda
+
+    from geomol.api import load_model
+    from geomol.inference.rollout import horizon_for_frames
+
+    out = tmp_path / "n.xtc"
+    assert main(["rollout", "--model", str(model_dir), "--topology", PSF, "--trajectory", DCD, "--select", SELECTION,
+                 "--frames", str(count), "--out", str(out), "--compare", "--quiet", *extra]) == 0
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert len(record["frames"]) == count == len(mda.Universe(str(tmp_path / "n_topology.pdb"), str(out)).trajectory)
+    protocol = load_model(model_dir).protocol
+    ends = "ends" in extra
+    assert record["frames"][-1] == horizon_for_frames(protocol, predicted, "ends" if ends else "all")
+    step, offsets = protocol.window_frames, protocol.target_offsets
+    expected = [k * step + o for k in range(predicted) for o in (offsets[-1:] if ends else offsets)][:predicted]
+    assert record["frames"][-predicted:] == expected
+    # the "no motion" baseline: RMSD of the start frame to each compared reference frame
+    assert len(record["reference"]["rmsd_no_motion_A"]) == len(record["reference"]["rmsd_A"])
+    assert record["reference"]["rmsd_no_motion_A"][0] > 0

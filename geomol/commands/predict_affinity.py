@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="pocket cutoff in Å (default: the value the model was trained with)")
     model.add_argument("--device", default="cpu", help="torch device (default cpu)")
     model.add_argument("--batch-size", type=int, default=32, help="complexes per forward pass (default 32)")
-    model.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    model.add_argument("--threads", type=int, help="CPU threads (default: OMP_NUM_THREADS, else the free physical cores)")
     output = parser.add_argument_group("output")
     output.add_argument("--out", metavar="FILE", help="write the results to a .csv or .json file")
     output.add_argument("--measured", metavar="CSV", help="measured values (columns name and pK or dG_kcal_mol) "

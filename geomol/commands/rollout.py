@@ -2,11 +2,15 @@
 
 Examples::
 
-    geomol rollout --model egno-adk --topology adk.psf --trajectory adk.dcd --select backbone \\
-        --start 0 --frames 200 --out rollout.xtc --compare
+    geomol rollout --model egno-adk --topology adk.psf --trajectory adk_dims.dcd --select backbone \\
+        --start 0 --frames 20 --out rollout.xtc --compare
     geomol rollout --model runs/egno_md/version_0/checkpoints/last.ckpt --topology start.pdb \\
         --velocity-from next.pdb --frames 150 --out rollout.dcd
     geomol rollout --topology sys.gro --trajectory run1.xtc --reference run2.xtc --superpose --out pred.pdb
+
+``--frames N`` is the number of frames the output trajectory holds (the start frame and N − 1
+predicted frames; N predicted frames with ``--no-start``); ``--horizon F`` instead rolls out until
+F frames past the start (the Python API's ``frames=``), ``--windows K`` for K model calls.
 
 Writes the trajectory (any multi-frame format MDAnalysis writes: DCD, XTC, TRR, PDB, NetCDF),
 ``<out stem>_topology.pdb`` beside coordinate-only formats, and a JSON summary
@@ -19,7 +23,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from geomol.inference.rollout import OUTPUT_FRAMES
+from geomol.inference.rollout import OUTPUT_FRAMES, horizon_for_frames
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,10 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--model", default="egno-adk", metavar="NAME|PATH",
                        help="shipped model name, model directory or .ckpt checkpoint (default egno-adk)")
-    model.add_argument("--frames", type=int, help="frames past the start to roll out (default: one window)")
-    model.add_argument("--windows", type=int, help="number of model calls, instead of --frames")
+    length = model.add_mutually_exclusive_group()
+    length.add_argument("--frames", type=int, metavar="N", help="frames in the output trajectory, the start frame "
+                        "included unless --no-start (default: one window)")
+    length.add_argument("--horizon", type=int, metavar="F", help="roll out until F frames past the start instead")
+    length.add_argument("--windows", type=int, metavar="K", help="number of model calls instead")
     model.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    model.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    model.add_argument("--threads", type=int, help="CPU threads (default: OMP_NUM_THREADS, else the free physical cores)")
     output = parser.add_argument_group("output")
     output.add_argument("--out", required=True, help="predicted trajectory (.dcd, .xtc, .trr, .pdb, .nc, ...)")
     output.add_argument("--output-frames", choices=OUTPUT_FRAMES, default="all",
@@ -65,20 +72,24 @@ def _velocity_from(value: str | None):
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from geomol.api import rollout
+    from geomol.api import load_model, rollout
     from geomol.errors import ConfigError
 
     if args.reference and args.compare:
         raise ConfigError("give --reference or --compare, not both")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     out = Path(args.out)
     reference = True if args.compare else args.reference
     plot = args.plot or (out.with_suffix(".png") if reference else None)
-    result = rollout(args.model, args.topology, args.trajectory, out=out, selection=args.selection, start=args.start,
-                     frames=args.frames, windows=args.windows, velocity_from=_velocity_from(args.velocity_from),
+    model = load_model(args.model, device=args.device)
+    horizon = args.horizon
+    if args.frames is not None and hasattr(model, "protocol"):  # other models: rollout() says what is wrong
+        predicted = args.frames - (0 if args.no_start else 1)
+        if predicted < 1:
+            raise ConfigError(f"--frames {args.frames} leaves no predicted frame (it counts the start frame "
+                              "unless --no-start)")
+        horizon = horizon_for_frames(model.protocol, predicted, args.output_frames)
+    result = rollout(model, args.topology, args.trajectory, out=out, selection=args.selection, start=args.start,
+                     frames=horizon, windows=args.windows, velocity_from=_velocity_from(args.velocity_from),
                      reference=reference, reference_topology=args.reference_topology, superpose=args.superpose,
                      plot=plot, summary=args.summary or out.with_suffix(".json"), output_frames=args.output_frames,
                      include_start=not args.no_start, device=args.device, progress=not args.quiet)
@@ -100,6 +111,8 @@ def _report(result, console) -> None:
         if "mean_rmsd_superposed_A" in reference:
             line += (f"; after superposition mean {reference['mean_rmsd_superposed_A']:.2f} Å, "
                      f"final {reference['final_rmsd_superposed_A']:.2f} Å")
+        if reference.get("mean_rmsd_no_motion_A") is not None:
+            line += f"; no motion (start frame kept): mean {reference['mean_rmsd_no_motion_A']:.2f} Å"
         console.print(line)
     for label, path in (("summary", result.summary_file), ("plot", result.plot_file)):
         if path is not None:

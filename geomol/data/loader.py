@@ -17,7 +17,7 @@ from torch_geometric.data import Batch
 
 from geomol.data.sampler import EpochBatchSampler
 
-__all__ = ["ResumableLoader", "collate_graphs"]
+__all__ = ["ResumableLoader", "PredictionBatches", "collate_graphs"]
 
 
 def collate_graphs(items: Sequence[Any]) -> Batch:
@@ -69,3 +69,22 @@ class ResumableLoader(DataLoader):
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.batch_sampler.load_state_dict(state)
+
+
+class PredictionBatches:
+    """The batches of a loader, in order, as a plain iterable (what ``predict_dataloader`` returns).
+
+    For prediction Lightning rebuilds any ``DataLoader`` it is given around a sampler of its own,
+    which a batch sampler with its own arguments (block budgets, sharding) cannot survive; an
+    iterable that is not a ``DataLoader`` is used as it is. Batches keep the items' ``name``, so
+    predictions are matched to items by name, not by Lightning's batch indices.
+    """
+
+    def __init__(self, loader: ResumableLoader):
+        self.loader = loader
+
+    def __iter__(self) -> Iterator:
+        return iter(self.loader)
+
+    def __len__(self) -> int:
+        return len(self.loader)

@@ -34,7 +34,7 @@ from geomol.errors import ConfigError
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 
-__all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "next_velocity", "iter_windows",
+__all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "horizon_for_frames", "next_velocity", "iter_windows",
            "kept_frames", "rollout_arrays", "progress_bar"]
 
 OUTPUT_FRAMES = ("all", "ends")
@@ -68,6 +68,19 @@ class ArrayRollout:
         """[F] times after the start in the protocol's time unit (None if the frame interval is unknown)."""
         interval = self.protocol.frame_interval
         return None if interval is None else self.frame_offsets * interval
+
+
+def horizon_for_frames(protocol: TrajectoryProtocol, count: int, output_frames: str = "all") -> int:
+    """Frames past the start that ``count`` predicted frames reach: the offset of the count-th one.
+
+    Predicted frames follow the offsets k·o_P + o_p (``"all"``) or k·o_P + o_P (``"ends"``); so with
+    offsets [3, 7, 11, 15], 5 predicted frames reach 18 frames past the start.
+    """
+    if count < 1:
+        raise ConfigError(f"the rollout must write at least one predicted frame, got {count}")
+    per_window = protocol.target_offsets if output_frames == "all" else protocol.target_offsets[-1:]
+    window, index = divmod(count - 1, len(per_window))
+    return window * protocol.window_frames + int(per_window[index])
 
 
 def num_windows(protocol: TrajectoryProtocol, frames: int | None = None, windows: int | None = None) -> int:

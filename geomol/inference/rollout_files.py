@@ -220,7 +220,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
         ref_topology, ref_trajectory = reference_topology or topology, trajectory if reference is True else reference
         comparison = ReferenceComparison(*open_selection(ref_topology, ref_trajectory, selection),
                                          _trajectory_name(ref_topology, ref_trajectory), len(atoms),
-                                         last_frame=start + last_offset, superpose=superpose)
+                                         last_frame=start + last_offset, superpose=superpose, still=x)
     written, times, done = [], [], 0
     with FrameWriter(out, atoms) as writer, progress_bar(total, progress) as advance:
         if include_start:

@@ -37,9 +37,12 @@ class ReferenceComparison:
         n_atoms: atoms of the rollout, which the selection must match.
         last_frame: the last frame number the rollout will write (checked before rolling out).
         superpose: also compute the RMSD after optimal superposition.
+        still: [N, 3] start positions (Å): also the RMSD of a "no motion" prediction that keeps them,
+            the baseline a model must beat.
     """
 
-    def __init__(self, universe, atoms, source: str, n_atoms: int, last_frame: int, superpose: bool = False):
+    def __init__(self, universe, atoms, source: str, n_atoms: int, last_frame: int, superpose: bool = False,
+                 still: np.ndarray | None = None):
         self.universe, self.atoms, self.source = universe, atoms, str(source)
         if len(atoms) != n_atoms:
             raise ConfigError(f"the selection has {len(atoms)} atoms in the reference but {n_atoms} in the input",
@@ -49,6 +52,8 @@ class ReferenceComparison:
             raise TrajectoryError(f"the reference has {n_frames} frames but the rollout reaches frame {last_frame}; "
                                   f"roll out fewer frames or give a longer reference", source=self.source)
         self.superpose = superpose
+        self.still = None if still is None else np.asarray(still, dtype=np.float64)
+        self.rmsd_still: list[float] = []
         self.frames: list[int] = []
         self.rmsd: list[float] = []
         self.rmsd_superposed: list[float] = []
@@ -66,6 +71,8 @@ class ReferenceComparison:
             from MDAnalysis.analysis.rms import rmsd
 
             self.rmsd_superposed.append(float(rmsd(positions, reference, center=True, superposition=True)))
+        if self.still is not None:
+            self.rmsd_still.append(float(np.sqrt(np.mean(np.sum((self.still - reference) ** 2, axis=-1)))))
         self.error_sum += error
         self.final_error = error
         return self.rmsd[-1]
@@ -79,6 +86,8 @@ class ReferenceComparison:
                "mean_rmsd_A": mean(self.rmsd), "final_rmsd_A": self.rmsd[-1] if self.rmsd else None,
                "per_atom_mean_error_A": (self.error_sum / max(len(self.rmsd), 1)).tolist(),
                "per_atom_final_error_A": self.final_error.tolist()}
+        if self.still is not None:
+            out.update(rmsd_no_motion_A=self.rmsd_still, mean_rmsd_no_motion_A=mean(self.rmsd_still))
         if self.superpose:
             out.update(rmsd_superposed_A=self.rmsd_superposed, mean_rmsd_superposed_A=mean(self.rmsd_superposed),
                        final_rmsd_superposed_A=self.rmsd_superposed[-1] if self.rmsd_superposed else None)
@@ -110,6 +119,8 @@ def plot_rollout(record: Mapping[str, Any], path: str | os.PathLike) -> Path:
     left.plot(times, reference["rmsd_A"], marker=".", label="no alignment")
     if "rmsd_superposed_A" in reference:
         left.plot(times, reference["rmsd_superposed_A"], marker=".", linestyle="--", label="after superposition")
+    if "rmsd_no_motion_A" in reference:  # the baseline: the start frame kept for ever
+        left.plot(times, reference["rmsd_no_motion_A"], color="grey", linestyle=":", label="no motion (start frame)")
     left.set(xlabel="time (ps)", ylabel="RMSD to reference (Å)", title="RMSD over the rollout")
     left.legend()
     atoms = np.arange(len(reference["per_atom_mean_error_A"]))

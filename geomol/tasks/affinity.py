@@ -138,8 +138,12 @@ class AffinityModule(_GETTask):
         return metrics
 
     def predict_step(self, batch, batch_idx) -> dict[str, Any]:
+        """Per item: ``name``, predicted ``pK`` and, where the item has a label, ``measured_pK``."""
         names = getattr(batch, "name", None) or [str(i) for i in range(batch.num_graphs)]
-        return {"name": list(names), "pK": self(batch).detach().cpu()}
+        out = {"name": list(names), "pK": self(batch).detach().cpu()}
+        if getattr(batch, "y", None) is not None:
+            out["measured_pK"] = batch.y.detach().float().cpu().reshape(-1)
+        return out
 
 
 class PairClassificationModule(_GETTask):
@@ -172,4 +176,7 @@ class PairClassificationModule(_GETTask):
         return {"auroc": auroc(cols["score"], cols["label"]), "auprc": auprc(cols["score"], cols["label"])}
 
     def predict_step(self, batch, batch_idx) -> dict[str, Any]:
-        return {"p_active": self(batch).softmax(-1)[:, 1].detach().cpu()}
+        """Per pair: ``name`` (of its first conformation) and ``p_active``."""
+        p_active = self(batch).softmax(-1)[:, 1].detach().cpu()
+        names = getattr(batch, "name", None) or [str(i) for i in range(2 * p_active.numel())]
+        return {"name": list(names)[0::2], "p_active": p_active}

@@ -103,7 +103,9 @@ class GeomolModule(pl.LightningModule):
             self.recipe = self.recipe_type.from_dict(record, source="checkpoint")
 
     def configure_callbacks(self):
-        return [RandomStateCheckpoint()]
+        from geomol.tasks.callbacks import FinalCheckpoint, PredictionWriter, ValidationReport
+
+        return [RandomStateCheckpoint(), ValidationReport(), FinalCheckpoint(), PredictionWriter()]
 
     @property
     def stage(self) -> str:
@@ -145,6 +147,7 @@ class GeomolModule(pl.LightningModule):
         return adam_with_decay(self.parameters(), hp.lr, hp.weight_decay, hp.get("final_lr"), total)
 
     def _log_metrics(self, stage: str, metrics: dict[str, float], batch_size: int | None = None) -> None:
-        # values are already global (gathered), so no cross-rank reduction is needed
-        self.log_dict({f"{stage}/{k}": float(v) for k, v in metrics.items()}, prog_bar=False,
+        # values are already global (gathered), so no cross-rank reduction is needed; shown in the
+        # progress bar, as Lightning users expect of validation metrics
+        self.log_dict({f"{stage}/{k}": float(v) for k, v in metrics.items()}, prog_bar=True,
                       sync_dist=False, batch_size=batch_size, rank_zero_only=False)

@@ -5,6 +5,11 @@ A config names a LightningModule and a LightningDataModule by class path (``mode
 the command line (``--trainer.max_epochs 5``, ``--data.init_args.fold 2``). Our loaders shard
 over DDP ranks themselves, so ``trainer.use_distributed_sampler`` defaults to False.
 
+Where output goes: relative ``save_dir`` of loggers and ``dirpath`` of checkpoint callbacks are
+below ``trainer.default_root_dir`` (``runs`` in the shipped configs), so ``--trainer.default_root_dir
+DIR`` moves a whole run. ``validate``/``test``/``predict`` on a checkpoint of a run
+(``<run>/version_N/checkpoints/x.ckpt``) log into ``<run>/version_N/<subcommand>``.
+
 Scripts that train (cross-validation, the shipped-model recipe) take the same path without a
 command line: :func:`build_from_config` instantiates trainer, model and data from a YAML config
 deep-merged with overrides, exactly as ``geomol fit --config`` does, and the script calls
@@ -13,6 +18,7 @@ deep-merged with overrides, exactly as ``geomol fit --config`` does, and the scr
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from os import PathLike
 from pathlib import Path
@@ -22,11 +28,12 @@ import lightning.pytorch as pl
 import yaml
 from lightning.pytorch.cli import LightningCLI
 
-from geomol.errors import ConfigError
-
 from geomol.data.recipe import ComplexRecipe
+from geomol.errors import ConfigError, GeomolError
 
 __all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config"]
+
+EVALUATION_SUBCOMMANDS = ("validate", "test", "predict")
 
 
 def _block_types(data_init_args) -> int:
@@ -50,6 +57,103 @@ class GeomolCLI(LightningCLI):
         if init_args is not None and "n_block_types" in init_args and init_args.get("n_block_types") is None:
             data = config.get("data")
             init_args["n_block_types"] = _block_types(data.get("init_args") if data is not None else None)
+        trainer = config.get("trainer")
+        if trainer is not None:
+            _place_outputs(trainer)
+            if self.subcommand in EVALUATION_SUBCOMMANDS:
+                _evaluation_outputs(trainer, config.get("ckpt_path"), str(self.subcommand))
+
+    def instantiate_classes(self) -> None:
+        with self._hint_on_error():
+            super().instantiate_classes()
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        with self._hint_on_error():
+            super()._run_subcommand(subcommand)
+
+    def _hint_on_error(self):
+        return _DataHint(self.config.get(str(self.subcommand), self.config) if self.subcommand else self.config)
+
+
+class _DataHint:
+    """Context manager: a GeomolError about a path that a ``data`` argument gave gets ``hint``,
+    the option that sets it (``--data.init_args.root``), for the command's one-line message."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if isinstance(error, GeomolError) and error.source and not getattr(error, "hint", None):
+            key = _data_key_for(self.config, error.source)
+            if key is not None:
+                error.hint = f"pass --data.init_args.{key} PATH"
+        return False
+
+
+def _data_key_for(config, source: str) -> str | None:
+    data = config.get("data") if config is not None else None
+    init_args = data.get("init_args") if data is not None else None
+    if init_args is None:
+        return None
+    target = os.path.normpath(source)
+    for key, value in (init_args.items() if hasattr(init_args, "items") else vars(init_args).items()):
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for item in values:
+            if isinstance(item, (str, os.PathLike)) and str(item):
+                path = os.path.normpath(str(item))
+                if target == path or target.startswith(path + os.sep):
+                    return key
+    return None
+
+
+def _entries(value: Any) -> list:
+    """Logger or callback config entries: a list, one entry, or nothing (``True``/``False``/``None``)."""
+    if value is None or isinstance(value, bool):
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _class_name(entry) -> str:
+    return str(entry.get("class_path", "")).rsplit(".", 1)[-1] if hasattr(entry, "get") else type(entry).__name__
+
+
+def _place_outputs(trainer) -> None:
+    """Put relative logger ``save_dir`` and checkpoint ``dirpath`` below ``trainer.default_root_dir``."""
+    root = trainer.get("default_root_dir")
+    if not root:
+        return
+    # absolute and resolved, as ModelCheckpoint stores a dirpath it is given: a later
+    # `geomol test` then finds the checkpoint callbacks' folder unchanged
+    root = os.path.realpath(os.path.expanduser(str(root)))
+    trainer["default_root_dir"] = root
+    for entry, key in [(e, "save_dir") for e in _entries(trainer.get("logger"))] + \
+                      [(e, "dirpath") for e in _entries(trainer.get("callbacks"))]:
+        init_args = entry.get("init_args") if hasattr(entry, "get") else None
+        value = init_args.get(key) if init_args is not None else None
+        if value is not None and not os.path.isabs(str(value)):
+            init_args[key] = os.path.normpath(os.path.join(root, str(value)))
+
+
+def _evaluation_outputs(trainer, ckpt_path, subcommand: str) -> None:
+    """validate/test/predict on a checkpoint: its checkpoint callbacks point at its folder (they write
+    nothing outside fit; their saved state then matches), and a checkpoint inside a run
+    (``version_N/checkpoints``) logs into ``version_N/<subcommand>`` instead of a new version."""
+    if not ckpt_path or str(ckpt_path) in ("last", "best", "hpc", "registry"):
+        return
+    checkpoint = Path(str(ckpt_path))
+    for entry in _entries(trainer.get("callbacks")):
+        init_args = entry.get("init_args") if hasattr(entry, "get") else None
+        if _class_name(entry) == "ModelCheckpoint" and init_args is not None:
+            init_args["dirpath"] = str(checkpoint.parent)
+    if checkpoint.parent.name != "checkpoints" or not checkpoint.parent.parent.name.startswith("version_"):
+        return
+    for entry in _entries(trainer.get("logger")):
+        init_args = entry.get("init_args") if hasattr(entry, "get") else None
+        if init_args is not None and "save_dir" in init_args:
+            init_args["version"] = f"{checkpoint.parent.parent.name}/{subcommand}"
 
 
 _CLI_OPTIONS = dict(subclass_mode_model=True, subclass_mode_data=True,

@@ -15,7 +15,7 @@ from typing import Any
 import lightning.pytorch as pl
 from torch.utils.data import Dataset
 
-from geomol.data.loader import ResumableLoader
+from geomol.data.loader import PredictionBatches, ResumableLoader
 from geomol.data.sampler import EpochBatchSampler
 from geomol.errors import ConfigError
 
@@ -92,8 +92,8 @@ class GraphDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> ResumableLoader:
         return self._loader("test", train=False)
 
-    def predict_dataloader(self) -> ResumableLoader:
-        return self._loader("test", train=False)
+    def predict_dataloader(self) -> PredictionBatches:
+        return PredictionBatches(self._loader("test", train=False))
 
     def split_sizes(self) -> dict[str, Any]:
         """Number of items per split (for logs and model cards)."""

@@ -72,4 +72,13 @@ class DynamicsModule(GeomolModule):
         return {"s2s_mse": float(torch.tensor(cols["s2s"]).mean()), "s2t_mse": float(torch.tensor(cols["s2t"]).mean())}
 
     def predict_step(self, batch, batch_idx) -> dict[str, Any]:
-        return {"x": self(batch).detach().cpu(), "batch": batch.batch.cpu()}
+        """Per item: ``name``, ``num_nodes``, predicted ``positions`` [N_i, P, 3] and, where the item
+        has targets, its ``s2s_mse`` and ``s2t_mse``."""
+        pred = self(batch).detach()
+        counts = torch.bincount(batch.batch, minlength=batch.num_graphs).tolist()
+        names = getattr(batch, "name", None) or [str(i) for i in range(batch.num_graphs)]
+        out = {"name": list(names), "num_nodes": counts, "positions": list(pred.cpu().split(counts))}
+        if getattr(batch, "X_target", None) is not None:
+            out["s2s_mse"] = s2s_mse(pred, batch.X_target, batch.batch, batch.num_graphs).cpu()
+            out["s2t_mse"] = s2t_mse(pred, batch.X_target, batch.batch, batch.num_graphs).cpu()
+        return out

@@ -134,15 +134,17 @@ def _atom_key(chain: str, number: str | int, icode: str, name: str) -> tuple[str
     return chain.strip(), str(number).strip(), icode.strip(), name.strip()
 
 
-def _coordinate_records(text: str, source, model: int, keep_hydrogens: bool) -> tuple[list[str], set]:
+def _coordinate_records(text: str, source, model: int, keep_hydrogens: bool) -> tuple[list[str], list[int], set]:
     """The ATOM/HETATM lines of one model, without waters and (optionally) marked hydrogens.
 
-    Also returns the keys (:func:`_atom_key`) of atoms whose element column says ``X``: Biopython
-    would replace that marker by a guess from the atom name (``UNK`` → uranium).
+    Also returns each kept line's number in the file (1-based: Biopython numbers the lines of the
+    text it is given, which are only these) and the keys (:func:`_atom_key`) of atoms whose element
+    column says ``X``: Biopython would replace that marker by a guess from the atom name (``UNK`` → uranium).
     """
     lines = text.splitlines()
     truncated_tail = not text.endswith(("\n", "\r"))
     kept: list[str] = []
+    numbers: list[int] = []
     marked_unknown = set()
     current, atoms_in_current, seen_atoms, last_length = 0, False, False, 0
     for n, line in enumerate(lines, start=1):
@@ -175,12 +177,13 @@ def _coordinate_records(text: str, source, model: int, keep_hydrogens: bool) -> 
         if element == _UNKNOWN_ELEMENT:
             marked_unknown.add(_atom_key(line[21], line[22:26], line[26], line[12:16]))
         kept.append(line)
+        numbers.append(n)
     if not seen_atoms:
         raise StructureReadError("no ATOM/HETATM records", source=source)
     if not kept and model > 0:
         raise StructureReadError(f"model {model} not found or without atoms (models are numbered from 0)",
                                  source=source)
-    return kept, marked_unknown
+    return kept, numbers, marked_unknown
 
 
 def _blank_element(name: str, resname: str) -> str:
@@ -197,11 +200,26 @@ def _blank_element(name: str, resname: str) -> str:
 
 
 def _parse_pdb(text: str, source, model: int, keep_hydrogens: bool):
-    records, marked_unknown = _coordinate_records(text, source, model, keep_hydrogens)
+    records, numbers, marked_unknown = _coordinate_records(text, source, model, keep_hydrogens)
     if not records:
         return None, marked_unknown
-    structure = PDBParser(PERMISSIVE=True, QUIET=False).get_structure("s", io.StringIO("\n".join(records) + "\n"))
+    try:
+        structure = PDBParser(PERMISSIVE=True, QUIET=False).get_structure("s", io.StringIO("\n".join(records) + "\n"))
+    except Exception as exc:  # noqa: BLE001 - re-raised with the file's line number
+        raise _in_file_lines(exc, numbers) from exc
     return (structure[0] if len(structure) else None), marked_unknown
+
+
+def _in_file_lines(exc: Exception, numbers: list[int]) -> Exception:
+    """``exc`` with its "line N" (a line of the records Biopython was given) made the file's line."""
+    match = re.search(r"\bline (\d+)", str(exc))
+    if match is None or not 1 <= int(match.group(1)) <= len(numbers):
+        return exc
+    line = numbers[int(match.group(1)) - 1]
+    try:
+        return type(exc)(f"{str(exc)[:match.start()]}line {line}{str(exc)[match.end():]}")
+    except Exception:  # noqa: BLE001 - an exception type with other arguments: keep it as it is
+        return exc
 
 
 # ---------------------------------------------------------------------- mmCIF

@@ -1,0 +1,149 @@
+"""Callbacks every geomol task adds to its Trainer (:meth:`GeomolModule.configure_callbacks`).
+
+* :class:`ValidationReport` prints the validation metrics after each validation of a fit;
+* :class:`FinalCheckpoint` makes every fit end with a checkpoint of its last step, also when a
+  short run (``max_steps``, ``limit_val_batches: 0``, ``check_val_every_n_epoch`` larger than the
+  run) never validated, and says where the checkpoints are;
+* :class:`PredictionWriter` writes ``geomol predict``'s outputs, one row per item with its name,
+  as ``predictions.csv`` and ``predictions.json`` in the run's log directory.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+
+from geomol.tasks.base import gather_objects
+
+__all__ = ["ValidationReport", "FinalCheckpoint", "PredictionWriter", "prediction_rows"]
+
+
+def _format_metrics(metrics: dict[str, Any], prefix: str) -> str:
+    parts = [f"{name} {float(value):.4g}" for name, value in sorted(metrics.items()) if name.startswith(prefix)]
+    return "  ".join(parts)
+
+
+class ValidationReport(Callback):
+    """Print one line with every ``val/*`` metric after each validation during ``fit``.
+
+    The progress bar shows them too, but it is redrawn every step; this line stays in the log.
+    """
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        line = _format_metrics(trainer.callback_metrics, "val/")
+        if line:
+            pl_module.print(f"validation after epoch {trainer.current_epoch}, step {trainer.global_step}: {line}")
+
+
+class FinalCheckpoint(Callback):
+    """Save a checkpoint of the last step when a fit ends and no checkpoint holds that step yet.
+
+    ``ModelCheckpoint`` saves after validations only, so a run that stops between them (or never
+    validates) would otherwise end without a checkpoint of its final weights. The file is the one
+    the config's unmonitored ``ModelCheckpoint`` writes (``last.ckpt``), else ``last.ckpt`` beside
+    the monitored checkpoints; nothing is saved when checkpointing is disabled.
+    """
+
+    def __init__(self):
+        self._saved_step: int | None = None
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        self._saved_step = trainer.global_step
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        checkpoints = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)]
+        if not checkpoints or checkpoints[0].dirpath is None:
+            pl_module.print("checkpointing is disabled: no checkpoint written")
+            return
+        if self._saved_step != trainer.global_step and trainer.global_step > 0:
+            trainer.save_checkpoint(self._last_path(trainer, checkpoints))
+        monitors = sorted({cb.monitor for cb in checkpoints if cb.monitor and not cb.best_model_path})
+        if monitors:
+            pl_module.print(f"no checkpoint selected by {', '.join(monitors)}: the run ended before a validation "
+                            "computed it (see check_val_every_n_epoch, val_check_interval, limit_val_batches)")
+        self._report(pl_module, checkpoints)
+
+    @staticmethod
+    def _last_path(trainer: pl.Trainer, checkpoints: list[ModelCheckpoint]) -> str:
+        unmonitored = [cb for cb in checkpoints if cb.monitor is None]
+        if unmonitored:
+            metrics = {**trainer.callback_metrics, "epoch": torch.tensor(trainer.current_epoch),
+                       "step": torch.tensor(trainer.global_step)}
+            path = unmonitored[0].format_checkpoint_name(metrics)
+            unmonitored[0].last_model_path = path
+            return path
+        return os.path.join(checkpoints[0].dirpath, "last" + ModelCheckpoint.FILE_EXTENSION)
+
+    @staticmethod
+    def _report(pl_module: pl.LightningModule, checkpoints: list[ModelCheckpoint]) -> None:
+        for cb in checkpoints:
+            if cb.monitor and cb.best_model_path:
+                score = float(cb.best_model_score) if cb.best_model_score is not None else math.nan
+                pl_module.print(f"best checkpoint ({cb.monitor} {score:.4g}): {cb.best_model_path}")
+            elif cb.monitor is None and (cb.last_model_path or cb.best_model_path):
+                pl_module.print(f"last checkpoint: {cb.last_model_path or cb.best_model_path}")
+
+
+def _per_item(value: Any, size: int) -> list[Any] | None:
+    """The B per-item values of a predict-step output column, or None if it is not one."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 or value.size(0) != size:
+            return None
+        return [v.item() if v.dim() == 0 else v.tolist() for v in value]
+    if isinstance(value, (list, tuple)) and len(value) == size:
+        return [v.tolist() if isinstance(v, torch.Tensor) else v for v in value]
+    return None
+
+
+def prediction_rows(outputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows (one per item, ``name`` first) of one predict step's ``{column: [B] values}`` output."""
+    size = len(outputs["name"])
+    columns = {key: _per_item(value, size) for key, value in outputs.items()}
+    columns = {key: values for key, values in columns.items() if values is not None}
+    return [{key: values[i] for key, values in columns.items()} for i in range(size)]
+
+
+class PredictionWriter(Callback):
+    """Collect ``predict_step`` outputs (dicts of per-item columns with a ``name`` column) and write them.
+
+    ``predictions.csv`` holds the scalar columns (e.g. ``name, pK, measured_pK``);
+    ``predictions.json`` every column (e.g. predicted positions [N, P, 3] in Å for trajectories).
+    Both go to ``trainer.log_dir`` (the run's ``predict`` folder when the checkpoint is in a run).
+    """
+
+    def __init__(self):
+        self._rows: list[dict[str, Any]] = []
+
+    def on_predict_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._rows = []
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if isinstance(outputs, dict) and "name" in outputs:
+            self._rows.extend(prediction_rows(outputs))
+
+    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        rows = gather_objects(self._rows)
+        out = Path(trainer.log_dir or trainer.default_root_dir)
+        if trainer.is_global_zero and rows:
+            write_predictions(rows, out)
+            pl_module.print(f"predictions of {len(rows)} items: {out / 'predictions.csv'}, {out / 'predictions.json'}")
+
+
+def write_predictions(rows: list[dict[str, Any]], out: Path) -> None:
+    """``out/predictions.csv`` (scalar columns) and ``out/predictions.json`` (all columns)."""
+    out.mkdir(parents=True, exist_ok=True)
+    scalar = [key for key, value in rows[0].items() if not isinstance(value, (list, dict))]
+    with open(out / "predictions.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=scalar, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "predictions.json").write_text(json.dumps(rows))
