@@ -23,7 +23,7 @@ The implementation lives in :mod:`geomol.inference`; this module only states the
 from __future__ import annotations
 
 from os import PathLike
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.io import Structure
@@ -31,15 +31,16 @@ from geomol.data.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel
-from geomol.inference.ligand_inputs import graph_inputs, ligand_inputs
+from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
 from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
-__all__ = ["load_model", "export_model", "predict_affinity", "rollout", "rollout_arrays", "AffinityModel",
-           "AffinityPrediction", "DynamicsModel", "TrajectoryRollout", "ArrayRollout", "PoseParameters"]
+__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "rollout", "rollout_arrays",
+           "AffinityModel", "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout",
+           "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
 
 
 # ---------------------------------------------------------------------- binding affinity
@@ -95,12 +96,27 @@ def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequenc
         ModelLoadError: the model cannot be found or loaded.
         GeomolError subclasses: the receptor cannot be read, or invalid arguments.
     """
+    return list(iter_affinity(receptor, ligands, model, pocket_cutoff, device, batch_size, max_blocks=max_blocks,
+                              receptor_chains=receptor_chains, reference=reference,
+                              pose_parameters=pose_parameters, write_poses=write_poses))
+
+
+def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[BlockGraph], ligands: Any = None,
+                  model: ModelReference = "default", pocket_cutoff: float | None = None, device: str = "cpu",
+                  batch_size: int = 32, *, max_blocks: int = 4000,
+                  receptor_chains: Sequence[str] | None = None, reference: Any = None,
+                  pose_parameters: PoseParameters | None = None,
+                  write_poses: str | PathLike | None = None) -> Iterator[AffinityPrediction]:
+    """:func:`predict_affinity`, one record at a time as predictions are made (for progress bars and long
+    screens); ``ligands`` may also hold :class:`~geomol.inference.ligand_inputs.LigandInput` items
+    (e.g. from :func:`select_ligand`). The model is loaded, and an unreadable receptor raises, at the first ``next``."""
     loaded = _affinity_model(model, device)
     if isinstance(receptor, BlockGraph) or (isinstance(receptor, (list, tuple)) and receptor
                                             and all(isinstance(g, BlockGraph) for g in receptor)):
         if ligands is not None:
             raise ConfigError("ligands must be None when the receptor argument holds ready-made complexes")
-        return list(predict_inputs(None, graph_inputs(receptor), loaded, batch_size=batch_size, max_blocks=max_blocks))
+        yield from predict_inputs(None, graph_inputs(receptor), loaded, batch_size=batch_size, max_blocks=max_blocks)
+        return
     if reference is not None:
         inputs, posed = posed_inputs(receptor, ligands, reference, receptor_chains=receptor_chains,
                                      parameters=pose_parameters)
@@ -110,8 +126,8 @@ def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequenc
         raise ConfigError("write_poses and pose_parameters need a reference ligand (reference=...)")
     else:
         inputs = ligand_inputs(ligands)
-    return list(predict_inputs(receptor, inputs, loaded, pocket_cutoff=pocket_cutoff,
-                               batch_size=batch_size, max_blocks=max_blocks, receptor_chains=receptor_chains))
+    yield from predict_inputs(receptor, inputs, loaded, pocket_cutoff=pocket_cutoff,
+                              batch_size=batch_size, max_blocks=max_blocks, receptor_chains=receptor_chains)
 
 
 # ---------------------------------------------------------------------- trajectory rollout

@@ -27,10 +27,10 @@ from itertools import groupby
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from geomol.api import (AffinityPrediction, LigandInput, iter_affinity, ligand_inputs, load_model, posed_inputs,
+                        select_ligand)
 from geomol.data.poses import POSE_COLUMNS, write_poses
 from geomol.errors import ConfigError, GeomolError
-from geomol.inference import AffinityPrediction, LigandInput, ligand_inputs, load_model, predict_inputs, select_ligand
-from geomol.inference.smiles_inputs import posed_inputs
 from geomol.inference.tables import (
     PairRow,
     output_format,
@@ -117,8 +117,8 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list[LigandInput]]]:
 def _predict_group(receptor: str, items: Sequence[LigandInput], model, args) -> Iterator[AffinityPrediction]:
     done = 0
     try:
-        for record in predict_inputs(receptor, items, model, pocket_cutoff=args.pocket_cutoff,
-                                     batch_size=args.batch_size, receptor_chains=args.receptor_chains):
+        for record in iter_affinity(receptor, list(items), model, pocket_cutoff=args.pocket_cutoff, device=args.device,
+                                    batch_size=args.batch_size, receptor_chains=args.receptor_chains):
             done += 1
             yield record
     except GeomolError as exc:
@@ -184,7 +184,7 @@ def _table(records: Sequence[AffinityPrediction], args, model_name: str):
 
 
 def _compare(records, args, console) -> None:
-    from geomol.tasks.metrics import regression_report
+    from geomol.metrics import regression_report
 
     measured = read_measured(args.measured)
     pairs = [(r.pK, measured[r.name]) for r in records if r.ok and r.name in measured]

@@ -9,7 +9,8 @@ Accepted, alone or in a list:
 * a residue name inside the receptor file (``"UNK"``, or explicitly ``"resname:UNK"``): HETATM or
   ATOM records alike, as DNA–ligand files write them;
 * a chain group of the receptor file, ``"chain:B"`` / ``"chains:H,L"``: a protein (or nucleic
-  acid) partner, for protein–protein affinities.
+  acid) partner, for protein–protein affinities;
+* a :class:`LigandInput` already expanded (e.g. by :func:`select_ligand`), kept as it is.
 
 Expansion never raises for a bad ligand: the error travels with the input so that the others
 are still predicted.
@@ -127,6 +128,8 @@ def _string_inputs(text: str) -> list[LigandInput]:
 
 
 def _expand(item: Any, index: int) -> list[LigandInput]:
+    if isinstance(item, LigandInput):
+        return [item]
     if isinstance(item, Chem.Mol):
         return [_molecule_input(item, index, f"molecule {index}")]
     if isinstance(item, (str, PathLike)):

@@ -26,12 +26,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from geomol.data.paths import shared_data
 from geomol.errors import DatasetError
 from geomol.data.datasets.trajectory import bond_and_two_hop_edges, last_offsets, even_offsets, trajectory_graph
 
-__all__ = ["MocapDataset", "DEFAULT_MOCAP_FILE"]
+__all__ = ["MocapDataset", "MOCAP_FILE"]
 
-DEFAULT_MOCAP_FILE = Path("..") / "shared" / "data" / "mocap_run" / "cmu_subject09_run.npz"
+MOCAP_FILE = ("mocap_run", "cmu_subject09_run.npz")
+"""Where the file lies under the shared data folder (:func:`geomol.data.paths.shared_data`)."""
 _DEFAULT_MAX_SAMPLES = {"train": 200, "valid": 600, "test": 600}
 
 
@@ -61,8 +63,8 @@ class MocapDataset(torch.utils.data.Dataset):
 
     Args:
         split: "train" | "valid" | "test".
-        path: the npz file (default ``../shared/data/mocap_run/cmu_subject09_run.npz`` relative to
-            the working directory, or ``$GEOMOL_SHARED_DATA/mocap_run/...``).
+        path: the npz file (default ``mocap_run/cmu_subject09_run.npz`` under the shared data folder,
+            ``$GEOMOL_SHARED_DATA``: see :mod:`geomol.data.paths`).
         num_timesteps: P. delta: Δ, frames to the last target.
         last: targets are the last P frames up to Δ (reference) instead of evenly spaced ⌊Δp/P⌋.
         max_samples: samples per split before the per-trial cut (reference 200 / 600 / 600).
@@ -73,7 +75,7 @@ class MocapDataset(torch.utils.data.Dataset):
                  delta: int = 30, last: bool = True, max_samples: int | None = None, height_feature: bool = True):
         if split not in _DEFAULT_MAX_SAMPLES:
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
-        path = Path(path) if path is not None else _default_path()
+        path = Path(path) if path is not None else shared_data(*MOCAP_FILE)
         trials, bones, starts = _read(path)
         self.split, self.path = split, path
         self.positions = [t[:-1] for t in trials]  # X_t, paired with V_t = X_{t+1} − X_t
@@ -104,7 +106,3 @@ class MocapDataset(torch.utils.data.Dataset):
                                 self.edge_index, self.edge_attr, node_attr=node_attr,
                                 name=f"mocap_run_{self.split}_t{trial}_f{start}")
 
-
-def _default_path() -> Path:
-    root = os.environ.get("GEOMOL_SHARED_DATA")
-    return Path(root) / "mocap_run" / DEFAULT_MOCAP_FILE.name if root else DEFAULT_MOCAP_FILE
