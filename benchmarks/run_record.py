@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -17,15 +16,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
+
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = Path(os.environ.get("GEOMOL_REFERENCE", REPO.parent / "shared" / "reference"))
-
-
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+REFERENCE = Path(os.environ.get("GEOMOL_REFERENCE", shared_data_dir().parent / "reference"))
 
 
 def load_average() -> list[float]:
@@ -34,16 +29,11 @@ def load_average() -> list[float]:
 
 
 def run_metadata(threads: int = 1) -> dict:
-    """Command, commit, versions, threads, machine and the load average now."""
-    import torch
-
-    return {"command": " ".join(["python", *[os.path.relpath(a, REPO) if a.startswith(str(REPO)) else a
-                                             for a in sys.argv]]),
-            "commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--",
-                                                                              "geomol", "benchmarks")),
-            "torch": torch.__version__, "python": platform.python_version(), "threads": threads,
-            "machine": platform.platform(), "cpu_count": os.cpu_count(),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average_before": load_average()}
+    """:func:`geomol.provenance.provenance` (command, commit, versions, machine, load) plus ``threads``, the torch
+    threads the measurements ran with (set in each worker), and the load average kept as ``load_average_before``
+    so that :func:`write_result` can add the one after."""
+    record = provenance()
+    return {**record, "threads": threads, "load_average_before": record["load_average"]}
 
 
 def official_checkout(option: str | None, env_var: str, default_name: str) -> Path | None:
