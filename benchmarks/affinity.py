@@ -41,8 +41,11 @@ from pathlib import Path
 import torch
 import yaml
 
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = shared_data_dir()
 DEFAULT_RECIPE = REPO / "configs" / "get_affinity_default.yaml"
 PEER_SECONDS_PER_LIGAND = 0.13  # PIGNet2 ensemble, one CPU thread (../shared/BENCHMARKS.md)
 
@@ -50,18 +53,17 @@ PEER_SECONDS_PER_LIGAND = 0.13  # PIGNet2 ensemble, one CPU thread (../shared/BE
 # ---------------------------------------------------------------------- speed
 def _random_default_model(members: int):
     """The default recipe's architecture with random weights (for timing when no trained model exists)."""
-    from geomol.data.vocab import VOCAB
-    from geomol.inference import AffinityModel, Preprocessing
-    from geomol.inference.affinity_model import GET_ARGUMENTS
-    from geomol.models.get import GETAffinity
+    from geomol.data.recipe import ComplexRecipe
+    from geomol.inference import AffinityModel
+    from geomol.models.get import GETAffinity, GETConfig
 
     recipe = yaml.safe_load(DEFAULT_RECIPE.read_text()) if DEFAULT_RECIPE.is_file() else {}
-    init = recipe.get("model", {}).get("init_args", {})
-    arguments = {k: v for k, v in init.items() if k in GET_ARGUMENTS}
-    arguments["n_block_types"] = len(VOCAB)
-    cutoff = recipe.get("data", {}).get("init_args", {}).get("pocket_cutoff", 10.0)
+    data = recipe.get("data", {}).get("init_args", {})
+    graphs = ComplexRecipe(**{k: data[k] for k in ("pocket_cutoff", "keep_hydrogens") if k in data})
+    config = GETConfig.from_mapping({**recipe.get("model", {}).get("init_args", {}),
+                                     "n_block_types": graphs.num_block_types})
     torch.manual_seed(0)
-    return AffinityModel([GETAffinity(**arguments) for _ in range(members)], arguments, Preprocessing(cutoff),
+    return AffinityModel([GETAffinity(config) for _ in range(members)], config.to_dict(), graphs,
                          name=f"random weights, {DEFAULT_RECIPE.name} architecture")
 
 
@@ -116,7 +118,7 @@ def speed(args: argparse.Namespace) -> None:
               "ligands": total_ligands, "seconds_per_ligand": round(per_ligand, 4),
               "cpu_seconds_per_ligand": round(cpu_per_ligand, 4),
               "cpu_seconds_per_ligand_per_member": round(cpu_per_ligand / members, 4),
-              "peer_seconds_per_ligand": PEER_SECONDS_PER_LIGAND}
+              "peer_seconds_per_ligand": PEER_SECONDS_PER_LIGAND, "provenance": provenance()}
     print(f"model: {result['model']} ({members} member(s)); load {load_seconds:.2f} s; 1 thread; "
           f"batch {args.batch_size}; median of {args.repeats}")
     print(f"{'target':<10}{'ligands':>8}{'failed':>8}{'pocket':>8}{'seconds':>9}{'s/ligand':>10}{'cpu s/ligand':>14}")

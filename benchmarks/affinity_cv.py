@@ -10,8 +10,12 @@ Per target (= protein) with at least ``--min-ligands`` ligands: Pearson and Spea
 measured pK; pooled RMSE over all test items. Results: one JSON per fold under ``--out-dir``, and the
 summary (``benchmarks/affinity.py cv`` prints it) in ``--summary``.
 
-Variants (``VARIANTS``) change the model or data arguments of the recipe; ``compare`` puts several
-summaries (and the ensemble of their predictions) in one table, the one the model card shows. The
+Every fold trains through the same config-driven path as ``geomol fit --config configs/get_affinity_default.yaml``
+(:func:`geomol.tasks.cli.build_from_config`: the YAML's trainer, model and data sections), with the fold,
+the variant and this script's trainer settings merged in. Variants (``VARIANTS``) are config overrides
+(model and data ``init_args``; auxiliary objectives as :mod:`geomol.tasks.objectives` components);
+``compare`` puts several summaries (and the ensemble of their predictions) in one table, the one the
+model card shows. The
 ``fragments`` variant takes a vocabulary: ``benchmarks/results/plb_fep_vocab.json`` was learned with
 ``geomol fragments learn --max-atoms 12 --out ... ../shared/data/plb/*/02_ligands/ligands.sdf
 ../shared/data/fep_benchmark/*/*_ligands.sdf`` (ligand structures only, no labels).
@@ -28,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import time
@@ -36,33 +39,56 @@ from pathlib import Path
 
 import torch
 
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+RECIPE = REPO / "configs" / "get_affinity_default.yaml"
 
 DEFAULT_SEED = 12
 
-# Variants: model and data arguments on top of the recipe (configs/get_affinity_default.yaml).
+
+def _term(name: str, **init_args) -> dict:
+    return {"class_path": f"geomol.tasks.objectives.{name}", "init_args": init_args}
+
+
+# Variants: model and data init_args merged into the recipe (configs/get_affinity_default.yaml).
 VARIANTS: dict[str, dict] = {
     "base": {"model": {}, "data": {}, "about": "the recipe: MSE on pK"},
     "lba_size": {"model": {"d_hidden": 64, "d_radial": 32, "n_rbf": 32, "n_layers": 3}, "data": {},
                  "about": "the larger GET of the LBA configuration (hidden 64, 3 layers)"},
-    "rank": {"model": {"rank_weight": 1.0}, "data": {"group_batches": True},
+    "rank": {"model": {"loss_terms": [_term("RankingLoss", weight=1.0)]}, "data": {"group_batches": True},
              "about": "+ pairwise ranking loss between ligands of a target's batch"},
     "pocket8": {"model": {}, "data": {"pocket_cutoff": 8.0}, "about": "pocket of 8 Å instead of 10 Å"},
     "hydrogens": {"model": {}, "data": {"keep_hydrogens": True}, "about": "hydrogens kept (ligand and pocket)"},
     "fragments": {"model": {}, "data": {},  # + --fragment-vocab (geomol fragments learn)
                   "about": "ligand blocks = principal-subgraph fragments (≤ 12 heavy atoms) instead of atoms"},
-    "rbfe": {"model": {"edge_weight": 1.0}, "data": {"group_batches": True},
+    "rbfe": {"model": {"loss_terms": [_term("RelativeEdgeLoss", weight=1.0)]}, "data": {"group_batches": True},
              "about": "+ multi-task: squared error of ΔpK on the series' perturbation (RBFE) edges"},
-    "pretrain": {"model": {"pretrain_epochs": 2}, "data": {},
+    "pretrain": {"model": {"pretraining": _term("DenoisingPretraining", epochs=2, sigma=1.0)}, "data": {},
                  "about": "2 epochs of ligand-coordinate denoising (no labels) before the affinity epochs"},
 }
 
 
-def _recipe() -> dict:
-    import yaml
-
-    return yaml.safe_load((REPO / "configs" / "get_affinity_default.yaml").read_text())
+def fold_overrides(args, variant: dict) -> dict:
+    """What a fold changes in the recipe's config: data roots, fold, variant, seed and trainer settings."""
+    shared = shared_data_dir()
+    data = {**variant["data"], "plb_root": str(shared / "plb"), "fep_root": str(shared / "fep_benchmark"),
+            "n_folds": args.folds, "fold": args.fold, "cache_dir": args.cache_dir, "preprocess_workers": 1}
+    if args.variant == "fragments":
+        if not args.fragment_vocab:
+            sys.exit("the fragments variant needs --fragment-vocab (a vocabulary from `geomol fragments learn`)")
+        data["fragments"] = args.fragment_vocab
+    out = Path(args.out_dir).resolve()  # absolute: not moved below the config's default_root_dir
+    checkpoint = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                  "init_args": {"dirpath": str(out / f"fold{args.fold}"), "monitor": "val/mean_target_spearman",
+                                "mode": "max", "save_top_k": 1, "filename": "best"}}
+    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger",
+              "init_args": {"save_dir": str(out), "name": f"fold{args.fold}"}}
+    trainer = {"max_epochs": args.epochs, "logger": logger, "callbacks": [checkpoint], "enable_progress_bar": False,
+               "enable_model_summary": False}
+    return {"seed_everything": args.seed + args.fold, "trainer": trainer, "model": {"init_args": variant["model"]},
+            "data": {"init_args": data}}
 
 
 def heavy_atoms(graph) -> int:
@@ -74,49 +100,34 @@ def heavy_atoms(graph) -> int:
 
 
 def train_fold(args) -> dict:
-    import lightning.pytorch as pl
-    from lightning.pytorch.callbacks import ModelCheckpoint
-    from lightning.pytorch.loggers import CSVLogger
-
-    from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule
+    import geomol
+    from geomol.tasks.cli import build_from_config, read_config
 
     torch.set_num_threads(1)
-    recipe, variant = _recipe(), VARIANTS[args.variant]
-    model_args = {**recipe["model"]["init_args"], **variant["model"]}
-    data_args = {**recipe["data"]["init_args"], **variant["data"], "plb_root": str(SHARED / "plb"),
-                 "fep_root": str(SHARED / "fep_benchmark"), "n_folds": args.folds, "fold": args.fold,
-                 "cache_dir": args.cache_dir, "preprocess_workers": 1}
-    if args.variant == "fragments":
-        if not args.fragment_vocab:
-            sys.exit("the fragments variant needs --fragment-vocab (a vocabulary from `geomol fragments learn`)")
-        data_args["fragments"] = args.fragment_vocab
-    pl.seed_everything(args.seed + args.fold)
-    data = BenchmarkAffinityDataModule(**data_args)
-    module = AffinityModule(**model_args)
-    out = Path(args.out_dir)
-    checkpoint = ModelCheckpoint(dirpath=out / f"fold{args.fold}", monitor="val/mean_target_spearman", mode="max",
-                                 save_top_k=1, filename="best")
-    trainer = pl.Trainer(max_epochs=args.epochs, gradient_clip_val=1.0, use_distributed_sampler=False,
-                         logger=CSVLogger(out, name=f"fold{args.fold}"), callbacks=[checkpoint],
-                         enable_progress_bar=False, enable_model_summary=False)
+    variant = VARIANTS[args.variant]
+    overrides = fold_overrides(args, variant)
+    cli = build_from_config(RECIPE, overrides)
     start = time.time()
-    trainer.fit(module, data)
+    cli.trainer.fit(cli.model, cli.datamodule)
     train_seconds = time.time() - start
-    best = AffinityModule.load_from_checkpoint(checkpoint.best_model_path, weights_only=True).eval()
+    checkpoint = cli.trainer.checkpoint_callback
+    best = geomol.load_model(checkpoint.best_model_path)  # the inference path, as users load it
     rows = []
-    with torch.no_grad():
-        for batch in data.test_dataloader():
-            pred = best(batch)
-            for i, graph in enumerate(batch.to_data_list()):
-                rows.append({"id": graph.name, "protein": graph.protein, "series": graph.series,
-                             "y": float(graph.y), "pred": float(pred[i]), "heavy_atoms": heavy_atoms(graph)})
+    for batch in cli.datamodule.test_dataloader():
+        pred, _ = best.predict(batch)
+        for i, graph in enumerate(batch.to_data_list()):
+            rows.append({"id": graph.name, "protein": graph.protein, "series": graph.series,
+                         "y": float(graph.y), "pred": float(pred[i]), "heavy_atoms": heavy_atoms(graph)})
+    config = read_config(RECIPE)
     result = {"fold": args.fold, "variant": args.variant, "about": variant["about"], "epochs": args.epochs,
               "seed": args.seed,
-              "model": model_args,
-              "data": {k: v for k, v in data_args.items() if k not in ("cache_dir",)},
-              "split_sizes": data.split_sizes(), "best_checkpoint": str(checkpoint.best_model_path),
+              "model": {**config["model"]["init_args"], **variant["model"]},
+              "data": {k: v for k, v in {**config["data"]["init_args"], **overrides["data"]["init_args"]}.items()
+                       if k not in ("cache_dir",)},
+              "split_sizes": cli.datamodule.split_sizes(), "best_checkpoint": str(checkpoint.best_model_path),
               "best_val_mean_target_spearman": float(checkpoint.best_model_score),
-              "train_seconds": train_seconds, "test": rows}
+              "train_seconds": train_seconds, "provenance": provenance(), "test": rows}
+    out = Path(args.out_dir).resolve()  # absolute: not moved below the config's default_root_dir
     (out / f"fold{args.fold}.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -124,7 +135,7 @@ def train_fold(args) -> dict:
 def score(rows: list[dict], min_ligands: int) -> tuple[dict, dict]:
     """Per-target and summary metrics of test rows (``id, protein, fold, y, pred, heavy_atoms``) against
     the heavy-atom-count baseline on the same items; targets with at least ``min_ligands`` ligands."""
-    from geomol.tasks.metrics import grouped_regression_report, mean_of, rmse
+    from geomol.metrics import grouped_regression_report, mean_of, rmse
 
     proteins, y = [r["protein"] for r in rows], [r["y"] for r in rows]
     model = grouped_regression_report([r["pred"] for r in rows], y, proteins)
@@ -170,6 +181,7 @@ def summarise(args) -> dict:
                          "n": len(f["test"]), "best_val_mean_target_spearman": f["best_val_mean_target_spearman"]}
                         for f in folds],
               "per_target": per_target, "summary": summary,
+              "provenance": {"summary": provenance(), "folds": [f.get("provenance") for f in folds]},
               "prediction_fields": list(PREDICTION_FIELDS),
               "predictions": [[r[k] for k in PREDICTION_FIELDS] for r in rows]}
     Path(args.summary).write_text(_dump_with_rows(result, "predictions"))
@@ -221,7 +233,7 @@ def compare(args) -> dict:
         print(f"{row['variant']:<40} " + " ".join(f"{row[k]:>8.3f}" for k in keys)
               + f"   ({row['hac_mean_target_spearman']:.3f})")
     out = {"description": "variants of the affinity recipe in the same protein-grouped cross-validation",
-           "machine": results[0].get("machine"), "rows": table}
+           "machine": results[0].get("machine"), "provenance": provenance(), "rows": table}
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
     return out
@@ -231,7 +243,7 @@ def _in_plb(protein: str, rows) -> bool:
     return any(r["protein"] == protein and r["id"].startswith("plb/") for r in rows)
 
 
-def main() -> None:
+def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train")
@@ -251,7 +263,11 @@ def main() -> None:
     table.add_argument("summaries", nargs="+", help="summary JSON files of `summarise`")
     table.add_argument("--out", help="JSON to write the table to")
     table.add_argument("--min-ligands", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = build_args()
     {"train": train_fold, "summarise": summarise, "compare": compare}[args.command](args)
 
 

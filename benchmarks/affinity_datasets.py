@@ -29,9 +29,11 @@ from torch_geometric.data import Batch
 
 from geomol.data.datasets.combined import CombinedAffinityDataset
 from geomol.data.sampler import DynamicBatchSampler
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = shared_data_dir()
 
 
 def build(cache: Path, workers: int) -> tuple[CombinedAffinityDataset, float]:
@@ -81,6 +83,7 @@ def main() -> None:
               f"{row['items_per_second']:>10}")
     print(f"skipped: {results['build'][0]['skipped']}; mean blocks {results['mean_blocks']}; "
           f"store {results['store_mib']} MiB")
+    results["provenance"] = provenance()
     Path(args.output).write_text(json.dumps(results, indent=1) + "\n")
 
 

@@ -3,30 +3,32 @@
 Configurations (as in ``../shared/BENCHMARKS.md``): N-body (batch 100 × 5 particles, 4 layers,
 hidden 64, P 5), Mocap Run (batch 12 × 31 joints, 6 layers, hidden 128), one radius graph of mean
 degree 16 with 100 … 10,000 nodes (N-body architecture), and P = 1 … 16 on the 1,000-node graph.
-Each configuration and implementation runs in a fresh subprocess with ``torch.set_num_threads(1)``:
-median time of forward+backward (MSE to a fixed target) and of forward alone (no grad) after a
-warm-up step, and the process's peak RSS. The official model is imported from a checkout of
-github.com/MinkaiXu/EGNO given with ``--official`` (it is not part of geomol); the official state
-dict is loaded into ours with ``load_official_state_dict``, and the outputs are compared.
+Both implementations run alternately in one process with ``torch.set_num_threads(1)``: median wall
+and CPU time of forward+backward (MSE to a fixed target) and of forward alone (no grad) after a
+warm-up step; peak RSS is measured in a fresh process per implementation. The official model
+(github.com/MinkaiXu/EGNO, not part of geomol) is imported from ``--official``, else
+``$GEOMOL_OFFICIAL_EGNO``, else ``../shared/reference/official_egno``; without it the official
+columns read "skipped". The official state dict is loaded into ours with
+``load_official_state_dict``, and the outputs are compared.
 
     python benchmarks/egno_speed.py [--official PATH] [--quick] [--only nbody,mocap] [--no-generation]
+    python benchmarks/egno_speed.py --profile radius_1000   # torch.profiler table of geomol
 
-Prints a table and writes ``benchmarks/results/egno_speed.json``.
+Prints a table and writes ``benchmarks/results/egno_speed.json`` (command, commit, versions,
+threads, load average before and after).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
-import resource
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from run_record import REPO, interleaved_medians, official_checkout, peak_rss_gb, run_metadata, run_worker, write_result
+
 SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 RESULTS = REPO / "benchmarks" / "results" / "egno_speed.json"
 # Official figures recorded in ../shared/BENCHMARKS.md (2-core machine, 1 thread, busy second core).
@@ -87,19 +89,6 @@ def dataset_inputs(arch: str):
 
 
 # ----------------------------------------------------------------------------------------- worker
-def interleaved_medians(fns: dict, steps: int) -> dict:
-    """Median ms of each function, run alternately (A B A B ...) so that load drift hits all alike."""
-    for fn in fns.values():
-        fn()  # warm-up
-    times = {name: [] for name in fns}
-    for _ in range(steps):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: 1000 * sorted(t)[len(t) // 2] for name, t in times.items()}
-
-
 def build_models(cfg: dict, with_official: str | None):
     import torch
 
@@ -124,7 +113,7 @@ def build_models(cfg: dict, with_official: str | None):
 
 
 def step_functions(cfg: dict, models: dict, inputs) -> dict:
-    """{"<impl>_fwd_bwd_ms" / "<impl>_forward_ms": callable} for models {"ours" | "official": module}."""
+    """{"<impl>_fwd_bwd" / "<impl>_forward": fn(step)} for models {"ours" | "official": module}."""
     import torch
 
     x, h, edge_index, edge_attr, v, center = inputs
@@ -139,14 +128,14 @@ def step_functions(cfg: dict, models: dict, inputs) -> dict:
             def forward(model=model):  # official layout [P·N, 3] → [N, P, 3]
                 return model(x, h, edge_index, edge_attr, v=v, loc_mean=center)[0].view(P, n, 3).transpose(0, 1)
 
-        def fwd_bwd(forward=forward, model=model):
+        def fwd_bwd(step=0, forward=forward, model=model):
             model.zero_grad(set_to_none=True)
             torch.nn.functional.mse_loss(forward(), target).backward()
 
-        def inference(forward=forward):
+        def inference(step=0, forward=forward):
             with torch.no_grad():
                 return forward()
-        fns[f"{impl}_fwd_bwd_ms"], fns[f"{impl}_forward_ms"] = fwd_bwd, inference
+        fns[f"{impl}_fwd_bwd"], fns[f"{impl}_forward"] = fwd_bwd, inference
     return fns
 
 
@@ -172,73 +161,107 @@ def worker(cfg: dict, mode: str, official_path: str | None) -> dict:
         result.update(interleaved_medians({k: f for k, f in fns.items() if "fwd_bwd" in k}, cfg["steps"]))
         result.update(interleaved_medians({k: f for k, f in fns.items() if "forward" in k}, cfg["steps"]))
         if official is not None:
-            ref, mine = fns["official_forward_ms"](), fns["ours_forward_ms"]()
+            ref, mine = fns["official_forward"](), fns["ours_forward"]()
             result["rel_err"] = float((mine - ref).norm() / ref.norm())
         return result
     if mode == "rss:official":
         del ours
     for fn in fns.values():
         fn(), fn()
-    result[f"{mode[4:]}_peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB on Linux
+    result[f"{mode[4:]}_peak_rss_gb"] = peak_rss_gb()
     return result
 
 
+def profile(cfg: dict, steps: int = 5, rows: int = 40) -> str:
+    """torch.profiler table (self CPU time) of geomol's fwd+bwd and forward on one configuration."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    torch.set_num_threads(1)
+    inputs = radius_inputs(cfg["nodes"]) if "nodes" in cfg else dataset_inputs(cfg["arch"])
+    fns = step_functions(cfg, {"ours": build_models(cfg, None)[0]}, inputs)
+    for fn in fns.values():
+        fn()
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            for fn in fns.values():
+                fn()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
 # ----------------------------------------------------------------------------------------- driver
-def run_worker(cfg: dict, mode: str, official: str | None) -> dict:
-    cmd = [sys.executable, __file__, "--worker", json.dumps(cfg), "--mode", mode]
-    if official:
-        cmd += ["--official", official]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def fmt(value, spec=".0f", scale=1.0, suffix=""):
+    return "skipped" if value is None else format(value * scale, spec) + suffix
 
 
-def fmt(value, spec=".0f"):
-    return "–" if value is None else format(value, spec)
+def ratio(row: dict, key: str):
+    off, ours = row.get(f"official_{key}"), row.get(f"ours_{key}")
+    return None if off is None or ours is None else off / ours
+
+
+HEADER = (f"{'config':<18}{'nodes':>7}{'edges':>8}{'P':>4} | {'official f+b':>12}{'geomol':>8}{'ratio':>8}"
+          f"{'cpu':>8} | {'official fwd':>12}{'geomol':>8}{'ratio':>8}{'cpu':>8} | {'RSS official':>12}"
+          f"{'geomol':>8}{'ratio':>8} | {'rel err':>8}")
+FOOTER = ("times in ms, wall medians with both sides alternated in one process (1 thread); ratio, cpu: official / "
+          "geomol in wall and in CPU time; RSS: peak GB, each side alone in a fresh process; rel err: relative "
+          "difference of the predicted positions (forward)")
+
+
+def row_line(row: dict) -> str:
+    return (f"{row['config']:<18}{fmt(row.get('nodes')):>7}{fmt(row.get('edges')):>8}{row['P']:>4} | "
+            f"{fmt(row.get('official_fwd_bwd_seconds'), '.0f', 1e3):>12}{fmt(row.get('ours_fwd_bwd_seconds'), '.0f', 1e3):>8}"
+            f"{fmt(ratio(row, 'fwd_bwd_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'fwd_bwd_cpu_seconds'), '.2f', 1, 'x'):>8} | "
+            f"{fmt(row.get('official_forward_seconds'), '.0f', 1e3):>12}{fmt(row.get('ours_forward_seconds'), '.0f', 1e3):>8}"
+            f"{fmt(ratio(row, 'forward_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'forward_cpu_seconds'), '.2f', 1, 'x'):>8} | "
+            f"{fmt(row.get('official_peak_rss_gb'), '.2f'):>12}{fmt(row.get('ours_peak_rss_gb'), '.2f'):>8}"
+            f"{fmt(ratio(row, 'peak_rss_gb'), '.2f', 1, 'x'):>8} | {fmt(row.get('rel_err'), '.1e'):>8}"
+            + (f"  {row['error']}" if "error" in row else ""))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--official", help="path to a checkout of github.com/MinkaiXu/EGNO")
+    parser.add_argument("--official", help="checkout of github.com/MinkaiXu/EGNO (default: $GEOMOL_OFFICIAL_EGNO "
+                                           "or ../shared/reference/official_egno)")
     parser.add_argument("--quick", action="store_true", help="skip the 10,000-node graph")
     parser.add_argument("--only", help="comma-separated configuration names")
     parser.add_argument("--no-generation", action="store_true", help="skip timing the 14,000 N-body trajectories")
+    parser.add_argument("--profile", help="print a torch.profiler table of geomol on one configuration and exit")
+    parser.add_argument("--steps", type=int, help="timed steps per configuration (default: 20 small … 2 large)")
+    parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="time", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    official = official_checkout(args.official, "GEOMOL_OFFICIAL_EGNO", "official_egno")
+    official = str(official) if official else None
     if args.worker:
-        print(json.dumps(worker(json.loads(args.worker), args.mode, args.official)))
+        print(json.dumps(worker(json.loads(args.worker), args.mode, official)))
         return
+    if args.profile:
+        print(profile(next(c for c in configs(False) if c["name"] == args.profile)))
+        return
+    meta = {**run_metadata(), "official": official and os.path.relpath(official, REPO)}
+    print(f"official code: {official or 'not found, official columns skipped'}; load {meta['load_average_before']}")
+    print(HEADER + "\n" + "-" * len(HEADER))
     rows = []
-    header = (f"{'config':<18}{'nodes':>7}{'edges':>8}{'P':>4} | {'ours f+b':>9}{'fwd':>7}{'RSS GB':>7} | "
-              f"{'official f+b':>12}{'fwd':>7}{'RSS GB':>7} | {'speed-up':>8}{'rel err':>9} | {'recorded':>8}")
-    print(header + "\n" + "-" * len(header))
     for cfg in configs(args.quick):
         if args.only and cfg["name"] not in args.only.split(","):
             continue
-        row = {"config": cfg["name"], "P": cfg["P"], **run_worker(cfg, "time", args.official),
-               **run_worker(cfg, "rss:ours", None), "recorded_official_ms": RECORDED_OFFICIAL_MS.get(cfg["name"])}
-        if args.official:
-            row.update(run_worker(cfg, "rss:official", args.official))
-        if "official_fwd_bwd_ms" in row:
-            row["speedup_fwd_bwd"] = row["official_fwd_bwd_ms"] / row["ours_fwd_bwd_ms"]
-            row["speedup_forward"] = row["official_forward_ms"] / row["ours_forward_ms"]
+        cfg = {**cfg, "steps": min(cfg["steps"], args.steps)} if args.steps else cfg
+        flags = ["--worker", json.dumps(cfg)] + (["--official", official] if official else
+                                                 ["--official", "/nonexistent"])
+        row = {"config": cfg["name"], "P": cfg["P"], **run_worker(__file__, flags + ["--mode", "time"]),
+               **run_worker(__file__, flags + ["--mode", "rss:ours"]),
+               "recorded_official_ms": RECORDED_OFFICIAL_MS.get(cfg["name"])}
+        if official:
+            row.update(run_worker(__file__, flags + ["--mode", "rss:official"]))
         rows.append(row)
-        print(f"{cfg['name']:<18}{fmt(row.get('nodes')):>7}{fmt(row.get('edges')):>8}{cfg['P']:>4} | "
-              f"{fmt(row.get('ours_fwd_bwd_ms')):>9}{fmt(row.get('ours_forward_ms')):>7}"
-              f"{fmt(row.get('ours_peak_rss_gb'), '.2f'):>7} | {fmt(row.get('official_fwd_bwd_ms')):>12}"
-              f"{fmt(row.get('official_forward_ms')):>7}{fmt(row.get('official_peak_rss_gb'), '.2f'):>7} | "
-              f"{fmt(row.get('speedup_fwd_bwd'), '.2f'):>8}{fmt(row.get('rel_err'), '.1e'):>9} | "
-              f"{fmt(row['recorded_official_ms']):>8}" + (f"  {row['error']}" if "error" in row else ""))
-    generation = None if args.no_generation else run_worker({"generation": True}, "ours", None).get("seconds")
-    if generation is not None:
+        print(row_line(row), flush=True)
+    print(FOOTER)
+    generation = None
+    if not args.no_generation:
+        generation = run_worker(__file__, ["--worker", json.dumps({"generation": True}), "--mode", "ours"]).get("seconds")
         print(f"\nN-body generation, 14,000 trajectories (10000/2000/2000, 5000 steps, 1 thread): {generation:.1f} s")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"benchmark": "egno_speed", "machine": platform.platform(),
-                                   "python": platform.python_version(), "official_compared": bool(args.official),
-                                   "nbody_generation_s": generation, "rows": rows}, indent=1))
-    print(f"written {RESULTS.relative_to(REPO)}")
+    write_result(Path(args.out), meta, rows, nbody_generation_s=generation)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
 from pathlib import Path
@@ -19,9 +18,11 @@ import torch
 from rdkit import Chem, RDLogger
 
 from geomol.data.fragment import FragmentVocab
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = shared_data_dir()
 RESULTS = REPO / "benchmarks" / "results" / "fragment_vocab.json"
 
 
@@ -101,6 +102,7 @@ def main() -> None:
         "rows": rows,
         "machine": {"python": platform.python_version(), "rdkit": Chem.rdBase.rdkitVersion,
                     "processor": platform.processor() or platform.machine(), "threads": 1},
+        "provenance": provenance(),
     }
     RESULTS.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {RESULTS.relative_to(REPO)}")

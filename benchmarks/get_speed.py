@@ -1,22 +1,28 @@
-"""GET speed and memory: forward+backward of GETAffinity (LBA configuration) on PLB pockets.
+"""GET speed and memory: the official AffinityPredictor and geomol's GETAffinity side by side.
 
-Measures, each configuration in a fresh subprocess with one intra-op thread (so that peak RSS,
-``ru_maxrss``, is comparable between configurations):
+Same inputs (PLB complexes built by geomol, converted to the official tensors), same weights
+(the official state dict loaded into ours with ``load_official_state_dict``), LBA configuration,
+one intra-op thread. Cases:
 
-* ``batch16``: training steps (forward + backward, train mode) on batches of 16 PLB pockets
-  (10 Å, no hydrogens, one block per ligand heavy atom), several distinct batches, median;
+* ``batch16``: training steps (forward + backward, train mode) on batches of 16 PLB 10 Å pockets
+  (no hydrogens, one block per ligand heavy atom), several distinct batches;
 * ``forward16``: inference (eval, no grad) on the same batches;
-* the official scaling rows of ``../shared/BENCHMARKS.md``: cdk2 with its first ligand, pockets
-  at 10, 15, 20, 30 Å and the whole protein;
-* a size series of 100 … 3200 blocks per complex: the blocks nearest to the cdk2 ligand, taken
-  from copies of the cdk2 receptor tiled 70 Å apart once one copy is not enough.
+* ``cutoff_*``: fwd+bwd on cdk2 with its first ligand, pockets at 10, 15, 20, 30 Å and the whole protein;
+* ``blocks_*`` (geomol only): a size series of 100 … 3200 blocks (cdk2 receptor copies tiled 70 Å
+  apart), to check that the cost per block edge stays flat.
 
-Wall and CPU (process) times are medians after warm-up; other jobs share the machine, so CPU
-time is the steadier figure. Prints a table and writes JSON (default
-``benchmarks/results/get_speed.json``). Run from the repository root:
+Times are medians after a warm-up, the two implementations called alternately in one process;
+peak RSS is measured in a fresh process per implementation running the same steps
+(warm-up + 2). The official
+code (github.com/THUNLP-MT/GET, which needs torch_scatter) is taken from ``--official``, else
+``$GEOMOL_OFFICIAL_GET``, else ``../shared/reference/official_get``; without it the official
+columns read "skipped". Prints a table and writes ``benchmarks/results/get_speed.json``
+(with command, commit, versions, threads and the load average before and after). From the
+repository root:
 
-    python benchmarks/get_speed.py            # full run, several minutes
-    python benchmarks/get_speed.py --quick    # fewer steps and sizes
+    python benchmarks/get_speed.py                    # everything, ~15 minutes
+    python benchmarks/get_speed.py --only batch16 cutoff_whole --steps 3
+    python benchmarks/get_speed.py --profile batch16  # torch.profiler table of one geomol step
 """
 from __future__ import annotations
 
@@ -24,9 +30,7 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,22 +38,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from run_record import (REPO, interleaved_medians, official_checkout, peak_rss_gb, run_metadata, run_worker,
+                        write_result)
+
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 PLB = SHARED / "plb"
 TARGETS = ("cdk2", "cmet", "eg5", "hif2a", "pde2", "pfkfb3", "ptp1b", "syk", "thrombin", "tnks2")
-
-# ../shared/BENCHMARKS.md: the official AffinityPredictor on this machine class (1 thread).
-OFFICIAL = {
-    "batch16": {"seconds": 12.2, "rss_gb": 5.4},
-    "forward16": {"seconds": 5.15},  # "4.8–5.5 s"
-    "cutoff_10": {"blocks": 87, "edges": 1706, "pairs": 18783, "seconds": 0.30, "edge_seconds": 0.016, "rss_gb": 0.66},
-    "cutoff_15": {"blocks": 144, "edges": 2846, "pairs": 36085, "seconds": 0.58, "edge_seconds": 0.05, "rss_gb": 1.0},
-    "cutoff_20": {"blocks": 221, "edges": 4386, "pairs": 59515, "seconds": 1.02, "edge_seconds": 0.14, "rss_gb": 1.5},
-    "cutoff_30": {"blocks": 371, "edges": 7386, "pairs": 104772, "seconds": 2.0, "edge_seconds": 0.63, "rss_gb": 2.5},
-    "cutoff_whole": {"blocks": 585, "edges": 11666, "pairs": 168314, "seconds": 5.6, "edge_seconds": 3.1, "rss_gb": 4.4},
-}
 SIZES = (100, 200, 400, 800, 1600, 3200)
+CASES = ["batch16", "forward16"] + [f"cutoff_{c}" for c in ("10", "15", "20", "30", "whole")] + \
+    [f"blocks_{n}" for n in SIZES]
+RESULTS = REPO / "benchmarks" / "results" / "get_speed.json"
+RSS_STEPS = 2  # timed steps after warm-up in the peak-memory runs
 
 
 # ---------------------------------------------------------------------- inputs
@@ -63,8 +62,7 @@ def plb_batches(n_batches: int, batch_size: int = 16, seed: int = 0):
     from geomol.data import complex_from_structure, ligand_names
     pool = [(t, i) for t in TARGETS for i in range(len(ligand_names(PLB / t / "02_ligands/ligands.sdf")))]
     pick = np.random.default_rng(seed).permutation(len(pool))[: n_batches * batch_size]
-    receptors = {}
-    graphs = []
+    receptors, graphs = {}, []
     for k in pick:
         target, index = pool[k]
         receptors.setdefault(target, _receptor(target))
@@ -94,117 +92,191 @@ def sized_complex(n_blocks: int):
     return BlockGraph.from_blocks([[tiled[i] for i in keep], ligand], name=f"cdk2x{len(shifts)}:{n_blocks}")
 
 
-# ---------------------------------------------------------------------- one configuration
-def _graph_stats(model, batch):
-    """Sizes, and the time to build block edges and atom pairs (median of 3)."""
-    edge_times, pair_times = [], []
+def case_inputs(name: str, n_batches: int):
+    """The batches (PyG Batch of BlockGraphs) of one case."""
+    from torch_geometric.data import Batch
+    if name in ("batch16", "forward16"):
+        return [Batch.from_data_list(b) for b in plb_batches(n_batches)]
+    if name.startswith("cutoff_"):
+        tag = name.split("_")[1]
+        return [Batch.from_data_list([cutoff_complex(None if tag == "whole" else float(tag))])]
+    return [Batch.from_data_list([sized_complex(int(name.split("_")[1]))])]
+
+
+def official_inputs(g) -> dict:
+    """The official ``AffinityPredictor.forward`` keywords for a batched BlockGraph ``g``."""
+    return {"Z": g.X.float().view(-1, 1, 3), "B": g.B, "A": g.A, "atom_positions": g.atom_pos,
+            "block_lengths": g.block_len, "lengths": torch.bincount(g.block_batch), "segment_ids": g.segment}
+
+
+# ---------------------------------------------------------------------- models and steps
+def build_models(official_path: str | None, which: tuple[str, ...]):
+    """{"ours": GETAffinity, "official": AffinityPredictor} with the same (official) weights."""
+    from geomol.models.get import GETAffinity, load_official_state_dict
+    torch.manual_seed(0)
+    models = {}
+    if "ours" in which:
+        models["ours"] = GETAffinity()
+    if official_path is not None:
+        sys.path.insert(0, official_path)
+        from models.affinity_predictor import AffinityPredictor  # the official code, not geomol
+        official = AffinityPredictor("GET", 64, 1, n_rbf=32, cutoff=7.0, radial_size=32, edge_size=64,
+                                     k_neighbors=9, n_layers=3, n_head=4)
+        if "ours" in models:
+            load_official_state_dict(models["ours"], official.state_dict())
+        if "official" in which:
+            models["official"] = official
+    return models
+
+
+def step_function(impl: str, model, batches, train: bool):
+    """fn(step): one training step (fwd+bwd, MSE to pK 6) or one no-grad forward on batch step % n."""
+    from geomol.models.get import GETAffinity
+    model.train(train)
+    if impl == "official":
+        inputs = [official_inputs(b) for b in batches]
+    targets = [torch.full((b.num_graphs,), 6.0) for b in batches]
+
+    def fn(step):
+        k = step % len(batches)
+        if not train:
+            with torch.no_grad():
+                return model(batches[k]) if impl == "ours" else model.infer({"X": inputs[k]["Z"], **inputs[k]})
+        model.zero_grad(set_to_none=True)
+        if impl == "ours":
+            GETAffinity.loss(model(batches[k]), targets[k]).backward()
+        else:
+            model(**inputs[k], label=targets[k]).backward()
+    return fn
+
+
+def graph_stats(model, batch) -> dict:
+    """Sizes per step, and geomol's time to build block edges (median of 3)."""
+    times = []
     for _ in range(3):
         start = time.perf_counter()
         inputs = model.prepare(batch)
-        edge_times.append(time.perf_counter() - start)
-        pairs = model.encoder.atom_pairs(inputs.Z, batch.block_id, inputs.edges, inputs.block_batch.numel())
-        pair_times.append(time.perf_counter() - start - edge_times[-1])
+        times.append(time.perf_counter() - start)
+    pairs = model.encoder.atom_pairs(inputs.Z, batch.block_id, inputs.edges, inputs.block_batch.numel())
     return {"blocks": batch.num_blocks, "atoms": batch.num_atoms, "edges": int(inputs.edges.size(1)),
-            "pairs": pairs.num_pairs, "edge_seconds": statistics.median(edge_times),
-            "pair_seconds": statistics.median(pair_times)}
+            "pairs": pairs.num_pairs, "ours_edge_seconds": statistics.median(times)}
 
 
-def run_config(name: str, quick: bool) -> dict:
-    from torch_geometric.data import Batch
-    from geomol.models.get import GETAffinity
+def parity(models, batches) -> float:
+    """Relative difference of the predicted pK (eval, first batch): ours vs official."""
+    fns = {impl: step_function(impl, m, batches[:1], train=False) for impl, m in models.items()}
+    ours, ref = fns["ours"](0), fns["official"](0)
+    return float((ours.double() - ref.double()).norm() / ref.double().norm())
+
+
+def worker(name: str, mode: str, official_path: str | None, steps: int, n_batches: int) -> dict:
+    """mode "time": alternate medians of both sides; "rss:<impl>": peak RSS of one side alone."""
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    if name in ("batch16", "forward16"):
-        batches = [Batch.from_data_list(b) for b in plb_batches(2 if quick else 4)]
-        steps, warmup = (4, 1) if quick else (8, 2)
-    elif name.startswith("cutoff_"):
-        tag = name.split("_")[1]
-        batches = [Batch.from_data_list([cutoff_complex(None if tag == "whole" else float(tag))])]
-        steps, warmup = (2, 1) if quick else (5, 2)
-    else:
-        batches = [Batch.from_data_list([sized_complex(int(name.split("_")[1]))])]
-        steps, warmup = (2, 1) if quick else (3, 1)
-    rss_inputs = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-    model = GETAffinity()
+    batches = case_inputs(name, n_batches)
     train = name != "forward16"
-    model.train(train)
-    wall, cpu = [], []
-    for step in range(warmup + steps):
-        batch = batches[step % len(batches)]
-        w0, c0 = time.perf_counter(), time.process_time()
-        if train:
-            pk = model(batch)
-            GETAffinity.loss(pk, torch.full_like(pk, 6.0)).backward()
-        else:
-            with torch.no_grad():
-                model(batch)
-        if step >= warmup:
-            wall.append(time.perf_counter() - w0)
-            cpu.append(time.process_time() - c0)
-    stats = [_graph_stats(model, b) for b in batches]
-    mean = {k: float(np.mean([s[k] for s in stats])) for k in stats[0]}
-    return {"name": name, "seconds": statistics.median(wall), "cpu_seconds": statistics.median(cpu),
-            "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, "rss_inputs_gb": rss_inputs,
-            "steps": steps, "complexes": batches[0].num_graphs, **mean}
+    which = ("ours", "official") if mode == "time" else (mode[4:],)
+    models = build_models(official_path if "official" in which else None, which)
+    fns = {impl: step_function(impl, m, batches, train) for impl, m in models.items()}
+    warmup = 1
+    if mode != "time":  # both sides run the same steps: the allocator's peak grows over the first ones
+        for step in range(warmup + min(steps, RSS_STEPS)):
+            fns[mode[4:]](step)
+        return {f"{mode[4:]}_rss_gb": peak_rss_gb()}
+    result = interleaved_medians(fns, steps, warmup)
+    if "official" in models and not name.startswith("blocks_"):
+        result["rel_diff_pk"] = parity(models, batches)
+    stats = [graph_stats(models["ours"], b) for b in batches]
+    return {**result, **{k: float(np.mean([s[k] for s in stats])) for k in stats[0]}}
+
+
+def profile(name: str, steps: int, rows: int = 40) -> str:
+    """torch.profiler table (self CPU time) of geomol's steps on one case."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    torch.set_num_threads(1)
+    batches = case_inputs(name, 1)
+    fn = step_function("ours", build_models(None, ("ours",))["ours"], batches, name != "forward16")
+    fn(0)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for step in range(steps):
+            fn(step)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
 # ---------------------------------------------------------------------- driver
-def _spawn(name: str, quick: bool) -> dict:
-    cmd = [sys.executable, __file__, "--worker", name] + (["--quick"] if quick else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _fmt(value, spec=".2f", suffix=""):
+    return "skipped" if value is None else format(value, spec) + suffix
 
 
-def _row(r):
-    ref = OFFICIAL.get(r["name"], {})
-    speed_cpu = f"{ref['seconds'] / r['cpu_seconds']:.2f}x" if "seconds" in ref else "–"
-    speed_wall = f"{ref['seconds'] / r['seconds']:.2f}x" if "seconds" in ref else "–"
-    mem = f"{ref['rss_gb'] / r['rss_gb']:.2f}x" if "rss_gb" in ref else "–"
-    per_edge = 1e6 * r["cpu_seconds"] / r["edges"]
-    return (f"{r['name']:<13}{r['blocks']:>7.0f}{r['atoms']:>7.0f}{r['edges']:>7.0f}{r['pairs']:>8.0f}"
-            f"{r['seconds']:>8.3f}{r['cpu_seconds']:>8.3f}{r['edge_seconds']:>7.3f}{per_edge:>8.1f}"
-            f"{r['rss_gb']:>7.2f}{speed_cpu:>8}{speed_wall:>8}{mem:>7}")
+def _ratio(row: dict, key: str, ours_key: str | None = None):
+    off, ours = row.get(f"official_{key}"), row.get(f"ours_{ours_key or key}")
+    return None if off is None or ours is None else off / ours
 
 
-HEADER = (f"{'config':<13}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8}{'wall s':>8}{'cpu s':>8}"
-          f"{'edge s':>7}{'µs/edge':>8}{'RSS GB':>7}{'x(cpu)':>8}{'x(wall)':>8}{'mem':>7}")
-FOOTER = ("blocks … pairs: per step (batch16: 16 complexes); µs/edge: CPU time per block edge; x(cpu), "
-          "x(wall): official seconds / ours (CPU or wall time; the official figures are wall times measured "
-          "with one competing job on 2 cores); mem: official peak RSS / ours")
+HEADER = (f"{'case':<13}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8} | {'official s':>10}{'geomol s':>9}"
+          f"{'ratio':>8}{'cpu ratio':>10} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | {'edge s':>7}"
+          f"{'µs/edge':>8}{'Δ pK':>9}")
+
+
+def row_line(r: dict) -> str:
+    ours_cpu = r.get("ours_cpu_seconds")
+    per_edge = 1e6 * ours_cpu / r["edges"] if ours_cpu and r.get("edges") else None
+    return (f"{r['case']:<13}{r.get('blocks', 0):>7.0f}{r.get('atoms', 0):>7.0f}{r.get('edges', 0):>7.0f}"
+            f"{r.get('pairs', 0):>8.0f} | {_fmt(r.get('official_seconds'), '.3f'):>10}"
+            f"{_fmt(r.get('ours_seconds'), '.3f'):>9}{_fmt(_ratio(r, 'seconds'), '.2f', 'x'):>8}"
+            f"{_fmt(_ratio(r, 'cpu_seconds'), '.2f', 'x'):>10} | {_fmt(r.get('official_rss_gb')):>12}"
+            f"{_fmt(r.get('ours_rss_gb')):>7}{_fmt(_ratio(r, 'rss_gb'), '.2f', 'x'):>8} | "
+            f"{_fmt(r.get('ours_edge_seconds'), '.3f'):>7}{_fmt(per_edge, '.1f'):>8}"
+            f"{_fmt(r.get('rel_diff_pk'), '.1e'):>9}" + (f"  {r['error']}" if "error" in r else ""))
+
+
+FOOTER = ("per step (batch16/forward16: 16 complexes); seconds: wall medians, both sides alternated in one "
+          "process, 1 thread; ratio, cpu ratio: official / geomol in wall and in CPU time (steadier on a shared "
+          "machine); RSS: peak GB, each side alone in a fresh process after the same steps; edge s: geomol's "
+          "block-edge building; µs/edge: geomol's CPU time per block edge; Δ pK: relative difference of the "
+          "predicted pK (eval) between the two")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer steps and sizes")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--out", default=str(REPO / "benchmarks/results/get_speed.json"))
-    parser.add_argument("--only", nargs="*", help="configuration names to run")
+    parser.add_argument("--official", help="checkout of the official GET code (default: $GEOMOL_OFFICIAL_GET "
+                                           "or ../shared/reference/official_get)")
+    parser.add_argument("--only", nargs="*", choices=CASES, help="cases to run")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per case after warm-up")
+    parser.add_argument("--batches", type=int, default=4, help="distinct batches of 16 (batch16, forward16)")
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--profile", choices=CASES, help="print a torch.profiler table of geomol on one case")
     parser.add_argument("--show", help="print the table of an earlier JSON result and exit")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="time", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    official = official_checkout(args.official, "GEOMOL_OFFICIAL_GET", "official_get")
     if args.worker:
-        print(json.dumps(run_config(args.worker, args.quick)))
+        print(json.dumps(worker(args.worker, args.mode, official and str(official), args.steps, args.batches)))
+        return
+    if args.profile:
+        print(profile(args.profile, args.steps))
         return
     if args.show:
-        print(HEADER)
-        for r in json.loads(Path(args.show).read_text())["results"]:
-            print(_row(r))
-        print(FOOTER)
+        print(HEADER + "\n" + "\n".join(row_line(r) for r in json.loads(Path(args.show).read_text())["rows"]))
         return
-    sizes = SIZES[:4] if args.quick else SIZES
-    names = ["batch16", "forward16"] + [f"cutoff_{c}" for c in ("10", "15", "20", "30", "whole")] + \
-        [f"blocks_{n}" for n in sizes]
-    names = [n for n in names if not args.only or n in args.only]
-    print(HEADER)
-    results = []
-    for name in names:
-        results.append(_spawn(name, args.quick))
-        print(_row(results[-1]), flush=True)
+    meta = {**run_metadata(), "official": str(official.relative_to(REPO.parent)) if official else None,
+            "steps": args.steps, "batches": args.batches}
+    print(f"official code: {official or 'not found, official columns skipped'}; load {meta['load_average_before']}")
+    print(HEADER + "\n" + "-" * len(HEADER))
+    rows = []
+    for case in args.only or CASES:
+        flags = ["--worker", case, "--steps", str(args.steps), "--batches", str(args.batches)]
+        flags += ["--official", str(official)] if official else []
+        with_official = official is not None and not case.startswith("blocks_")
+        row = {"case": case, **run_worker(__file__, flags + (["--mode", "time"] if with_official else
+                                                             ["--mode", "time", "--official", "/nonexistent"]))}
+        row.update(run_worker(__file__, flags + ["--mode", "rss:ours"]))
+        if with_official:
+            row.update(run_worker(__file__, flags + ["--mode", "rss:official"]))
+        rows.append(row)
+        print(row_line(row), flush=True)
     print(FOOTER)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    meta = {"torch": torch.__version__, "threads": 1, "date": time.strftime("%Y-%m-%d"),
-            "official": OFFICIAL, "quick": args.quick}
-    Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
-    print(f"wrote {args.out}")
+    write_result(Path(args.out), meta, rows)
 
 
 if __name__ == "__main__":

@@ -17,15 +17,21 @@ Times are wall-clock medians per complex (the reference measure), with the proce
 beside them: on a shared machine the gap between the two shows how much the others took. The
 JSON also keeps the median of the least disturbed pass.
 
-Usage: ``python benchmarks/preprocess.py [--repeats 3] [--output benchmarks/results/preprocess.json]``
+Where the time goes: one more pass of each pipeline over the first ``--profile-complexes``
+complexes runs under cProfile; the JSON keeps the functions with the most time of their own
+(``profile``), and the command, commit and load average before and after (``meta``).
+
+Usage: ``python benchmarks/preprocess.py [--repeats 3] [--profile-complexes 60] [--output benchmarks/results/preprocess.json]``
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
 import json
 import os
 import platform
+import pstats
 import statistics
 import time
 from pathlib import Path
@@ -34,6 +40,7 @@ import torch
 
 import geomol
 from geomol.data import complex_from_files, complex_from_structure, ligand_names, read_structure
+from run_record import run_metadata, load_average
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -76,6 +83,18 @@ def run_cached(jobs) -> tuple[list[float], list[float], list]:
     return walls, cpus, graphs
 
 
+def profile_table(run, jobs, rows: int = 25) -> list[dict]:
+    """The ``rows`` functions with the most own time in one ``run(jobs)`` under cProfile."""
+    profiler = cProfile.Profile()
+    profiler.runcall(run, jobs)
+    stats = pstats.Stats(profiler).stats
+    total = sum(v[2] for v in stats.values())
+    table = sorted(stats.items(), key=lambda kv: -kv[1][2])[:rows]
+    return [{"function": f"{Path(file).name}:{line}({name})", "calls": v[1], "own_s": round(v[2], 4),
+             "own_share": round(v[2] / total, 4), "cumulative_s": round(v[3], 4)}
+            for (file, line, name), v in table]
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -89,8 +108,10 @@ def cpu_model() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over all complexes per pipeline")
+    parser.add_argument("--profile-complexes", type=int, default=60, help="complexes in the profiled pass")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks/results/preprocess.json")
     args = parser.parse_args()
+    meta = run_metadata()
     torch.set_num_threads(1)
     jobs = plb_complexes(SHARED / "plb")
     run_cached(jobs[:20])  # warm-up: imports, caches, first allocations
@@ -115,6 +136,8 @@ def main() -> None:
             "reference_ms_per_complex": REFERENCE_MS[name],
             "speedup_vs_reference": round(REFERENCE_MS[name] / median_ms, 2),
         }
+    profiles = {name: profile_table(run, jobs[:args.profile_complexes])
+                for name, run in (("cold", run_cold), ("cached", run_cached))}
     sizes = {"blocks": statistics.fmean(g.num_blocks for g in graphs),
              "atoms": statistics.fmean(g.num_atoms for g in graphs)}
 
@@ -129,8 +152,13 @@ def main() -> None:
     print(f"mean size: {sizes['blocks']:.1f} blocks, {sizes['atoms']:.1f} atoms "
           f"(reference {REFERENCE_SIZE['blocks']} blocks, {REFERENCE_SIZE['atoms']} atoms)")
 
+    for name, table in profiles.items():
+        print(f"\n{name}: functions with the most own time ({args.profile_complexes} complexes under cProfile)")
+        for row in table[:12]:
+            print(f"  {row['own_share']:>6.1%} {row['own_s']:>8.3f} s {row['calls']:>8} calls  {row['function']}")
     record = {
         "benchmark": "preprocess",
+        "meta": {**meta, "load_average_after": load_average()},
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": {"cpu": cpu_model(), "logical_cores": os.cpu_count(), "platform": platform.platform(),
                     "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()]},
@@ -142,6 +170,7 @@ def main() -> None:
         "results": results,
         "mean_graph_size": {k: round(v, 2) for k, v in sizes.items()},
         "reference_mean_graph_size": REFERENCE_SIZE,
+        "profile": profiles,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(record, indent=2) + "\n")

@@ -13,6 +13,7 @@ Example::
     import geomol
     results = geomol.predict_affinity("protein.pdb", "ligands.sdf")          # the shipped default model
     results = geomol.predict_affinity("complex.pdb", "UNK", model="runs/.../last.ckpt")
+    results = geomol.predict_affinity("protein.pdb", ["CCOc1ccccc1", ("lig-7", "c1ccncc1N")], reference="ref.sdf")
     for r in results:
         print(r.name, r.pK, r.pK_std, r.error)
     geomol.rollout("egno-adk", "adk.psf", "adk.dcd", start=0, frames=200, out="rollout.xtc", reference=True)
@@ -22,21 +23,24 @@ The implementation lives in :mod:`geomol.inference`; this module only states the
 from __future__ import annotations
 
 from os import PathLike
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.io import Structure
+from geomol.data.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel
-from geomol.inference.ligand_inputs import graph_inputs, ligand_inputs
+from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
 from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
+from geomol.inference.smiles_inputs import posed_inputs
 
-__all__ = ["load_model", "export_model", "predict_affinity", "rollout", "rollout_arrays", "AffinityModel",
-           "AffinityPrediction", "DynamicsModel", "TrajectoryRollout", "ArrayRollout"]
+__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "rollout", "rollout_arrays",
+           "AffinityModel", "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout",
+           "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
 
 
 # ---------------------------------------------------------------------- binding affinity
@@ -50,7 +54,9 @@ def _affinity_model(model: ModelReference, device: str) -> AffinityModel:
 def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[BlockGraph], ligands: Any = None,
                      model: ModelReference = "default", pocket_cutoff: float | None = None, device: str = "cpu",
                      batch_size: int = 32, *, max_blocks: int = 4000,
-                     receptor_chains: Sequence[str] | None = None) -> list[AffinityPrediction]:
+                     receptor_chains: Sequence[str] | None = None, reference: Any = None,
+                     pose_parameters: PoseParameters | None = None,
+                     write_poses: str | PathLike | None = None) -> list[AffinityPrediction]:
     """Predict the binding affinity of each ligand to the receptor.
 
     Args:
@@ -69,6 +75,13 @@ def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequenc
         device: torch device for the model (``"cpu"``, ``"cuda"``).
         batch_size: complexes per forward pass; max_blocks: most blocks in one forward pass.
         receptor_chains: use only these chains of the receptor.
+        reference: a reference ligand pose (SDF/MOL2 file, first molecule, or an RDKit Mol). With it,
+            ``ligands`` are SMILES — strings, ``(name, smiles)`` pairs, or ``.smi``/``.csv`` files
+            (columns ``smiles`` and ``name``) — and each is posed on the reference by its common
+            core (:mod:`geomol.data.poses`) before prediction; the pose report (core_atoms,
+            core_rmsd Å, min_receptor_distance Å, clashes) comes in each record's ``extra``.
+        pose_parameters: :class:`~geomol.data.poses.PoseParameters` (defaults when None).
+        write_poses: with ``reference``, also write the poses to this SD file.
 
     Returns:
         one :class:`~geomol.inference.affinity.AffinityPrediction` per ligand, in input order:
@@ -83,14 +96,38 @@ def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequenc
         ModelLoadError: the model cannot be found or loaded.
         GeomolError subclasses: the receptor cannot be read, or invalid arguments.
     """
+    return list(iter_affinity(receptor, ligands, model, pocket_cutoff, device, batch_size, max_blocks=max_blocks,
+                              receptor_chains=receptor_chains, reference=reference,
+                              pose_parameters=pose_parameters, write_poses=write_poses))
+
+
+def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[BlockGraph], ligands: Any = None,
+                  model: ModelReference = "default", pocket_cutoff: float | None = None, device: str = "cpu",
+                  batch_size: int = 32, *, max_blocks: int = 4000,
+                  receptor_chains: Sequence[str] | None = None, reference: Any = None,
+                  pose_parameters: PoseParameters | None = None,
+                  write_poses: str | PathLike | None = None) -> Iterator[AffinityPrediction]:
+    """:func:`predict_affinity`, one record at a time as predictions are made (for progress bars and long
+    screens); ``ligands`` may also hold :class:`~geomol.inference.ligand_inputs.LigandInput` items
+    (e.g. from :func:`select_ligand`). The model is loaded, and an unreadable receptor raises, at the first ``next``."""
     loaded = _affinity_model(model, device)
     if isinstance(receptor, BlockGraph) or (isinstance(receptor, (list, tuple)) and receptor
                                             and all(isinstance(g, BlockGraph) for g in receptor)):
         if ligands is not None:
             raise ConfigError("ligands must be None when the receptor argument holds ready-made complexes")
-        return list(predict_inputs(None, graph_inputs(receptor), loaded, batch_size=batch_size, max_blocks=max_blocks))
-    return list(predict_inputs(receptor, ligand_inputs(ligands), loaded, pocket_cutoff=pocket_cutoff,
-                               batch_size=batch_size, max_blocks=max_blocks, receptor_chains=receptor_chains))
+        yield from predict_inputs(None, graph_inputs(receptor), loaded, batch_size=batch_size, max_blocks=max_blocks)
+        return
+    if reference is not None:
+        inputs, posed = posed_inputs(receptor, ligands, reference, receptor_chains=receptor_chains,
+                                     parameters=pose_parameters)
+        if write_poses is not None:
+            _write_poses(write_poses, posed)
+    elif write_poses is not None or pose_parameters is not None:
+        raise ConfigError("write_poses and pose_parameters need a reference ligand (reference=...)")
+    else:
+        inputs = ligand_inputs(ligands)
+    yield from predict_inputs(receptor, inputs, loaded, pocket_cutoff=pocket_cutoff,
+                              batch_size=batch_size, max_blocks=max_blocks, receptor_chains=receptor_chains)
 
 
 # ---------------------------------------------------------------------- trajectory rollout

@@ -20,6 +20,10 @@ __all__ = [
     "DatasetError",
     "TrajectoryError",
     "InputCheckError",
+    "PoseError",
+    "InvalidSmilesError",
+    "NoCommonCoreError",
+    "EmbeddingError",
 ]
 
 
@@ -86,3 +90,19 @@ class TrajectoryError(GeomolError):
 class InputCheckError(GeomolError):
     """A readable input that a model must not be given: a 2D or collapsed ligand, a protein as the ligand,
     a ligand outside any pocket or overlapping the receptor, a receptor that is not a biomolecule."""
+
+
+class PoseError(GeomolError):
+    """A ligand cannot be posed on a reference ligand (see :mod:`geomol.data.poses`)."""
+
+
+class InvalidSmilesError(PoseError):
+    """A SMILES string cannot be parsed or sanitised by RDKit."""
+
+
+class NoCommonCoreError(PoseError):
+    """A ligand shares no common core of enough heavy atoms with the reference ligand."""
+
+
+class EmbeddingError(PoseError):
+    """No 3D conformer of a ligand could be embedded under the reference core's coordinates."""

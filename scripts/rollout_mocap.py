@@ -16,17 +16,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
 import geomol
 from geomol.data.datasets.mocap import MocapDataset
+from geomol.data.paths import shared_data_dir
 from _rollout_eval import report, score_rollouts
 
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED = shared_data_dir()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,9 @@
 
 Recipe: ``configs/get_affinity_default.yaml`` trained on every labelled complex of
 ``../shared/data/plb`` and ``../shared/data/fep_benchmark`` (nothing held out), for a fixed number of
-epochs chosen by cross-validation, once per seed; the seeds form the ensemble. The model card takes
+epochs chosen by cross-validation, once per seed; the seeds form the ensemble. Training runs the same
+config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.cli.build_from_config`), with the
+split, seed and trainer settings below merged in. The model card takes
 its accuracy figures from the cross-validation summary written by ``benchmarks/affinity_cv.py``.
 
 Usage::
@@ -20,40 +22,43 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch
-import yaml
+
+from geomol.data.paths import shared_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 RECIPE = REPO / "configs" / "get_affinity_default.yaml"
 MODEL_DIR = REPO / "models" / "get-plb"
 
 
-def train(args) -> None:
-    import lightning.pytorch as pl
-    from lightning.pytorch.callbacks import ModelCheckpoint
-    from lightning.pytorch.loggers import CSVLogger
+def member_overrides(args) -> dict:
+    """What one member changes in the recipe's config: every complex for training, its seed, trainer settings."""
+    shared, out = shared_data_dir(), Path(args.out_dir).resolve()  # absolute: kept out of default_root_dir
+    data = {"plb_root": str(shared / "plb"), "fep_root": str(shared / "fep_benchmark"), "split": "all",
+            "cache_dir": args.cache_dir, "preprocess_workers": 1, "seed": 12 + args.seed}
+    saver = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+             "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": "final", "save_top_k": 0,
+                           "save_last": True}}
+    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger",
+              "init_args": {"save_dir": str(out), "name": f"seed{args.seed}"}}
+    trainer = {"max_epochs": args.epochs, "limit_val_batches": 0, "logger": logger, "callbacks": [saver],
+               "enable_progress_bar": False, "enable_model_summary": False}
+    return {"seed_everything": args.seed, "trainer": trainer, "data": {"init_args": data}}
 
-    from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule
+
+def train(args) -> None:
+    from geomol.tasks.cli import build_from_config
 
     torch.set_num_threads(1)
-    recipe = yaml.safe_load(RECIPE.read_text())
-    data_args = {**recipe["data"]["init_args"], "plb_root": str(SHARED / "plb"), "fep_root": str(SHARED / "fep_benchmark"),
-                 "split": "all", "cache_dir": args.cache_dir, "preprocess_workers": 1, "seed": 12 + args.seed}
-    pl.seed_everything(args.seed)
-    out = Path(args.out_dir)
-    saver = ModelCheckpoint(dirpath=out / f"seed{args.seed}", filename="final", save_top_k=0, save_last=True)
-    trainer = pl.Trainer(max_epochs=args.epochs, gradient_clip_val=1.0, limit_val_batches=0,
-                         use_distributed_sampler=False, logger=CSVLogger(out, name=f"seed{args.seed}"),
-                         callbacks=[saver], enable_progress_bar=False, enable_model_summary=False)
+    cli = build_from_config(RECIPE, member_overrides(args))
     start = time.time()
-    trainer.fit(AffinityModule(**recipe["model"]["init_args"]), BenchmarkAffinityDataModule(**data_args))
-    print(f"seed {args.seed}: {args.epochs} epochs in {(time.time() - start) / 60:.1f} min → {saver.last_model_path}")
+    cli.trainer.fit(cli.model, cli.datamodule)
+    print(f"seed {args.seed}: {args.epochs} epochs in {(time.time() - start) / 60:.1f} min → "
+          f"{cli.trainer.checkpoint_callback.last_model_path}")
 
 
 def _training_text(from_cv: bool, members: int, epochs: int) -> str:
@@ -173,13 +178,12 @@ Per target (the test fold of its protein):
 
 
 def _training_graphs(model, cache_dir: str | None) -> list:
-    """Every training complex of the recipe, built with the model's preprocessing (labels in ``y``)."""
+    """Every training complex of the recipe, built with the model's graph recipe (labels in ``y``)."""
     from geomol.data.datasets.combined import CombinedAffinityDataset
 
-    prep = model.preprocessing
-    dataset = CombinedAffinityDataset(SHARED / "plb", SHARED / "fep_benchmark", name="plb+fep_benchmark",
-                                      pocket_cutoff=prep.pocket_cutoff, keep_hydrogens=prep.keep_hydrogens,
-                                      fragments=prep.fragments, num_workers=1, cache_dir=cache_dir, progress=False)
+    shared = shared_data_dir()
+    dataset = CombinedAffinityDataset(shared / "plb", shared / "fep_benchmark", name="plb+fep_benchmark",
+                                      recipe=model.recipe, num_workers=1, cache_dir=cache_dir, progress=False)
     return [dataset[i] for i in range(len(dataset))]
 
 

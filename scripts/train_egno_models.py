@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import subprocess
 import sys
 import time
@@ -49,8 +48,10 @@ from typing import Callable
 
 import torch
 
+from geomol.data.paths import shared_data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = shared_data_dir()
 
 
 def _mocap_overrides() -> list[str]:

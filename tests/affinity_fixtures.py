@@ -45,12 +45,13 @@ def lightning_checkpoint(path: Path, seed: int = 0, preprocessing: dict | None =
     """Write a Lightning checkpoint of a tiny AffinityModule with seeded random weights."""
     import lightning.pytorch as pl
 
+    from geomol.data.recipe import ComplexRecipe
     from geomol.tasks import AffinityModule
 
     torch.manual_seed(seed)
     module = AffinityModule(**TINY_GET, n_block_types=n_block_types)
     _positive_small_pk(module.model.energy_ffn)
-    module.preprocessing = dict(PREPROCESSING if preprocessing is None else preprocessing)
+    module.recipe = ComplexRecipe.from_dict(PREPROCESSING if preprocessing is None else preprocessing)
     trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, accelerator="cpu")
     trainer.strategy.connect(module)

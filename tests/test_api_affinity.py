@@ -59,7 +59,7 @@ def reference_pk(model, graphs) -> list[float]:
 def test_export_writes_manifest_and_plain_tensor_members(model_dir, model):
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert manifest["format"] == "geomol-model" and manifest["task"] == "affinity"
-    assert manifest["preprocessing"] == PREPROCESSING
+    assert manifest["preprocessing"] == {"version": 1, **PREPROCESSING}  # a versioned ComplexRecipe record
     assert manifest["hyperparameters"]["d_hidden"] == 16 and manifest["hyperparameters"]["n_block_types"] == 150
     assert [m["file"] for m in manifest["members"]] == ["member_0.pt", "member_1.pt"]
     assert manifest["members"][1]["source"]["checkpoint"] == "tiny_1.ckpt"

@@ -11,6 +11,7 @@ from collections import Counter
 
 from geomol.data import complex_from_files, complex_from_pdb
 from geomol.data.blocks import BlockGraph
+from geomol.data.pocket import DEFAULT_CUTOFF
 from geomol.data.vocab import VOCAB
 from geomol.nn.block_edges import build_block_edges
 
@@ -25,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ligand-resname", help="ligand residue name inside the receptor file (e.g. UNK)")
     parser.add_argument("--receptor-chains", nargs="+", help="chains of the receptor (default: all others)")
     parser.add_argument("--partner-chains", nargs="+", help="chains of a protein partner (protein–protein)")
-    parser.add_argument("--pocket-cutoff", type=float, default=10.0, help="pocket / interface cutoff in Å (default 10)")
+    parser.add_argument("--pocket-cutoff", type=float, default=DEFAULT_CUTOFF,
+                        help=f"pocket / interface cutoff in Å (default {DEFAULT_CUTOFF:g})")
     parser.add_argument("--hydrogens", action="store_true", help="keep hydrogens")
     parser.add_argument("-k", "--k-neighbors", type=int, default=9, help="block KNN k of the edges (default 9)")
 

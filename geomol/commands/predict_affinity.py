@@ -7,12 +7,16 @@ Examples::
     geomol predict-affinity --receptor complex.pdb --receptor-chains A --ligands chain:B
     geomol predict-affinity --pairs screen.csv --out screen.json
     geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --measured measured.csv --plot fit.png
+    geomol predict-affinity --receptor protein.pdb --reference ref.sdf --ligands series.smi --write-poses poses.sdf
 
 One row per ligand (columns name, pK, dG_kcal_mol, Kd_M, pK_std, n_pocket_blocks, error, warnings); a
 ligand that cannot be predicted (unreadable, or failing an input check: 2D, collapsed, not in a pocket,
 a protein, ...) is reported with its error and the others are still predicted; ``warnings`` flags a
 number from an input outside the model's applicability domain (docs/predict.md). The exit status is
 non-zero only when nothing could be predicted.
+With ``--reference`` the ligands are SMILES (``.smi`` or CSV files with ``smiles`` and ``name`` columns,
+or SMILES strings), posed on the reference ligand first; the pose report (core_atoms, core_rmsd,
+min_receptor_distance, clashes) is added to the rows.
 """
 from __future__ import annotations
 
@@ -23,8 +27,10 @@ from itertools import groupby
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from geomol.api import (AffinityPrediction, LigandInput, iter_affinity, ligand_inputs, load_model, posed_inputs,
+                        select_ligand)
+from geomol.data.poses import POSE_COLUMNS, write_poses
 from geomol.errors import ConfigError, GeomolError
-from geomol.inference import AffinityPrediction, LigandInput, ligand_inputs, load_model, predict_inputs, select_ligand
 from geomol.inference.tables import (
     PairRow,
     output_format,
@@ -43,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--ligands", nargs="+", metavar="LIGANDS",
                         help="SDF/MOL2 file(s) (every molecule), ligand PDB file(s), a residue name inside the "
                              "receptor file (e.g. UNK) or a chain group of it (chain:B) for protein–protein")
+    inputs.add_argument("--reference", metavar="SDF", help="reference ligand pose (SDF/MOL2, first molecule): "
+                        "--ligands are then SMILES (.smi or .csv files with smiles and name columns, or SMILES "
+                        "strings), each posed on the reference by its common core")
     inputs.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")
     inputs.add_argument("--pairs", metavar="CSV", help="many receptor–ligand pairs: CSV with columns receptor, "
                         "ligands and optional ligand (index or title) and name; paths relative to the CSV")
@@ -57,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--threads", type=int, help="CPU threads (default: OMP_NUM_THREADS, else the free physical cores)")
     output = parser.add_argument_group("output")
     output.add_argument("--out", metavar="FILE", help="write the results to a .csv or .json file")
+    output.add_argument("--write-poses", metavar="SDF", help="with --reference: write the generated poses here")
     output.add_argument("--measured", metavar="CSV", help="measured values (columns name and pK or dG_kcal_mol) "
                         "to compare with, matched by name")
     output.add_argument("--plot", metavar="PNG", help="plot predicted vs measured pK (needs --measured)")
@@ -69,6 +79,10 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError("give --receptor with --ligands, or --pairs (not both)")
     if args.receptor and not args.ligands:
         raise ConfigError("--receptor needs --ligands")
+    if args.reference and not args.receptor:
+        raise ConfigError("--reference needs --receptor and --ligands (not --pairs)")
+    if args.write_poses and not args.reference:
+        raise ConfigError("--write-poses needs --reference")
     if args.plot and not args.measured:
         raise ConfigError("--plot needs --measured")
     if args.out:
@@ -88,6 +102,11 @@ def _pair_inputs(row: PairRow) -> list[LigandInput]:
 
 def _plan(args: argparse.Namespace) -> list[tuple[str, list[LigandInput]]]:
     """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
+    if args.reference:
+        inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains)
+        if args.write_poses:
+            write_poses(args.write_poses, posed)
+        return [(args.receptor, inputs)]
     if args.receptor:
         return [(args.receptor, ligand_inputs(args.ligands))]
     rows = read_pairs(args.pairs)
@@ -98,8 +117,8 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list[LigandInput]]]:
 def _predict_group(receptor: str, items: Sequence[LigandInput], model, args) -> Iterator[AffinityPrediction]:
     done = 0
     try:
-        for record in predict_inputs(receptor, items, model, pocket_cutoff=args.pocket_cutoff,
-                                     batch_size=args.batch_size, receptor_chains=args.receptor_chains):
+        for record in iter_affinity(receptor, list(items), model, pocket_cutoff=args.pocket_cutoff, device=args.device,
+                                    batch_size=args.batch_size, receptor_chains=args.receptor_chains):
             done += 1
             yield record
     except GeomolError as exc:
@@ -146,11 +165,18 @@ def _table(records: Sequence[AffinityPrediction], args, model_name: str):
     for column, justify in (("name", "left"), ("pK", "right"), ("± std", "right"), ("ΔG kcal/mol", "right"),
                             ("Kd", "right"), ("pocket blocks", "right"), ("error / warnings", "left")):
         table.add_column(column, justify=justify, overflow="fold")
+    posed = bool(args.reference)
+    for column in (("core atoms", "core RMSD Å", "min dist Å") if posed else ()):
+        table.add_column(column, justify="right")
     for r in records[:args.max_rows]:
         # escaped: messages quote records as "file [molecule 3 'x']", which rich would read as markup
         notes = escape(r.error) or "; ".join(f"[yellow]warning:[/yellow] {escape(w)}" for w in r.warnings)
         cells = [r.name, _number(r.pK), _number(r.pK_std), _number(r.dG_kcal_mol), _molar(r.Kd_M),
                  "" if r.n_pocket_blocks is None else str(r.n_pocket_blocks), notes]
+        if posed:
+            core_atoms = r.extra.get(POSE_COLUMNS[0])
+            cells += ["" if core_atoms is None else str(core_atoms),
+                      *(_number(r.extra.get(c, math.nan)) for c in POSE_COLUMNS[1:3])]
         table.add_row(*([Path(r.receptor).name] if args.pairs else []), *cells)
     if len(records) > args.max_rows:
         table.caption = f"first {args.max_rows} of {len(records)} rows" + (f"; all in {args.out}" if args.out else "")
@@ -158,7 +184,7 @@ def _table(records: Sequence[AffinityPrediction], args, model_name: str):
 
 
 def _compare(records, args, console) -> None:
-    from geomol.tasks.metrics import regression_report
+    from geomol.metrics import regression_report
 
     measured = read_measured(args.measured)
     pairs = [(r.pK, measured[r.name]) for r in records if r.ok and r.name in measured]

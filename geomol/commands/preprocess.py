@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
 from geomol.errors import ConfigError
 
 
@@ -27,11 +25,10 @@ def data_module_from_config(path: str | Path, **overrides):
     import lightning.pytorch as pl
     from jsonargparse import ArgumentParser
 
-    try:
-        config = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read config: {exc}", source=path) from None
-    if not isinstance(config, dict) or "data" not in config:
+    from geomol.tasks.cli import read_config
+
+    config = read_config(path)
+    if "data" not in config:
         raise ConfigError("config has no 'data' section", source=path)
     data = dict(config["data"])
     data["init_args"] = {**data.get("init_args", {}), **{k: v for k, v in overrides.items() if v is not None}}

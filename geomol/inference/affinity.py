@@ -1,7 +1,8 @@
 """Affinity prediction records, and the loop that builds complexes and predicts them in batches.
 
 The receptor file is parsed once for all ligands (with the model's hydrogen setting); each
-ligand's pocket and graph are built with the model's preprocessing; graphs are predicted in
+ligand's pocket and graph are built with the model's graph recipe
+(:class:`~geomol.data.recipe.ComplexRecipe`, its cutoff optionally overridden); graphs are predicted in
 batches of up to ``batch_size`` complexes and ``max_blocks`` blocks. A ligand whose complex
 cannot be built (unreadable record, empty pocket, ...) gets a record with the error message;
 the others are predicted. Records come back in input order.
@@ -14,12 +15,12 @@ from os import PathLike
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from geomol.data import complex_from_pdb, complex_from_structure, read_structure
 from geomol.data.blocks import BlockGraph
 from geomol.data.datasets.affinity_labels import dg_from_pk
 from geomol.data.io import Structure
+from geomol.data.recipe import ComplexRecipe
 from geomol.errors import ConfigError, EmptySelectionError, GeomolError
-from geomol.inference.affinity_model import AffinityModel, Preprocessing
+from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.input_checks import checked_complex
 from geomol.inference.ligand_inputs import LigandInput
@@ -47,6 +48,8 @@ class AffinityPrediction:
             domain, see ``docs/predict.md``); empty for an input like the training complexes.
         receptor: the receptor file (or description).
         source: where the ligand came from (``'file [molecule i]'``).
+        extra: additional columns (e.g. the pose report of a ligand posed from SMILES), written after
+            :data:`COLUMNS`.
     """
 
     name: str
@@ -59,6 +62,7 @@ class AffinityPrediction:
     warnings: list[str] = field(default_factory=list)
     receptor: str = ""
     source: str = ""
+    extra: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -92,21 +96,21 @@ class _Receptor:
     """The receptor of a prediction run: a file (read at most once), an already-read Structure, or none."""
 
     def __init__(self, receptor: str | PathLike | Structure | None, chains: Sequence[str] | None,
-                 keep_hydrogens: bool):
+                 recipe: ComplexRecipe):
         if receptor is not None and not isinstance(receptor, (str, PathLike, Structure)):
             raise ConfigError(f"the receptor must be a PDB/mmCIF path or a Structure, not {type(receptor).__name__}")
         self.structure = receptor if isinstance(receptor, Structure) else None
         self.path = Path(receptor) if isinstance(receptor, (str, PathLike)) else None
         self.label = receptor.source if isinstance(receptor, Structure) else str(receptor or "")
         self.chains = list(chains) if chains else None
-        self.keep_hydrogens = keep_hydrogens
+        self.recipe = recipe
 
     def read(self) -> Structure:
         """The receptor structure (restricted to ``chains``); read errors propagate to the caller."""
         if self.structure is None:
             if self.path is None:
                 raise ConfigError("no receptor given")
-            self.structure = read_structure(self.path, keep_hydrogens=self.keep_hydrogens)
+            self.structure = self.recipe.read_receptor(self.path)
             if self.chains:
                 mask = self.structure.residue_mask(chains=self.chains)
                 if not mask.any():
@@ -116,23 +120,18 @@ class _Receptor:
         return self.structure
 
 
-def _graph(item: LigandInput, receptor: _Receptor, prep: Preprocessing, cutoff: float) -> BlockGraph:
-    """The complex of one ligand input, built with the model's preprocessing."""
+def _graph(item: LigandInput, receptor: _Receptor) -> BlockGraph:
+    """The complex of one ligand input, built with the run's recipe."""
     if item.graph is not None:
         return item.graph
     if item.in_receptor_file:
         if receptor.path is None:
             raise ConfigError("a residue name or chain group needs the receptor as a file path",
                               source=item.source)
-        if item.resname is not None and prep.fragments is not None:
-            raise ConfigError("this model uses ligand fragments, which need bond orders: give the ligand as SDF "
-                              "or MOL2 instead of a residue name", source=item.source)
-        return complex_from_pdb(receptor.path, ligand_resname=item.resname, ligand_chains=item.chains,
-                                receptor_chains=receptor.chains, pocket_cutoff=cutoff,
-                                keep_hydrogens=prep.keep_hydrogens, name=item.name)
+        return receptor.recipe.build_in_file(receptor.path, ligand_resname=item.resname, ligand_chains=item.chains,
+                                             receptor_chains=receptor.chains, name=item.name)
     ligand = item.molecule if item.molecule is not None else item.ligand_file
-    return complex_from_structure(receptor.read(), ligand, pocket_cutoff=cutoff, keep_hydrogens=prep.keep_hydrogens,
-                                  fragments=prep.fragments, name=item.name)
+    return receptor.recipe.build(receptor.read(), ligand, name=item.name)
 
 
 def _checked_types(graph: BlockGraph, n_block_types: int, source: str) -> BlockGraph:
@@ -155,16 +154,16 @@ def _budget_groups(sizes: Sequence[int], max_blocks: int) -> Iterator[list[int]]
         yield group
 
 
-def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: AffinityModel, cutoff: float
+def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: AffinityModel
                  ) -> tuple[list[AffinityPrediction], dict[int, BlockGraph]]:
     records, graphs = [], {}
     for i, item in enumerate(items):
-        record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error)
+        record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error,
+                                    extra=dict(item.extra))
         if not item.error:
             try:
-                graph, record.warnings = checked_complex(
-                    item, receptor.read, lambda: _graph(item, receptor, model.preprocessing, cutoff), model.domain,
-                    model.preprocessing.keep_hydrogens)
+                graph, record.warnings = checked_complex(item, receptor.read, lambda: _graph(item, receptor),
+                                                         model.domain, receptor.recipe.keep_hydrogens)
                 graphs[i] = _checked_types(graph, model.arguments["n_block_types"], item.source)
                 record.n_pocket_blocks = pocket_block_count(graph)
             except GeomolError as exc:
@@ -189,14 +188,11 @@ def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence
     """
     if batch_size < 1 or max_blocks < 1:
         raise ConfigError(f"batch_size and max_blocks must be ≥ 1, got {batch_size} and {max_blocks}")
-    cutoff = model.preprocessing.pocket_cutoff if pocket_cutoff is None else float(pocket_cutoff)
-    if not cutoff > 0:
-        raise ConfigError(f"pocket_cutoff must be a positive distance in Å, got {pocket_cutoff}")
-    context = _Receptor(receptor, receptor_chains, model.preprocessing.keep_hydrogens)
+    context = _Receptor(receptor, receptor_chains, model.recipe.with_cutoff(pocket_cutoff))
     if any(not i.error and i.graph is None and not i.in_receptor_file for i in inputs):
         context.read()  # parse once, up front: an unreadable receptor is one clear error, not one per ligand
     for start in range(0, len(inputs), batch_size):
-        records, graphs = _build_chunk(inputs[start:start + batch_size], context, model, cutoff)
+        records, graphs = _build_chunk(inputs[start:start + batch_size], context, model)
         order = sorted(graphs)
         for group in _budget_groups([graphs[i].num_blocks for i in order], max_blocks):
             chosen = [order[g] for g in group]

@@ -9,7 +9,8 @@ Accepted, alone or in a list:
 * a residue name inside the receptor file (``"UNK"``, or explicitly ``"resname:UNK"``): HETATM or
   ATOM records alike, as DNA–ligand files write them;
 * a chain group of the receptor file, ``"chain:B"`` / ``"chains:H,L"``: a protein (or nucleic
-  acid) partner, for protein–protein affinities.
+  acid) partner, for protein–protein affinities;
+* a :class:`LigandInput` already expanded (e.g. by :func:`select_ligand`), kept as it is.
 
 Expansion never raises for a bad ligand: the error travels with the input so that the others
 are still predicted.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any, Sequence
@@ -48,6 +49,7 @@ class LigandInput:
         chains: a chain group of the receptor file (protein–protein).
         graph: a ready-made complex (the receptor argument was a BlockGraph).
         error: why this input cannot be predicted ('' if it can).
+        extra: additional result columns for this ligand (the pose report of a ligand posed from SMILES).
     """
 
     name: str
@@ -58,6 +60,7 @@ class LigandInput:
     chains: tuple[str, ...] | None = None
     graph: BlockGraph | None = None
     error: str = ""
+    extra: dict = field(default_factory=dict)
 
     @property
     def in_receptor_file(self) -> bool:
@@ -125,6 +128,8 @@ def _string_inputs(text: str) -> list[LigandInput]:
 
 
 def _expand(item: Any, index: int) -> list[LigandInput]:
+    if isinstance(item, LigandInput):
+        return [item]
     if isinstance(item, Chem.Mol):
         return [_molecule_input(item, index, f"molecule {index}")]
     if isinstance(item, (str, PathLike)):

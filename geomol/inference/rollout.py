@@ -13,7 +13,7 @@ x[t+1] − x[t]; this estimate is a backward difference over o_P − o_{P−1} f
 (last offsets 1 frame apart) it is in the exact training unit but lags half a frame, for AdK-style
 offsets (4 frames apart) it averages over 4 frames, for N-body over 0.2 time units. Edges and
 features are rebuilt from each window's input state, as in training
-(:func:`~geomol.inference.rollout_protocol.state_graph`).
+(:meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`).
 
 Only the current state is kept: :func:`iter_windows` yields one window at a time, so a rollout's
 memory does not grow with its length. :func:`rollout_arrays` collects the frames into arrays
@@ -32,7 +32,7 @@ import torch
 
 from geomol.errors import ConfigError
 from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.rollout_protocol import RolloutProtocol
+from geomol.data.trajectory_protocol import TrajectoryProtocol
 
 __all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "horizon_for_frames", "next_velocity", "iter_windows",
            "kept_frames", "rollout_arrays", "progress_bar"]
@@ -61,7 +61,7 @@ class ArrayRollout:
 
     frame_offsets: np.ndarray
     positions: np.ndarray
-    protocol: RolloutProtocol
+    protocol: TrajectoryProtocol
 
     @property
     def times(self) -> np.ndarray | None:
@@ -70,7 +70,7 @@ class ArrayRollout:
         return None if interval is None else self.frame_offsets * interval
 
 
-def horizon_for_frames(protocol: RolloutProtocol, count: int, output_frames: str = "all") -> int:
+def horizon_for_frames(protocol: TrajectoryProtocol, count: int, output_frames: str = "all") -> int:
     """Frames past the start that ``count`` predicted frames reach: the offset of the count-th one.
 
     Predicted frames follow the offsets k·o_P + o_p (``"all"``) or k·o_P + o_P (``"ends"``); so with
@@ -83,7 +83,7 @@ def horizon_for_frames(protocol: RolloutProtocol, count: int, output_frames: str
     return window * protocol.window_frames + int(per_window[index])
 
 
-def num_windows(protocol: RolloutProtocol, frames: int | None = None, windows: int | None = None) -> int:
+def num_windows(protocol: TrajectoryProtocol, frames: int | None = None, windows: int | None = None) -> int:
     """Windows needed to reach ``frames`` frames past the start (ceil(frames / o_P)), or ``windows``; default 1."""
     if frames is not None and windows is not None:
         raise ConfigError("give the rollout length as frames or as windows, not both")
@@ -98,7 +98,7 @@ def num_windows(protocol: RolloutProtocol, frames: int | None = None, windows: i
     return math.ceil(frames / protocol.window_frames)
 
 
-def next_velocity(protocol: RolloutProtocol, window: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
+def next_velocity(protocol: TrajectoryProtocol, window: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
     """[N, 3] velocity that seeds the next window, from a window's [P, N, 3] positions (module docstring)."""
     offsets = protocol.target_offsets
     if len(offsets) > 1:

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from geomol.data.datasets.md_trajectory import open_selection
+from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
 from geomol.inference.rollout_report import ReferenceComparison, plot_rollout, write_summary
+from geomol.provenance import provenance
 
 __all__ = ["TrajectoryRollout", "open_selection", "start_state", "FrameWriter", "rollout_trajectory"]
 
@@ -206,7 +207,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
     total = num_windows(protocol, frames, windows)
     horizon = frames if frames is not None else total * protocol.window_frames
     last_offset = _last_offset(protocol, horizon, output_frames)
-    universe, atoms = open_selection(topology, trajectory, selection)
+    universe, atoms = protocol.open_trajectory(topology, trajectory, selection)
     x, v, velocity_note = start_state(universe, atoms, start, velocity_from, topology=topology, source=source,
                                       selection=selection)
     dt = _frame_interval(universe, model, source)
@@ -264,6 +265,7 @@ def _report(result: TrajectoryRollout, model: DynamicsModel, inputs, comparison,
                          "frames_written": len(result.frames)},
               "windows": result.windows, "diverged": result.windows < windows, "horizon_frames": horizon,
               "frames": result.frames.tolist(), "times_ps": result.times_ps.tolist()}
+    record["provenance"] = provenance()
     if comparison is not None:
         record["reference"] = comparison.results()
         result.rmsd = np.asarray(record["reference"]["rmsd_A"])

@@ -1,7 +1,8 @@
 """Prediction tables on disk: results (CSV / JSON), measured affinities, receptor–ligand pair lists, plots.
 
 * Results: one row per ligand with :data:`~geomol.inference.affinity.COLUMNS` (plus ``receptor``
-  when several receptors were screened). CSV leaves a missing number empty; JSON is a list of
+  when several receptors were screened, and the records' extra columns, such as the pose report
+  of ligands posed from SMILES, after them). CSV leaves a missing number empty; JSON is a list of
   objects with ``null`` for it. ``warnings`` is a JSON list; in CSV its items are joined by
   :data:`WARNING_SEPARATOR`.
 * Measured values: CSV with ``name`` and ``pK`` or ``dG_kcal_mol`` (converted to pK at 298.15 K).
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from geomol.data.datasets.affinity_labels import pk_from_dg
+from geomol.data.poses import POSE_COLUMNS
 from geomol.errors import ConfigError, DatasetError
 from geomol.inference.affinity import COLUMNS, AffinityPrediction
 from geomol.inference.ligand_inputs import is_in_receptor_spec
@@ -30,6 +32,7 @@ __all__ = ["OUTPUT_FORMATS", "output_format", "write_predictions", "read_predict
 
 OUTPUT_FORMATS = {".csv": "csv", ".json": "json"}
 _NUMERIC = ("pK", "dG_kcal_mol", "Kd_M", "pK_std")
+_EXTRA_NUMERIC = POSE_COLUMNS  # read back as floats (NaN when missing) when present
 WARNING_SEPARATOR = " | "
 
 
@@ -42,7 +45,7 @@ def output_format(path: str | PathLike) -> str:
 
 
 def _row(record: AffinityPrediction, columns: Sequence[str]) -> dict:
-    row = {c: getattr(record, c) for c in columns}
+    row = {c: getattr(record, c) if c in COLUMNS or c == "receptor" else record.extra.get(c) for c in columns}
     return {c: None if isinstance(v, float) and not math.isfinite(v) else v for c, v in row.items()}
 
 
@@ -57,7 +60,8 @@ def write_predictions(records: Sequence[AffinityPrediction], path: str | PathLik
     """Write one row per record (CSV or JSON by extension, atomically); returns the path."""
     path = Path(path)
     fmt = output_format(path)
-    columns = (("receptor",) if with_receptor else ()) + COLUMNS
+    extra = tuple(dict.fromkeys(c for r in records for c in r.extra if c not in COLUMNS))
+    columns = (("receptor",) if with_receptor else ()) + COLUMNS + extra
     rows = [_row(r, columns) for r in records]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
@@ -79,7 +83,7 @@ def read_predictions(path: str | PathLike) -> list[dict]:
     with open(path, encoding="utf-8", newline="") as handle:
         rows = json.load(handle) if fmt == "json" else list(csv.DictReader(handle))
     for row in rows:
-        for c in _NUMERIC:
+        for c in _NUMERIC + tuple(c for c in _EXTRA_NUMERIC if c in row):
             row[c] = math.nan if row.get(c) in (None, "") else float(row[c])
         blocks = row.get("n_pocket_blocks")
         row["n_pocket_blocks"] = None if blocks in (None, "") else int(blocks)
@@ -170,7 +174,7 @@ def plot_predicted_vs_measured(records: Sequence[AffinityPrediction], measured: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from geomol.tasks.metrics import pearson, rmse, spearman
+    from geomol.metrics import pearson, rmse, spearman
 
     pairs = [(measured[r.name], r.pK, r.pK_std) for r in records if r.ok and r.name in measured]
     if len(pairs) < 2:

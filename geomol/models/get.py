@@ -39,8 +39,8 @@ Example::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -51,10 +51,11 @@ from geomol.data.blocks import BlockGraph
 from geomol.data.vocab import ATOM_TYPES, POSITION_CODES, VOCAB
 from geomol.models.get_core import GET
 from geomol.models.get_official import load_official_state_dict
+from geomol.models.readouts import readout_class
 from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
 from geomol.nn.scatter import scatter_mean, scatter_sum
 
-__all__ = ["GET", "GETModel", "GETAffinity", "GETPairClassifier", "GETInputs", "GETOutput", "GETEmbedding",
+__all__ = ["GET", "GETConfig", "GETModel", "GETAffinity", "GETPairClassifier", "GETInputs", "GETOutput", "GETEmbedding",
            "load_official_state_dict", "as_batch", "normalise_coordinates"]
 
 COORD_SCALE = 10.0  # Å per normalised unit (the official wrapper's fixed std)
@@ -160,31 +161,70 @@ def normalise_coordinates(X, block_id, segment, is_global, block_batch, n_graphs
     return Z.unsqueeze(1), centre
 
 
-class GETModel(nn.Module):
-    """GET encoder on BlockGraphs, with the official wrapper's embeddings and energy read-out.
+@dataclass(frozen=True)
+class GETConfig:
+    """The architecture of a GET model: the one place its arguments and their defaults are written.
 
     Defaults are the official LBA configuration (801,518 parameters with the 150-type vocabulary).
 
-    Args:
+    Attributes:
         d_hidden, d_radial, n_rbf, cutoff, d_edge, n_layers, n_head, dropout, sparse_k: as in
-            :class:`~geomol.models.get_core.GET` (one coordinate channel).
+            :class:`~geomol.models.get_core.GET` (one coordinate channel; cutoff in normalised units).
         k_neighbors: block KNN k for intra- and inter-segment edges.
         n_block_types: rows of the block embedding (``len(vocab)``; fragments append rows).
         z_requires_grad: see :class:`GET` (the official wrappers pass False).
+        readout: class path of the affinity read-out (:mod:`geomol.models.readouts`; default the official
+            energy read-out). Used by :class:`GETAffinity` only.
     """
 
-    def __init__(self, d_hidden: int = 64, d_radial: int = 32, n_rbf: int = 32, cutoff: float = 7.0,
-                 d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
-                 sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int = len(VOCAB),
-                 z_requires_grad: bool = False):
+    d_hidden: int = 64
+    d_radial: int = 32
+    n_rbf: int = 32
+    cutoff: float = 7.0
+    d_edge: int = 64
+    n_layers: int = 3
+    n_head: int = 4
+    k_neighbors: int = 9
+    sparse_k: int | None = 3
+    dropout: float = 0.1
+    n_block_types: int = len(VOCAB)
+    z_requires_grad: bool = False
+    readout: str = "geomol.models.readouts.EnergyReadout"
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "GETConfig":
+        """The architecture among saved hyperparameters (optimiser settings etc. ignored; missing = default)."""
+        return cls(**{name: values[name] for name in cls.names() if name in values})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class GETModel(nn.Module):
+    """GET encoder on BlockGraphs, with the official wrapper's embeddings and energy read-out.
+
+    Args:
+        config: the architecture (default :attr:`default_config`, the official LBA configuration).
+        **overrides: fields of :class:`GETConfig` replacing those of ``config``
+            (``GETAffinity(d_hidden=32, n_block_types=200)``).
+    """
+
+    default_config = GETConfig()
+
+    def __init__(self, config: GETConfig | None = None, **overrides: Any):
         super().__init__()
-        self.k_neighbors = k_neighbors
-        self.embedding = GETEmbedding(d_hidden, n_block_types)
-        self.edge_embedding = nn.Embedding(NUM_EDGE_TYPES, d_edge)
-        self.encoder = GET(d_hidden, d_radial, 1, n_rbf, cutoff, d_edge, n_layers, n_head, dropout,
-                           z_requires_grad, sparse_k)
-        self.energy_ffn = nn.Sequential(nn.SiLU(), nn.Linear(d_hidden, d_hidden), nn.SiLU(),
-                                        nn.Linear(d_hidden, 1, bias=False))
+        self.config = c = replace(config or self.default_config, **overrides)
+        self.k_neighbors = c.k_neighbors
+        self.embedding = GETEmbedding(c.d_hidden, c.n_block_types)
+        self.edge_embedding = nn.Embedding(NUM_EDGE_TYPES, c.d_edge)
+        self.encoder = GET(c.d_hidden, c.d_radial, 1, c.n_rbf, c.cutoff, c.d_edge, c.n_layers, c.n_head, c.dropout,
+                           c.z_requires_grad, c.sparse_k)
+        self.energy_ffn = nn.Sequential(nn.SiLU(), nn.Linear(c.d_hidden, c.d_hidden), nn.SiLU(),
+                                        nn.Linear(c.d_hidden, 1, bias=False))
 
     def prepare(self, graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> GETInputs:
         """Batch, normalise the coordinates and build the block edges (no gradients through edges)."""
@@ -218,14 +258,19 @@ class GETModel(nn.Module):
 
 
 class GETAffinity(GETModel):
-    """Binding-affinity predictor: pK = −energy (official ``AffinityPredictor``; LBA defaults).
+    """Binding-affinity predictor: pK = −energy by default (official ``AffinityPredictor``; LBA defaults),
+    or another read-out of ``config.readout`` (:mod:`geomol.models.readouts`).
 
     ``forward(graphs)`` takes a BlockGraph, a list or a batch of them and returns the predicted
     pK per complex, shape [B]. Trained with MSE against pK.
     """
 
+    def __init__(self, config: GETConfig | None = None, **overrides: Any):
+        super().__init__(config, **overrides)
+        self.readout = readout_class(self.config.readout)(self.config.d_hidden)
+
     def forward(self, graphs) -> torch.Tensor:
-        return -self.energy(self.embed(graphs))
+        return self.readout(self, self.embed(graphs))
 
     @staticmethod
     def loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -242,9 +287,11 @@ class GETPairClassifier(GETModel):
     The energy read-out exists (frozen) only so that official checkpoints load.
     """
 
-    def __init__(self, d_hidden: int = 128, d_radial: int = 64, **kwargs):
-        super().__init__(d_hidden=d_hidden, d_radial=d_radial, **kwargs)
-        self.class_ffn = nn.Linear(2 * d_hidden, 2)
+    default_config = GETConfig(d_hidden=128, d_radial=64)
+
+    def __init__(self, config: GETConfig | None = None, **overrides: Any):
+        super().__init__(config, **overrides)
+        self.class_ffn = nn.Linear(2 * self.config.d_hidden, 2)
         self.energy_ffn.requires_grad_(False)
 
     def forward(self, graphs) -> torch.Tensor:

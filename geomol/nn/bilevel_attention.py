@@ -82,7 +82,10 @@ def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w
     hidden = torch.matmul(radial, w_rbf.T.contiguous()) + sender_rows
     receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
     hidden[..., :rh] += receiver.index_select(0, index.pair_group)
-    hidden = F.silu(F.linear(F.silu(hidden), w2, b2))
+    # Without autograd (inference, and the forward pass of the chunked path) the activations
+    # can overwrite their inputs: fewer fresh [p, h, 3rh] buffers.
+    inplace = not torch.is_grad_enabled()
+    hidden = F.silu(F.linear(F.silu(hidden, inplace=inplace), w2, b2), inplace=inplace)
     scalars = F.linear(hidden, w3, b3)  # [p, h, 2 + C]
     alpha = _group_softmax(scalars[..., 0], index)
 

@@ -25,7 +25,11 @@ from torch import nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-__all__ = ["EGNNLayer", "in_degree"]
+__all__ = ["EGNNLayer", "in_degree", "INFERENCE_CHUNK_ELEMENTS"]
+
+# Without autograd nothing is recomputed, so small cache-resident chunks are pure gain
+# (~1.5x faster forward on a 16,000-edge graph than one pass over 5M-element tensors).
+INFERENCE_CHUNK_ELEMENTS = 1 << 20
 
 
 def in_degree(row: torch.Tensor, num_nodes: int, dtype: torch.dtype) -> torch.Tensor:
@@ -102,7 +106,8 @@ class EGNNLayer(nn.Module):
         return x, self.node_out(F.silu(hidden))
 
     def _chunked_edge_sums(self, x, h_row, h_col, edge_term, edge_index):
-        """:meth:`edge_sums` over all edges, in chunks of ≤ ``edge_chunk_elements`` per [edges, P, H] tensor.
+        """:meth:`edge_sums` over all edges, in chunks of ≤ ``edge_chunk_elements`` per [edges, P, H] tensor
+        (≤ ``INFERENCE_CHUNK_ELEMENTS`` without autograd).
 
         Large graphs are processed chunk by chunk and, when gradients are needed, each chunk is
         recomputed in the backward pass (activation checkpointing) instead of keeping its edge
@@ -111,15 +116,18 @@ class EGNNLayer(nn.Module):
         """
         row, col = edge_index[0], edge_index[1]
         per_edge = h_row.size(1) * self.hidden
-        if row.numel() * per_edge <= self.edge_chunk_elements:
+        limit = self.edge_chunk_elements if torch.is_grad_enabled() else min(self.edge_chunk_elements,
+                                                                             INFERENCE_CHUNK_ELEMENTS)
+        if row.numel() * per_edge <= limit:
             return self.edge_sums(x, h_row, h_col, edge_term, row, col)
-        step = max(1, self.edge_chunk_elements // per_edge)
+        step = max(1, limit // per_edge)
         force = aggregated = None
         for begin in range(0, row.numel(), step):
             chunk = (x, h_row, h_col, edge_term[begin:begin + step], row[begin:begin + step], col[begin:begin + step])
             if torch.is_grad_enabled():
                 f, a = checkpoint(self.edge_sums, *chunk, use_reentrant=False)
+                force, aggregated = (f, a) if force is None else (force + f, aggregated + a)
             else:
                 f, a = self.edge_sums(*chunk)
-            force, aggregated = (f, a) if force is None else (force + f, aggregated + a)
+                force, aggregated = (f, a) if force is None else (force.add_(f), aggregated.add_(a))
         return force, aggregated

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from geomol.nn.dropout import FastDropout
 from geomol.nn.radial import RadialBasis
 from geomol.nn.scatter import scatter_mean
 
@@ -20,11 +21,13 @@ FFN_CUTOFF = 7.0  # hard-coded upstream, whatever the model's cutoff (quirk Q7)
 
 
 def _mlp3(d_in: int, d_hidden: int, d_out: int, dropout: float) -> nn.Sequential:
-    """Linear → SiLU → Dropout → Linear → SiLU → Dropout → Linear → Dropout (keys 0, 3, 6)."""
+    """Linear → SiLU → Dropout → Linear → SiLU → Dropout → Linear → Dropout (keys 0, 3, 6).
+
+    The dropouts are :class:`~geomol.nn.dropout.FastDropout` (same function, a cheaper mask)."""
     return nn.Sequential(
-        nn.Linear(d_in, d_hidden), nn.SiLU(), nn.Dropout(dropout),
-        nn.Linear(d_hidden, d_hidden), nn.SiLU(), nn.Dropout(dropout),
-        nn.Linear(d_hidden, d_out), nn.Dropout(dropout))
+        nn.Linear(d_in, d_hidden), nn.SiLU(), FastDropout(dropout),
+        nn.Linear(d_hidden, d_hidden), nn.SiLU(), FastDropout(dropout),
+        nn.Linear(d_hidden, d_out), FastDropout(dropout))
 
 
 class EquivariantFFN(nn.Module):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["scatter_sum", "scatter_mean", "scatter_count", "scatter_softmax", "scatter_std", "scatter_max"]
+__all__ = ["scatter_sum", "scatter_mean", "scatter_count", "scatter_softmax", "scatter_max"]
 
 
 def _expand(index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
@@ -45,10 +45,3 @@ def scatter_softmax(src: torch.Tensor, index: torch.Tensor, dim_size: int) -> to
     exp = (src - seg_max[index]).exp()
     return exp / scatter_sum(exp, index, dim_size)[index]
 
-
-def scatter_std(src: torch.Tensor, index: torch.Tensor, dim_size: int) -> torch.Tensor:
-    """[dim_size, ...] unbiased per-segment standard deviation, denominator max(n − 1, 1), no epsilon."""
-    count = scatter_count(index, dim_size, src.dtype).view(-1, *([1] * (src.dim() - 1)))
-    mean = scatter_sum(src, index, dim_size) / count.clamp(min=1)
-    var = scatter_sum((src - mean[index]) ** 2, index, dim_size) / (count - 1).clamp(min=1)
-    return var.sqrt()

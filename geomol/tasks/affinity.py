@@ -2,167 +2,125 @@
 
 :class:`AffinityModule` trains :class:`~geomol.models.get.GETAffinity` with MSE on pK and logs,
 per epoch, Pearson, Spearman, RMSE and MAE over the whole validation/test set, plus the mean
-per-target Spearman/Pearson (targets = the items' ``protein`` labels; one target when absent). The preprocessing the data
-module applied (pocket cutoff, hydrogens, fragment vocabulary) is stored in every checkpoint,
+per-target Spearman/Pearson (targets = the items' ``protein`` labels; one target when absent).
+Auxiliary objectives are components chosen in the YAML (:mod:`geomol.tasks.objectives`). The data
+module's graph recipe (:class:`~geomol.data.recipe.ComplexRecipe`) is stored in every checkpoint,
 so that prediction later builds graphs exactly as in training.
 """
 from __future__ import annotations
 
-import copy
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
-from geomol.data.blocks import ligand_atom_mask
-from geomol.models.get import GETAffinity, GETPairClassifier
+from geomol.data.recipe import ComplexRecipe
+from geomol.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
+from geomol.models.get import GETAffinity, GETConfig, GETPairClassifier
 from geomol.tasks.base import GeomolModule
-from geomol.tasks.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
+from geomol.tasks.objectives import DenoisingPretraining, LossTerm, component, describe
 
-__all__ = ["AffinityModule", "PairClassificationModule", "ranking_loss", "relative_edge_loss", "denoising_loss"]
+__all__ = ["AffinityModule", "PairClassificationModule"]
 
-_GET_ARGS = ("d_hidden", "d_radial", "n_rbf", "cutoff", "d_edge", "n_layers", "n_head", "k_neighbors",
-             "sparse_k", "dropout", "n_block_types")
-
-
-def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
-    """Mean logistic loss over ordered pairs of one group: log(1 + exp(−(p_i − p_j))) for y_i > y_j.
-
-    Only the order of predictions within a protein matters to this term, so it targets per-target
-    ranking (what Spearman measures) without asking the model to know each protein's offset.
-    ``pred``, ``y``: [B]; ``groups``: B labels (all one group when None). 0 when no pair exists.
-    """
-    if groups is None:
-        ids = torch.zeros_like(y, dtype=torch.long)
-    else:  # an index per distinct group (hashes could collide)
-        index = {group: i for i, group in enumerate(dict.fromkeys(groups))}
-        ids = torch.tensor([index[g] for g in groups], device=y.device)
-    ordered = (ids[:, None] == ids[None, :]) & (y[:, None] > y[None, :])
-    if not ordered.any():
-        return pred.sum() * 0.0
-    return torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered]).mean()
-
-
-def relative_edge_loss(pred: torch.Tensor, series: Sequence[str], ligands: Sequence[str],
-                       edges: Mapping[str, Sequence[tuple[str, str, float]]]) -> torch.Tensor:
-    """Mean squared error of predicted vs measured relative affinities over the perturbation edges
-    (RBFE graph) whose two ligands are both in the batch.
-
-    ``pred``: [B] pK; ``series``, ``ligands``: B labels; ``edges``: per series, ``(ligand_a, ligand_b,
-    ΔpK)`` with ΔpK = pK(b) − pK(a). 0 (with a gradient path) when no edge is in the batch.
-    """
-    where = {(s, name): i for i, (s, name) in enumerate(zip(series, ligands))}
-    pairs = [(where[(s, a)], where[(s, b)], delta) for s in dict.fromkeys(series) for a, b, delta in edges.get(s, ())
-             if (s, a) in where and (s, b) in where]
-    if not pairs:
-        return pred.sum() * 0.0
-    a, b, delta = zip(*pairs)
-    measured = torch.tensor(delta, dtype=pred.dtype, device=pred.device)
-    return ((pred[list(b)] - pred[list(a)] - measured) ** 2).mean()
-
-
-def denoising_loss(model, batch, sigma: float) -> torch.Tensor:
-    """Self-supervised coordinate denoising (no labels used): Gaussian noise of ``sigma`` Å on every
-    ligand atom, and the mean squared distance of GET's output ligand coordinates from the clean
-    ones, divided by σ² (1 for a model that returns its input; 0 for perfect denoising)."""
-    ligand = ligand_atom_mask(batch)
-    noisy = copy.copy(batch)
-    noisy.X = batch.X + sigma * torch.randn_like(batch.X) * ligand[:, None].to(batch.X.dtype)
-    out = model.embed(noisy)
-    error = out.X[ligand] - batch.X[ligand].to(out.X.dtype)
-    return (error ** 2).sum(-1).mean() / sigma ** 2
+_D = GETConfig()  # the architecture's defaults, written once in GETConfig
 
 
 class _GETTask(GeomolModule):
     """Shared by both GET tasks: hyperparameters and lazy model construction.
 
     Args:
-        d_hidden ... dropout: GET hyperparameters (:class:`~geomol.models.get.GETModel`).
-        n_block_types: block vocabulary size; ``None`` takes it from the data module
+        d_hidden ... z_requires_grad: the architecture, fields of :class:`~geomol.models.get.GETConfig`
+            (defaults from there).
+        n_block_types: block vocabulary size; ``None`` takes it from the data module's recipe
             (``geomol fit`` fills it from the config before building).
         lr, final_lr, weight_decay: Adam with per-step exponential decay from lr to final_lr.
         compile: wrap the model in ``torch.compile``.
-        rank_weight: weight of a pairwise ranking loss between ligands of the same protein in a
-            batch (affinity only; 0 = the reference MSE alone). Use with ``group_batches``.
-        edge_weight: weight of :func:`relative_edge_loss` on the measured relative free energies of
-            the data module's perturbation graphs (affinity only; multi-task with the RBFE edges).
-            Use with ``group_batches`` so that both ends of an edge share batches.
-        pretrain_epochs: the first epochs train only :func:`denoising_loss` on the training
-            complexes (labels unused), with ``denoise_sigma`` Å of noise; their validation metrics
-            are NaN, so checkpoint selection skips them (affinity only).
     """
 
     model_class: type = GETAffinity
+    recipe_type = ComplexRecipe
 
-    def __init__(self, d_hidden: int = 64, d_radial: int = 32, n_rbf: int = 32, cutoff: float = 7.0,
-                 d_edge: int = 64, n_layers: int = 3, n_head: int = 4, k_neighbors: int = 9,
-                 sparse_k: int | None = 3, dropout: float = 0.1, n_block_types: int | None = None,
-                 lr: float = 1e-3, final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False,
-                 rank_weight: float = 0.0, edge_weight: float = 0.0, pretrain_epochs: int = 0,
-                 denoise_sigma: float = 1.0):
+    def __init__(self, d_hidden: int = _D.d_hidden, d_radial: int = _D.d_radial, n_rbf: int = _D.n_rbf,
+                 cutoff: float = _D.cutoff, d_edge: int = _D.d_edge, n_layers: int = _D.n_layers,
+                 n_head: int = _D.n_head, k_neighbors: int = _D.k_neighbors, sparse_k: int | None = _D.sparse_k,
+                 dropout: float = _D.dropout, n_block_types: int | None = None,
+                 z_requires_grad: bool = _D.z_requires_grad, readout: str = _D.readout, lr: float = 1e-3, final_lr: float | None = 1e-6,
+                 weight_decay: float = 1e-3, compile: bool = False):
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["loss_terms", "pretraining"])  # recorded as plain dicts by the subclass
         self.model = None
-        self.preprocessing: dict[str, Any] = {}
-        self.edges: dict[str, list[tuple[str, str, float]]] = {}
         if n_block_types is not None:
             self._build()
 
     def _build(self) -> None:
-        self.model = self.model_class(**{k: self.hparams[k] for k in _GET_ARGS})
+        self.model = self.model_class(GETConfig.from_mapping(self.hparams))
         if self.hparams.get("compile"):
             self.model = torch.compile(self.model, dynamic=True)
 
     def setup(self, stage: str) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is not None and getattr(datamodule, "preprocessing", None):
-            self.preprocessing = dict(datamodule.preprocessing)
-        if self.hparams.get("edge_weight", 0.0) > 0:
-            if not hasattr(datamodule, "relative_edges"):
-                raise ValueError("edge_weight > 0 needs a data module with relative_edges() (FEP benchmark data)")
-            self.edges = datamodule.relative_edges()
+        super().setup(stage)
         if self.model is None:
-            n_types = getattr(datamodule, "num_block_types", None)
+            n_types = getattr(getattr(self.trainer, "datamodule", None), "num_block_types", None)
             if n_types is None:
                 raise ValueError("n_block_types is not set and the data module does not provide num_block_types")
             self.hparams.n_block_types = int(n_types)
             self._build()
 
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["geomol_preprocessing"] = self.preprocessing
-
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.preprocessing = dict(checkpoint.get("geomol_preprocessing", {}))
+        super().on_load_checkpoint(checkpoint)
         if self.model is None:
             self.hparams.n_block_types = int(checkpoint["hyper_parameters"]["n_block_types"])
             self._build()
 
 
 class AffinityModule(_GETTask):
-    """GET + energy read-out, regression on pK (official LBA recipe by default; arguments as
-    :class:`_GETTask`)."""
+    """GET + energy read-out, regression on pK (official LBA recipe by default).
+
+    Args:
+        loss_terms: auxiliary training losses added to the MSE (:class:`~geomol.tasks.objectives.LossTerm`
+            components, e.g. ``RankingLoss``, ``RelativeEdgeLoss``); none by default (the reference MSE alone).
+        pretraining: e.g. :class:`~geomol.tasks.objectives.DenoisingPretraining`: its first epochs train
+            its own objective instead (labels unused); their validation metrics are NaN.
+        Other arguments: as :class:`_GETTask`.
+
+    The components are recorded in the hyperparameters as ``{'class_path', 'init_args'}`` dicts.
+    """
 
     model_class = GETAffinity
+
+    def __init__(self, loss_terms: list[LossTerm] | None = None, pretraining: DenoisingPretraining | None = None,
+                 **kwargs):
+        self.loss_terms = [component(term) for term in loss_terms or []]
+        self.pretraining_stage = None if pretraining is None else component(pretraining)
+        super().__init__(**kwargs)
+        self.hparams["loss_terms"] = [describe(term) for term in self.loss_terms]
+        self.hparams["pretraining"] = None if pretraining is None else describe(self.pretraining_stage)
 
     def forward(self, batch) -> torch.Tensor:
         """[B] predicted pK."""
         return self.model(batch)
 
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        datamodule = getattr(self.trainer, "datamodule", None)
+        for term in self.loss_terms:
+            if term.weight:
+                term.setup(datamodule)
+
     @property
     def pretraining(self) -> bool:
-        """Whether this epoch belongs to the denoising pre-training (``pretrain_epochs``)."""
-        return self.current_epoch < self.hparams.get("pretrain_epochs", 0)
+        """Whether this epoch belongs to the pre-training stage."""
+        return self.pretraining_stage is not None and self.pretraining_stage.active(self.current_epoch)
 
     def compute(self, batch):
-        hp = self.hparams
         if self.training and self.pretraining:
-            return denoising_loss(self.model, batch, hp.denoise_sigma), batch.num_graphs, None
+            return self.pretraining_stage.loss(self.model, batch), batch.num_graphs, None
         pred = self(batch)
         loss = GETAffinity.loss(pred, batch.y)
-        if self.training and hp.rank_weight > 0:
-            loss = loss + hp.rank_weight * ranking_loss(pred, batch.y, getattr(batch, "protein", None))
-        if self.training and hp.get("edge_weight", 0.0) > 0:
-            loss = loss + hp.edge_weight * relative_edge_loss(pred, batch.series, batch.ligand, self.edges)
+        if self.training:
+            for term in self.loss_terms:
+                if term.weight:
+                    loss = loss + term(self.model, batch, pred)
         return loss, batch.num_graphs, pred
 
     def collect(self, batch, pred) -> None:
@@ -197,7 +155,8 @@ class PairClassificationModule(_GETTask):
 
     model_class = GETPairClassifier
 
-    def __init__(self, d_hidden: int = 128, d_radial: int = 64, **kwargs):
+    def __init__(self, d_hidden: int = GETPairClassifier.default_config.d_hidden,
+                 d_radial: int = GETPairClassifier.default_config.d_radial, **kwargs):
         super().__init__(d_hidden=d_hidden, d_radial=d_radial, **kwargs)
 
     def forward(self, batch) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """LightningDataModules of the affinity datasets (GET): PLB / FEP benchmark, PDBbind, ATOM3D LBA
 and LEP, protein–protein affinity.
 
-All share :class:`AffinityDataModule`: the preprocessing parameters (pocket cutoff, hydrogens,
-fragment vocabulary), which are handed to the model and stored in its checkpoints; the
+All share :class:`AffinityDataModule`: the graph recipe (:class:`~geomol.data.recipe.ComplexRecipe`:
+pocket cutoff, hydrogens, fragment vocabulary), which is handed to the model and stored in its checkpoints; the
 processed-data store, filled once in ``prepare_data`` by parallel workers; and dynamic batching
 by a budget of blocks (reference: 2000 per batch and device).
 
@@ -20,10 +20,11 @@ from typing import Any, Literal, Sequence
 
 from geomol.data.datasets.affinity_labels import pk_from_dg
 from geomol.data.datasets.processed import ProcessedDataset
-from geomol.data.fragment import FragmentVocab
+from geomol.data.datasets.atom3d_lmdb import LEP_CUTOFF
+from geomol.data.pocket import DEFAULT_CUTOFF
+from geomol.data.recipe import ComplexRecipe
 from geomol.data.sampler import DynamicBatchSampler
 from geomol.data.splits import group_kfold, random_group_split
-from geomol.data.vocab import VOCAB
 from geomol.errors import ConfigError
 from geomol.tasks.data_base import GraphDataModule
 
@@ -84,10 +85,9 @@ class AffinityDataModule(GraphDataModule):
     """Common part of the affinity data modules.
 
     Args:
-        pocket_cutoff: Å, receptor blocks within this distance of the ligand form the pocket.
-        keep_hydrogens: keep hydrogen atoms (default: heavy atoms only, as the reference).
-        fragments: path of a :class:`~geomol.data.fragment.FragmentVocab` JSON file for fragment
-            blocks on the ligand; ``None`` makes one block per ligand atom (reference default).
+        pocket_cutoff, keep_hydrogens, fragments: the graph recipe (:class:`~geomol.data.recipe.ComplexRecipe`;
+            ``fragments`` is the path of a saved :class:`~geomol.data.fragment.FragmentVocab`, ``None``
+            one block per ligand atom as the reference).
         max_blocks: block budget per batch.
         group_batches: training batches hold the ligands of one protein only (for ranking losses).
         cache_dir: processed-data store (default ``$GEOMOL_CACHE`` or ``~/.cache/geomol``).
@@ -95,7 +95,7 @@ class AffinityDataModule(GraphDataModule):
         num_workers, seed: see :class:`~geomol.tasks.data_base.GraphDataModule`.
     """
 
-    def __init__(self, pocket_cutoff: float = 10.0, keep_hydrogens: bool = False, fragments: str | None = None,
+    def __init__(self, pocket_cutoff: float = DEFAULT_CUTOFF, keep_hydrogens: bool = False, fragments: str | None = None,
                  max_blocks: int = 2000, group_batches: bool = False, cache_dir: str | None = None,
                  preprocess_workers: int | None = None, num_workers: int = 0, seed: int = 12):
         super().__init__(num_workers=num_workers, seed=seed)
@@ -104,22 +104,19 @@ class AffinityDataModule(GraphDataModule):
         self.preprocess_workers = preprocess_workers
         self.dataset: ProcessedDataset | None = None
 
-    # ------------------------------------------------------------------ preprocessing
+    # ------------------------------------------------------------------ graphs
     @cached_property
-    def fragment_vocab(self) -> FragmentVocab | None:
-        return None if self.fragments_path is None else FragmentVocab.load(self.fragments_path)
+    def recipe(self) -> ComplexRecipe:
+        """How this data module builds its graphs; the task stores it with the model."""
+        return ComplexRecipe.from_options(self.pocket_cutoff, self.keep_hydrogens, self.fragments_path)
+
+    @property
+    def graph_recipe(self) -> ComplexRecipe:
+        return self.recipe
 
     @property
     def num_block_types(self) -> int:
-        vocab = self.fragment_vocab
-        return len(VOCAB) if vocab is None else len(vocab.block_vocab())
-
-    @property
-    def preprocessing(self) -> dict[str, Any]:
-        """What a model needs to build graphs for prediction exactly as in training."""
-        vocab = self.fragment_vocab
-        return {"pocket_cutoff": float(self.pocket_cutoff), "keep_hydrogens": bool(self.keep_hydrogens),
-                "fragments": None if vocab is None else vocab.to_dict()}
+        return self.recipe.num_block_types
 
     def _dataset_kwargs(self) -> dict[str, Any]:
         return {"cache_dir": self.cache_dir}
@@ -156,15 +153,15 @@ class BenchmarkAffinityDataModule(AffinityDataModule):
     """The protein-ligand-benchmark layout and/or the public FEP+ benchmark layout, split by protein.
 
     Args:
-        plb_root: folder of PLB targets (``../shared/data/plb``), or ``None``.
-        fep_root: folder of the FEP benchmark (``../shared/data/fep_benchmark``), or ``None``.
+        plb_root: folder of PLB targets (e.g. ``../shared/data/plb``), or ``None``.
+        fep_root: folder of the FEP benchmark (e.g. ``../shared/data/fep_benchmark``), or ``None``.
         targets: PLB targets to use (default all); series: FEP series (``'group/scheme'``, default all).
         split, n_folds, fold, test_proteins, valid_proteins, valid_fraction, test_fraction: see
             :func:`split_by_protein`. Proteins shared by the two sources count as one protein.
         Other arguments: see :class:`AffinityDataModule`.
     """
 
-    def __init__(self, plb_root: str | None = "../shared/data/plb", fep_root: str | None = None,
+    def __init__(self, plb_root: str | None = None, fep_root: str | None = None,
                  targets: list[str] | None = None, series: list[str] | None = None,
                  split: SplitMethod = "protein_kfold", n_folds: int = 5, fold: int = 0,
                  test_proteins: list[str] | None = None, valid_proteins: list[str] | None = None,
@@ -182,9 +179,8 @@ class BenchmarkAffinityDataModule(AffinityDataModule):
 
         name = "+".join(n for n, root in (("plb", self.plb_root), ("fep_benchmark", self.fep_root)) if root)
         return CombinedAffinityDataset(self.plb_root, self.fep_root, plb_targets=self.targets, name=name,
-                                       fep_series=self.series, pocket_cutoff=self.pocket_cutoff,
-                                       keep_hydrogens=self.keep_hydrogens, fragments=self.fragment_vocab,
-                                       num_workers=num_workers, **self._dataset_kwargs())
+                                       fep_series=self.series, recipe=self.recipe, num_workers=num_workers,
+                                       **self._dataset_kwargs())
 
     def build_splits(self) -> dict[str, ProcessedDataset]:
         dataset = self.load_dataset()
@@ -197,12 +193,13 @@ class PLBDataModule(BenchmarkAffinityDataModule):
     """The protein-ligand-benchmark alone (``configs/get_plb.yaml``): a copy of its ``data/`` folder.
 
     Args:
-        root: the folder of PLB targets (default ``../shared/data/plb``); ``--data.root`` on the command line.
+        root: the folder of PLB targets (required; ``configs/get_plb.yaml`` gives ``../shared/data/plb``, relative
+            to the repository root); ``--data.root`` on the command line.
         targets: targets to use (default all). Other arguments: see :class:`BenchmarkAffinityDataModule`
             (split by target: ``protein_kfold``, ``held_out`` leave-one-target-out, or ``random``).
     """
 
-    def __init__(self, root: str = "../shared/data/plb", targets: list[str] | None = None, **kwargs):
+    def __init__(self, root: str, targets: list[str] | None = None, **kwargs):
         super().__init__(plb_root=root, fep_root=None, targets=targets, **kwargs)
 
 
@@ -227,9 +224,8 @@ class PDBbindDataModule(AffinityDataModule):
         from geomol.data.datasets.pdbbind import PDBbindDataset
 
         return PDBbindDataset(self.roots, self.index_file, ids=self.id_files[stage], receptor=self.receptor,
-                              qualifiers=self.qualifiers, pocket_cutoff=self.pocket_cutoff,
-                              keep_hydrogens=self.keep_hydrogens, fragments=self.fragment_vocab,
-                              num_workers=num_workers, name=f"pdbbind-{stage}", **self._dataset_kwargs())
+                              qualifiers=self.qualifiers, recipe=self.recipe, num_workers=num_workers,
+                              name=f"pdbbind-{stage}", **self._dataset_kwargs())
 
     def prepare_data(self) -> None:
         workers = (os.cpu_count() or 1) if self.preprocess_workers is None else self.preprocess_workers
@@ -278,7 +274,7 @@ class LBADataModule(_Atom3DDataModule):
     dataset_name = "lba"
 
     def _options(self) -> dict[str, Any]:
-        return {"ligand_hydrogens": self.keep_hydrogens, "fragments": self.fragment_vocab}
+        return {"ligand_hydrogens": self.recipe.keep_hydrogens, "fragments": self.recipe.fragments}
 
 
 class LEPDataModule(_Atom3DDataModule):
@@ -289,11 +285,11 @@ class LEPDataModule(_Atom3DDataModule):
 
     dataset_name = "lep"
 
-    def __init__(self, train: str, valid: str, test: str, pocket_cutoff: float = 6.0, **kwargs):
+    def __init__(self, train: str, valid: str, test: str, pocket_cutoff: float = LEP_CUTOFF, **kwargs):
         super().__init__(train, valid, test, pocket_cutoff=pocket_cutoff, **kwargs)
 
     def _options(self) -> dict[str, Any]:
-        return {"cutoff": self.pocket_cutoff, "ligand_hydrogens": self.keep_hydrogens}
+        return {"cutoff": self.recipe.pocket_cutoff, "ligand_hydrogens": self.recipe.keep_hydrogens}
 
 
 class PPADataModule(AffinityDataModule):
@@ -317,8 +313,8 @@ class PPADataModule(AffinityDataModule):
     def make_dataset(self, num_workers: int) -> ProcessedDataset:
         from geomol.data.datasets.ppa import PPADataset
 
-        return PPADataset(self.table, structure_dir=self.structure_dir, interface_cutoff=self.pocket_cutoff,
-                          keep_hydrogens=self.keep_hydrogens, num_workers=num_workers, **self._dataset_kwargs())
+        return PPADataset(self.table, structure_dir=self.structure_dir, interface_cutoff=self.recipe.pocket_cutoff,
+                          keep_hydrogens=self.recipe.keep_hydrogens, num_workers=num_workers, **self._dataset_kwargs())
 
     def build_splits(self) -> dict[str, ProcessedDataset]:
         dataset = self.load_dataset()

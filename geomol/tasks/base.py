@@ -74,11 +74,33 @@ class GeomolModule(pl.LightningModule):
 
     Optimiser: Adam with weight decay and optional per-step exponential decay to ``final_lr``.
     A non-finite training loss skips the update (as the reference trainers do).
+
+    Graphs: ``self.recipe`` is how the data module builds its graphs (a
+    :class:`~geomol.data.recipe.ComplexRecipe` or :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol`,
+    the class in ``recipe_type``), taken from the data module's ``graph_recipe`` at set-up and stored in
+    every checkpoint as ``recipe.to_dict()`` under ``geomol_preprocessing``, so that prediction builds
+    graphs as training did.
     """
+
+    recipe_type: type | None = None
 
     def __init__(self):
         super().__init__()
         self.collector = EpochCollector()
+        self.recipe = None
+
+    def setup(self, stage: str) -> None:
+        recipe = getattr(getattr(self.trainer, "datamodule", None), "graph_recipe", None)
+        if recipe is not None:
+            self.recipe = recipe
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["geomol_preprocessing"] = {} if self.recipe is None else self.recipe.to_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        record = checkpoint.get("geomol_preprocessing")
+        if record and self.recipe_type is not None:
+            self.recipe = self.recipe_type.from_dict(record, source="checkpoint")
 
     def configure_callbacks(self):
         from geomol.tasks.callbacks import FinalCheckpoint, PredictionWriter, ValidationReport

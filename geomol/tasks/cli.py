@@ -9,33 +9,37 @@ Where output goes: relative ``save_dir`` of loggers and ``dirpath`` of checkpoin
 below ``trainer.default_root_dir`` (``runs`` in the shipped configs), so ``--trainer.default_root_dir
 DIR`` moves a whole run. ``validate``/``test``/``predict`` on a checkpoint of a run
 (``<run>/version_N/checkpoints/x.ckpt``) log into ``<run>/version_N/<subcommand>``.
+
+Scripts that train (cross-validation, the shipped-model recipe) take the same path without a
+command line: :func:`build_from_config` instantiates trainer, model and data from a YAML config
+deep-merged with overrides, exactly as ``geomol fit --config`` does, and the script calls
+``cli.trainer.fit(cli.model, cli.datamodule)``.
 """
 from __future__ import annotations
 
+import copy
 import os
 import sys
+from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import lightning.pytorch as pl
+import yaml
 from lightning.pytorch.cli import LightningCLI
 
-from geomol.data.vocab import VOCAB
-from geomol.errors import GeomolError
+from geomol.data.recipe import ComplexRecipe
+from geomol.errors import ConfigError, GeomolError
 
-__all__ = ["GeomolCLI", "run_lightning"]
+__all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config"]
 
 EVALUATION_SUBCOMMANDS = ("validate", "test", "predict")
 
 
 def _block_types(data_init_args) -> int:
-    """Rows of the block embedding a data module's graphs need (base vocabulary + fragments)."""
+    """Rows of the block embedding a data module's graphs need (its recipe's base vocabulary + fragments)."""
     fragments = data_init_args.get("fragments") if data_init_args is not None else None
-    if not fragments:
-        return len(VOCAB)
-    from geomol.data.fragment import FragmentVocab
-
-    return len(FragmentVocab.load(fragments).block_vocab())
+    return ComplexRecipe.from_options(fragments=fragments or None).num_block_types
 
 
 class GeomolCLI(LightningCLI):
@@ -152,6 +156,42 @@ def _evaluation_outputs(trainer, ckpt_path, subcommand: str) -> None:
             init_args["version"] = f"{checkpoint.parent.parent.name}/{subcommand}"
 
 
+_CLI_OPTIONS = dict(subclass_mode_model=True, subclass_mode_data=True,
+                    trainer_defaults={"use_distributed_sampler": False}, save_config_kwargs={"overwrite": True})
+
+
+def read_config(path: str | PathLike) -> dict[str, Any]:
+    """A YAML config as a dict; unreadable files raise :class:`ConfigError`."""
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config: {exc}", source=path) from None
+    if not isinstance(config, dict):
+        raise ConfigError("a config must be a mapping (trainer, model, data, ...)", source=path)
+    return config
+
+
+def merge_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base`` with ``overrides`` merged in: mappings key by key (recursively), anything else replaced."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in (overrides or {}).items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_config(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def build_from_config(config: str | PathLike | Mapping[str, Any],
+                      overrides: Mapping[str, Any] | None = None) -> GeomolCLI:
+    """Trainer, model and data module of a ``geomol fit`` config (a YAML path or a dict), with ``overrides``
+    deep-merged in (:func:`merge_config`), instantiated as ``geomol fit`` does (seed, block types, Trainer
+    defaults) but not run: ``cli.trainer.fit(cli.model, cli.datamodule)``."""
+    base = read_config(config) if isinstance(config, (str, PathLike)) else config
+    return GeomolCLI(pl.LightningModule, pl.LightningDataModule, args=merge_config(base, overrides), run=False,
+                     **_CLI_OPTIONS)
+
+
 def run_lightning(argv: list[str]) -> int:
     """Run ``argv`` (``['fit', '--config', ...]``) through :class:`GeomolCLI`; returns 0 on success.
 
@@ -161,15 +201,7 @@ def run_lightning(argv: list[str]) -> int:
     saved = sys.argv
     sys.argv = [saved[0], *argv]
     try:
-        GeomolCLI(
-            pl.LightningModule,
-            pl.LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            trainer_defaults={"use_distributed_sampler": False},
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs={"prog": "geomol"},
-        )
+        GeomolCLI(pl.LightningModule, pl.LightningDataModule, parser_kwargs={"prog": "geomol"}, **_CLI_OPTIONS)
     finally:
         sys.argv = saved
     return 0

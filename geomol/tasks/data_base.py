@@ -42,6 +42,12 @@ class GraphDataModule(pl.LightningDataModule):
     def build_splits(self) -> dict[str, Dataset]:
         raise NotImplementedError
 
+    @property
+    def graph_recipe(self):
+        """How this data module builds graphs (a ComplexRecipe or TrajectoryProtocol; None if it has no such
+        record). The task stores it with the model."""
+        return None
+
     def batch_sampler(self, dataset: Dataset, train: bool, num_replicas: int, rank: int) -> EpochBatchSampler:
         raise NotImplementedError
 

@@ -3,8 +3,9 @@
 Loss: the reference objective, mean over the P predicted frames of the per-frame MSE. Logged per
 evaluation epoch over all samples: ``s2s_mse`` (state-to-state: error at the last frame, the
 number the reference scripts report) and ``s2t_mse`` (state-to-trajectory: mean over the P frames).
-The data module's protocol (target offsets, graph and feature definitions; its ``preprocessing``)
-is stored in every checkpoint, so that a rollout later builds its inputs exactly as in training.
+The data module's :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol` (target offsets, graph
+and feature definitions) is stored in every checkpoint, so that a rollout later builds its inputs
+exactly as in training.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Literal
 
 import torch
 
+from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.models.dynamics import s2s_mse, s2t_mse, trajectory_loss
 from geomol.models.egnn import EGNNDynamics
 from geomol.models.egno import EGNO
@@ -33,6 +35,8 @@ class DynamicsModule(GeomolModule):
         compile: wrap the model in ``torch.compile``.
     """
 
+    recipe_type = TrajectoryProtocol
+
     def __init__(self, model: Literal["egno", "egnn"] = "egno", node_features: int = 1, edge_features: int = 2,
                  hidden: int = 64, num_layers: int = 4, num_timesteps: int = 5, num_modes: int = 2,
                  time_embedding_dim: int = 32, use_time_conv: bool = True,
@@ -51,18 +55,6 @@ class DynamicsModule(GeomolModule):
             raise ValueError(f"unknown model {model!r} (egno | egnn)")
         if compile:
             self.model = torch.compile(self.model, dynamic=True)
-        self.preprocessing: dict[str, Any] = {}
-
-    def setup(self, stage: str) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is not None and getattr(datamodule, "preprocessing", None):
-            self.preprocessing = dict(datamodule.preprocessing)
-
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["geomol_preprocessing"] = self.preprocessing
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.preprocessing = dict(checkpoint.get("geomol_preprocessing") or {})
 
     def forward(self, batch) -> torch.Tensor:
         """[N, P, 3] predicted positions."""

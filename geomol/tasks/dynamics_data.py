@@ -11,6 +11,7 @@ from typing import Any
 from torch.utils.data import Dataset
 
 from geomol.data.sampler import FixedBatchSampler
+from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.tasks.data_base import STAGES, GraphDataModule
 
 __all__ = ["TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule", "MDTrajectoryDataModule"]
@@ -33,10 +34,14 @@ class TrajectoryDataModule(GraphDataModule):
         raise NotImplementedError
 
     @property
-    def preprocessing(self) -> dict[str, Any]:
-        """The data protocol a rollout needs (stored in checkpoints by :class:`~geomol.tasks.DynamicsModule`,
-        read by :class:`geomol.inference.dynamics_model.RolloutProtocol`); empty when rollouts are not supported."""
-        return {}
+    def protocol(self) -> TrajectoryProtocol | None:
+        """How a state becomes this data's model input (stored in checkpoints by
+        :class:`~geomol.tasks.DynamicsModule`, used by rollouts); None when rollouts are not supported."""
+        return None
+
+    @property
+    def graph_recipe(self) -> TrajectoryProtocol | None:
+        return self.protocol
 
     def _train_split(self) -> Dataset:
         self.setup()
@@ -88,23 +93,23 @@ class NBodyDataModule(TrajectoryDataModule):
                             max_samples=self.max_train if stage == "train" else None, data=self._data)
 
     @property
-    def preprocessing(self) -> dict[str, Any]:
+    def protocol(self) -> TrajectoryProtocol:
         from geomol.data.datasets.nbody import ChargedParticles
 
         dataset, system = self._train_split(), ChargedParticles()
         frame = system.sample_every * system.dt  # simulation time between saved frames
-        return {"kind": "nbody", "target_offsets": (dataset.target_frames - dataset.frame_0).tolist(),
-                "num_nodes": int(dataset.loc.shape[2]), "frame_time": frame, "frame_interval": frame,
-                "time_unit": "simulation time", "length_unit": "simulation length",
-                "velocity": "simulator velocity (length per simulation time)",
-                "node_features": ["|v|"], "edge_features": ["q_i q_j", "d²"]}
+        return TrajectoryProtocol(
+            "nbody", tuple((dataset.target_frames - dataset.frame_0).tolist()), num_nodes=int(dataset.loc.shape[2]),
+            frame_time=frame, frame_interval=frame, time_unit="simulation time", length_unit="simulation length",
+            velocity="simulator velocity (length per simulation time)", node_features=("|v|",),
+            edge_features=("q_i q_j", "d²"))
 
 
 class MocapDataModule(TrajectoryDataModule):
     """CMU motion capture "Run" with the benchmark's fixed split (reference: batch 12, Δ 30, P 5).
 
     Args:
-        path: the ``cmu_subject09_run.npz`` file (default ``../shared/data/mocap_run/...``).
+        path: the ``cmu_subject09_run.npz`` file (default: under ``$GEOMOL_SHARED_DATA``, :mod:`geomol.data.paths`).
         delta: Δ frames; last: targets are the last P frames up to Δ (reference) or evenly spaced.
         height_feature: the reference's joint-height node feature (not rotation invariant).
     """
@@ -121,17 +126,16 @@ class MocapDataModule(TrajectoryDataModule):
                             height_feature=self.height_feature)
 
     @property
-    def preprocessing(self) -> dict[str, Any]:
+    def protocol(self) -> TrajectoryProtocol:
         dataset = self._train_split()
         hop, (row, col) = dataset.edge_attr[:, 0], dataset.edge_index
         bonds = sorted({(int(min(i, j)), int(max(i, j))) for i, j, k in zip(row, col, hop) if k == 1})
-        return {"kind": "mocap", "target_offsets": dataset.offsets.tolist(),
-                "num_nodes": int(dataset.positions[0].shape[1]), "bonds": [list(b) for b in bonds],
-                "height_scale": dataset.height_scale if self.height_feature else None,
-                "frame_time": 1.0, "frame_interval": None, "time_unit": "frame", "length_unit": "ASF length unit",
-                "velocity": "x[t+1] − x[t] (length per frame)",
-                "node_features": ["|v|"] + (["(y/10)/height_scale"] if self.height_feature else []),
-                "edge_features": ["hop (1 bond, 2 two-hop)", "d²"]}
+        return TrajectoryProtocol(
+            "mocap", tuple(dataset.offsets.tolist()), num_nodes=int(dataset.positions[0].shape[1]), bonds=tuple(bonds),
+            height_scale=dataset.height_scale if self.height_feature else None, frame_time=1.0, frame_interval=None,
+            time_unit="frame", length_unit="ASF length unit", velocity="x[t+1] − x[t] (length per frame)",
+            node_features=("|v|",) + (("(y/10)/height_scale",) if self.height_feature else ()),
+            edge_features=("hop (1 bond, 2 two-hop)", "d²"))
 
 
 class MD17DataModule(TrajectoryDataModule):
@@ -185,13 +189,14 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
                                    cutoff=self.cutoff, ratios=self.ratios, leak_free=self.leak_free)
 
     @property
-    def preprocessing(self) -> dict[str, Any]:
+    def protocol(self) -> TrajectoryProtocol:
         dataset = self._train_split()
         times = dataset.traj.time_ps
         charged = dataset.charge_scale is not None
-        return {"kind": "md", "target_offsets": dataset.offsets.tolist(), "selection": self.selection,
-                "particles": dataset.particles, "cutoff": float(self.cutoff), "charge_scale": dataset.charge_scale,
-                "frame_time": 1.0, "frame_interval": float(times[1] - times[0]) if len(times) > 1 else None,
-                "time_unit": "ps", "length_unit": "Å", "velocity": "x[t+1] − x[t] (Å per frame)",
-                "node_features": ["|v|"] + (["partial charge / charge_scale"] if charged else []),
-                "edge_features": ["d (Å)", "d² (Å²)"]}
+        return TrajectoryProtocol(
+            "md", tuple(dataset.offsets.tolist()), selection=self.selection, particles=dataset.particles,
+            cutoff=float(self.cutoff), charge_scale=dataset.charge_scale, frame_time=1.0,
+            frame_interval=float(times[1] - times[0]) if len(times) > 1 else None, time_unit="ps", length_unit="Å",
+            velocity="x[t+1] − x[t] (Å per frame)",
+            node_features=("|v|",) + (("partial charge / charge_scale",) if charged else ()),
+            edge_features=("d (Å)", "d² (Å²)"))

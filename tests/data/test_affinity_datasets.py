@@ -11,7 +11,7 @@ import pytest
 import torch
 from rdkit import Chem
 
-from geomol.data.datasets.affinity import affinity_dataset, preprocess_affinity
+from geomol.data.datasets.affinity import affinity_dataset
 from geomol.data.datasets.combined import CombinedAffinityDataset
 from geomol.data.datasets.fep_benchmark import alternative_state_base, read_fep_edges, read_fep_metadata
 from geomol.data.datasets.pdbbind import PDBbindDataset, read_id_list
@@ -163,7 +163,7 @@ def test_pdbbind_layout(pdbbind_root, tmp_path):
 
 # ------------------------------------------------------------------------------ chain groups
 def test_preprocess_by_name(tmp_path, capsys):
-    report = preprocess_affinity("plb", shared_path("plb"), targets=["cdk2"], cache_dir=tmp_path, num_workers=0)
+    report = affinity_dataset("plb", shared_path("plb"), targets=["cdk2"], cache_dir=tmp_path, num_workers=0).report
     assert (report.built, report.skipped) == (10, []) and "preprocessing plb" in capsys.readouterr().out
     assert (tmp_path / "reports" / "plb.json").exists()
     with pytest.raises(ConfigError, match="unknown dataset"):

@@ -9,7 +9,7 @@ import torch
 from geomol.errors import ModelLoadError
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.rollout import next_velocity, num_windows
-from geomol.inference.rollout_protocol import RolloutProtocol
+from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.models.egno import EGNO
 from geomol.tasks import MocapDataModule, NBodyDataModule
 from tests.conftest import shared_path
@@ -18,7 +18,7 @@ from tests.conftest import shared_path
 def _model(protocol: dict, node_features: int) -> DynamicsModel:
     arguments = dict(node_features=node_features, edge_features=2, hidden=16, num_layers=2,
                      num_timesteps=len(protocol["target_offsets"]))
-    return DynamicsModel(EGNO(**arguments), arguments, RolloutProtocol.from_dict(protocol))
+    return DynamicsModel(EGNO(**arguments), arguments, TrajectoryProtocol.from_dict(protocol))
 
 
 def _same_prediction(model: DynamicsModel, item, charges=None) -> None:
@@ -30,7 +30,7 @@ def _same_prediction(model: DynamicsModel, item, charges=None) -> None:
 
 def test_nbody_protocol_and_state_inputs():
     data = NBodyDataModule(num_train=4, num_valid=2, num_test=2, max_train=4, batch_size=2)
-    protocol = data.preprocessing
+    protocol = data.protocol.to_dict()
     assert protocol["kind"] == "nbody" and protocol["target_offsets"] == [2, 4, 6, 8, 10]
     assert protocol["frame_time"] == pytest.approx(0.1) and protocol["num_nodes"] == 5
     model = _model(protocol, node_features=1)
@@ -44,7 +44,7 @@ def test_nbody_protocol_and_state_inputs():
 
 def test_mocap_protocol_and_state_inputs():
     data = MocapDataModule(path=str(shared_path("mocap_run", "cmu_subject09_run.npz")))
-    protocol = data.preprocessing
+    protocol = data.protocol.to_dict()
     assert protocol["target_offsets"] == [26, 27, 28, 29, 30] and len(protocol["bonds"]) == 30
     assert protocol["height_scale"] == pytest.approx(data.splits["train"].height_scale)
     model = _model(protocol, node_features=2)
@@ -58,14 +58,14 @@ def test_mocap_protocol_and_state_inputs():
 
 def test_invalid_protocols_are_refused():
     with pytest.raises(ModelLoadError, match="no data protocol"):
-        RolloutProtocol.from_dict({}, source="old.ckpt")
+        TrajectoryProtocol.from_dict({}, source="old.ckpt")
     with pytest.raises(ModelLoadError, match="increasing"):
-        RolloutProtocol.from_dict({"kind": "md", "target_offsets": [3, 3], "selection": "all", "cutoff": 8.0})
+        TrajectoryProtocol.from_dict({"kind": "md", "target_offsets": [3, 3], "selection": "all", "cutoff": 8.0})
     with pytest.raises(ModelLoadError, match="cutoff"):
-        RolloutProtocol.from_dict({"kind": "md", "target_offsets": [1, 2]})
+        TrajectoryProtocol.from_dict({"kind": "md", "target_offsets": [1, 2]})
     with pytest.raises(ModelLoadError, match="predicts 4 frames"):
-        DynamicsModel(EGNO(num_timesteps=4), {}, RolloutProtocol.from_dict({"kind": "nbody", "target_offsets": [2]}))
-    protocol = RolloutProtocol.from_dict({"kind": "mocap", "target_offsets": [1, 2], "bonds": [[0, 1]],
+        DynamicsModel(EGNO(num_timesteps=4), {}, TrajectoryProtocol.from_dict({"kind": "nbody", "target_offsets": [2]}))
+    protocol = TrajectoryProtocol.from_dict({"kind": "mocap", "target_offsets": [1, 2], "bonds": [[0, 1]],
                                           "num_nodes": 2})
-    assert RolloutProtocol.from_dict(protocol.to_dict()) == protocol
+    assert TrajectoryProtocol.from_dict(protocol.to_dict()) == protocol
     assert np.array_equal(protocol.bonds, [[0, 1]])

@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import CSVLogger
 from geomol.models.get import GETAffinity, as_batch
 from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule
 from geomol.data.blocks import ligand_atom_mask
-from geomol.tasks.affinity import denoising_loss, relative_edge_loss
+from geomol.tasks.objectives import DenoisingPretraining, RelativeEdgeLoss, denoising_loss, relative_edge_loss
 from tests.conftest import shared_path
 
 SERIES = ["charge_annhil/jnk1", "charge_annhil/egfr", "charge_annhil/jak1", "charge_annhil/itk"]
@@ -84,13 +84,15 @@ def test_denoising_loss_is_learnable_and_uses_no_labels(fep_data):
 @pytest.mark.filterwarnings("ignore")
 def test_pretraining_epochs_are_never_selected_and_edges_train(fep_data, tmp_path):
     pl.seed_everything(0)
-    module = AffinityModule(d_hidden=16, d_radial=8, n_rbf=8, n_layers=1, edge_weight=1.0, pretrain_epochs=1)
+    module = AffinityModule(d_hidden=16, d_radial=8, n_rbf=8, n_layers=1, loss_terms=[RelativeEdgeLoss(1.0)],
+                            pretraining=DenoisingPretraining(epochs=1))
     checkpoint = ModelCheckpoint(dirpath=tmp_path, monitor="val/mean_target_spearman", mode="max", save_top_k=1)
     trainer = pl.Trainer(max_epochs=2, limit_train_batches=2, logger=CSVLogger(tmp_path, name="log"),
                          callbacks=[checkpoint], enable_progress_bar=False, enable_model_summary=False,
                          use_distributed_sampler=False)
     trainer.fit(module, fep_data)
-    assert module.edges and set(module.edges) <= set(SERIES)
+    edges = module.loss_terms[0].edges
+    assert edges and set(edges) <= set(SERIES)
     rows = [r for r in csv.DictReader(open(next(tmp_path.glob("log/*/metrics.csv"))))
             if r.get("val/mean_target_spearman")]
     assert [int(r["epoch"]) for r in rows] == [0, 1]

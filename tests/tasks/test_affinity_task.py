@@ -1,7 +1,7 @@
 """Pieces of the affinity task: the within-protein ranking loss."""
 import torch
 
-from geomol.tasks.affinity import ranking_loss
+from geomol.tasks.objectives import ranking_loss
 
 
 def test_ranking_loss_rewards_the_right_order_within_groups_only():

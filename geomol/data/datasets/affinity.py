@@ -1,14 +1,12 @@
-"""The affinity datasets by name, and the entry point of ``geomol preprocess``.
+"""The affinity datasets by name.
 
 Building a dataset object *is* preprocessing it: every item missing from the processed store is
-built (in parallel, with a progress bar), bad items are skipped and reported, and the next
-construction only reads the index. :func:`preprocess_affinity` does that for a dataset given by
-name and returns the report, so a command line or a Lightning ``prepare_data`` hook can fill
-the store once before training processes open it.
+built (in parallel, with a progress bar), bad items are skipped and reported (``dataset.report``),
+and the next construction only reads the index. ``geomol preprocess`` does that through a config's
+data module (its ``prepare_data``), so the store is filled once before training processes open it.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from geomol.data.datasets.atom3d_lmdb import LBADataset, LEPDataset
@@ -18,10 +16,9 @@ from geomol.data.datasets.pdbbind import PDBbindDataset
 from geomol.data.datasets.plb import PLBDataset
 from geomol.data.datasets.ppa import PPADataset
 from geomol.data.datasets.processed import ProcessedDataset
-from geomol.data.preprocess import PreprocessReport
 from geomol.errors import ConfigError
 
-__all__ = ["AFFINITY_DATASETS", "affinity_dataset", "preprocess_affinity"]
+__all__ = ["AFFINITY_DATASETS", "affinity_dataset"]
 
 AFFINITY_DATASETS: dict[str, type[ProcessedDataset]] = {
     "plb": PLBDataset,
@@ -41,10 +38,3 @@ def affinity_dataset(name: str, *args: Any, **kwargs: Any) -> ProcessedDataset:
         raise ConfigError(f"unknown dataset {name!r}; known: {sorted(AFFINITY_DATASETS)}")
     return AFFINITY_DATASETS[name](*args, **kwargs)
 
-
-def preprocess_affinity(name: str, *args: Any, num_workers: int | None = None, progress: bool = True,
-                        **kwargs: Any) -> PreprocessReport:
-    """Fill the processed store of a dataset and return its report (also written under
-    ``<cache_dir>/reports/``). ``num_workers`` defaults to the number of CPUs."""
-    workers = (os.cpu_count() or 1) if num_workers is None else num_workers
-    return affinity_dataset(name, *args, num_workers=workers, progress=progress, **kwargs).report

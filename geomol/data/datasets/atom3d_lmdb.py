@@ -42,14 +42,18 @@ from scipy.spatial import cKDTree
 
 from geomol.data.blocks import Block, BlockGraph
 from geomol.data.cache import Recipe, shared_environment
-from geomol.data.datasets.ligand_complex import fragment_files, load_fragment_vocab
+from geomol.data.datasets.ligand_complex import load_fragment_vocab
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, default_cache_dir, replace_info
 from geomol.data.io.ligand import ligand_blocks
+from geomol.data.recipe import fragment_files
 from geomol.data.vocab import VOCAB, element_block_symbol, format_element, is_element, position_code, residue_block_symbol
 from geomol.errors import DatasetError, UnknownElementError
 
 __all__ = ["AtomTable", "Atom3DReader", "open_atom3d", "atom_table", "lba_graph", "lep_graphs", "build_lba",
-           "build_lep", "LBADataset", "LEPDataset", "ligand_molecule"]
+           "build_lep", "LBADataset", "LEPDataset", "LEP_CUTOFF", "ligand_molecule"]
+
+LEP_CUTOFF = 6.0
+"""Å: the official LEP interface distance (protein residues this close to the ligand are kept)."""
 
 _WATERS = {"HOH", "WAT", "H2O", "DOD", "TIP3", "SOL"}
 _REQUIRED = ("chain", "residue", "resname", "name", "element", "x", "y", "z")
@@ -306,7 +310,7 @@ def _lep_conformation(table: AtomTable, *, cutoff: float, ligand_hydrogens: bool
                                    _atom_blocks(table, ligand_kept, small_molecule=False)], name=name)
 
 
-def lep_graphs(item: dict, *, cutoff: float = 6.0, ligand_hydrogens: bool = False, source: str = ""
+def lep_graphs(item: dict, *, cutoff: float = LEP_CUTOFF, ligand_hydrogens: bool = False, source: str = ""
                ) -> dict[str, BlockGraph]:
     """``{'inactive': graph, 'active': graph}`` of an ATOM3D LEP record; y = 1 for 'A', 0 for 'I'."""
     key = str(item.get("id", ""))
@@ -388,6 +392,6 @@ class LEPDataset(_Atom3DDataset):
 
     source = "lep"
 
-    def __init__(self, lmdb_path: str | os.PathLike, *, cutoff: float = 6.0, ligand_hydrogens: bool = False,
+    def __init__(self, lmdb_path: str | os.PathLike, *, cutoff: float = LEP_CUTOFF, ligand_hydrogens: bool = False,
                  **kwargs):
         super().__init__(lmdb_path, build_lep, {"cutoff": cutoff, "ligand_hydrogens": ligand_hydrogens}, **kwargs)

@@ -20,6 +20,7 @@ from geomol.data.datasets.fep_benchmark import FEPEdgesMixin, fep_group_keys, fe
 from geomol.data.datasets.ligand_complex import assign_groups, inchikey_from_meta
 from geomol.data.datasets.plb import plb_recipes
 from geomol.data.datasets.processed import ProcessedDataset
+from geomol.data.recipe import ComplexRecipe
 
 __all__ = ["CombinedAffinityDataset"]
 
@@ -31,7 +32,7 @@ class CombinedAffinityDataset(FEPEdgesMixin, ProcessedDataset):
         plb_root: protein-ligand-benchmark folder (or None to leave it out).
         fep_root: FEP benchmark folder (or None).
         plb_targets, fep_series: restrict the sources (default: everything).
-        pocket_cutoff, keep_hydrogens, fragments: graph construction, as in the single datasets.
+        recipe: graph construction (:class:`~geomol.data.recipe.ComplexRecipe`), as in the single datasets.
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``).
 
     Item metadata: ``source`` (``'plb'`` / ``'fep_benchmark'``), ``protein``, ``series``,
@@ -40,9 +41,8 @@ class CombinedAffinityDataset(FEPEdgesMixin, ProcessedDataset):
 
     def __init__(self, plb_root: str | os.PathLike | None, fep_root: str | os.PathLike | None, *,
                  plb_targets: Sequence[str] | None = None, fep_series: Sequence[str] | None = None,
-                 pocket_cutoff: float = 10.0, keep_hydrogens: bool = False, fragments=None, **kwargs):
-        common = dict(pocket_cutoff=pocket_cutoff, keep_hydrogens=keep_hydrogens, fragments=fragments,
-                      cache_dir=kwargs.get("cache_dir"))
+                 recipe: ComplexRecipe | None = None, **kwargs):
+        common = dict(recipe=recipe, cache_dir=kwargs.get("cache_dir"))
         items = []
         if plb_root is not None:
             items += plb_recipes(plb_root, targets=plb_targets, **common)

@@ -28,12 +28,12 @@ from geomol.data.datasets.affinity_labels import pk_from_dg
 from geomol.data.datasets.ligand_complex import (
     assign_groups,
     build_ligand_complex,
-    complex_params,
-    fragment_files,
     inchikey_from_meta,
+    recipe_inputs,
 )
-from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, default_cache_dir
+from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
 from geomol.data.io import read_ligands
+from geomol.data.recipe import ComplexRecipe
 from geomol.data.splits import canonical_protein_key
 from geomol.errors import DatasetError
 
@@ -168,8 +168,8 @@ def _series_items(root: Path, series: FEPSeries, extra_files: dict, params: dict
     return items, unmeasured
 
 
-def fep_recipes(root: str | os.PathLike, *, series: Sequence[str] | None = None, pocket_cutoff: float = 10.0,
-                keep_hydrogens: bool = False, fragments=None, cache_dir=None) -> list[tuple[Recipe, ItemInfo]]:
+def fep_recipes(root: str | os.PathLike, *, series: Sequence[str] | None = None, recipe: ComplexRecipe | None = None,
+                cache_dir=None) -> list[tuple[Recipe, ItemInfo]]:
     """All ``(recipe, info)`` pairs of the benchmark (or of the series ids given)."""
     root = Path(root)
     table = read_fep_metadata(root)
@@ -177,8 +177,7 @@ def fep_recipes(root: str | os.PathLike, *, series: Sequence[str] | None = None,
     unknown = sorted(set(series or ()) - {s.id for s in table})
     if unknown:
         raise DatasetError(f"unknown series {unknown}", root / "benchmark_metadata.csv")
-    extra = fragment_files(fragments, Path(cache_dir) if cache_dir is not None else default_cache_dir())
-    params = complex_params(pocket_cutoff, keep_hydrogens)
+    extra, params = recipe_inputs(recipe, cache_dir)
     items, unmeasured = [], 0
     for entry in chosen:
         found, missing = _series_items(root, entry, extra, params)
@@ -226,17 +225,16 @@ class FEPBenchmarkDataset(FEPEdgesMixin, ProcessedDataset):
     Args:
         root: the benchmark folder (e.g. ``../shared/data/fep_benchmark``).
         series: series ids ``'<group>/<scheme>'`` to use (default all).
-        pocket_cutoff, keep_hydrogens, fragments, **kwargs: as :class:`~geomol.data.datasets.plb.PLBDataset`.
+        recipe, **kwargs: as :class:`~geomol.data.datasets.plb.PLBDataset`.
 
     Attributes:
         fep_edges: the perturbation edges (:class:`FEPEdge`) of every series used; see
             :meth:`edge_indices` for them as item indices (e.g. for a relative-ΔΔG loss).
     """
 
-    def __init__(self, root: str | os.PathLike, *, series: Sequence[str] | None = None, pocket_cutoff: float = 10.0,
-                 keep_hydrogens: bool = False, fragments=None, **kwargs):
-        items = fep_recipes(root, series=series, pocket_cutoff=pocket_cutoff, keep_hydrogens=keep_hydrogens,
-                            fragments=fragments, cache_dir=kwargs.get("cache_dir"))
+    def __init__(self, root: str | os.PathLike, *, series: Sequence[str] | None = None,
+                 recipe: ComplexRecipe | None = None, **kwargs):
+        items = fep_recipes(root, series=series, recipe=recipe, cache_dir=kwargs.get("cache_dir"))
         kwargs.setdefault("name", "fep_benchmark")
         super().__init__(items, info_from_meta=inchikey_from_meta, **kwargs)
         self._infos = assign_groups(self._infos, fep_group_keys(self._infos))

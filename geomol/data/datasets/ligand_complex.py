@@ -9,22 +9,21 @@ in two series or two sources can be kept on one side of a split.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-from pathlib import Path
 from typing import Any, Hashable, Iterable, Sequence
 
 from rdkit import Chem, RDLogger
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.complex import complex_from_structure
-from geomol.data.datasets.processed import ItemInfo, replace_info
+from geomol.data.datasets.processed import ItemInfo, default_cache_dir, replace_info
 from geomol.data.fragment import FragmentVocab
 from geomol.data.io import Structure, read_ligand, read_structure
+from geomol.data.recipe import ComplexRecipe
 from geomol.data.splits import connected_groups
-from geomol.errors import ConfigError, StructureReadError
+from geomol.errors import StructureReadError
 
-__all__ = ["build_ligand_complex", "ligand_identity", "fragment_files", "load_fragment_vocab", "complex_params", "assign_groups",
+__all__ = ["build_ligand_complex", "ligand_identity", "recipe_inputs", "load_fragment_vocab", "assign_groups",
            "inchikey_from_meta"]
 
 
@@ -84,26 +83,12 @@ def build_ligand_complex(files: dict[str, str], *, ligand: int, pocket_cutoff: f
     return graph, {"inchikey": ligand_identity(mol)}
 
 
-def fragment_files(fragments: FragmentVocab | str | os.PathLike | None, cache_dir: Path) -> dict[str, str]:
-    """``{'fragments': path}`` for a vocabulary given as a file or an object (saved into the cache)."""
-    if fragments is None:
-        return {}
-    if isinstance(fragments, FragmentVocab):
-        digest = hashlib.blake2b("\n".join(fragments.merges).encode(), digest_size=8).hexdigest()
-        path = cache_dir / "fragment_vocabs" / f"{digest}.json"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fragments.save(path)
-        return {"fragments": str(path)}
-    if not Path(fragments).is_file():
-        raise ConfigError("fragment vocabulary file not found", fragments)
-    return {"fragments": str(fragments)}
-
-
-def complex_params(pocket_cutoff: float, keep_hydrogens: bool) -> dict[str, Any]:
-    if not pocket_cutoff > 0:
-        raise ConfigError(f"pocket_cutoff must be positive, got {pocket_cutoff}")
-    return {"pocket_cutoff": float(pocket_cutoff), "keep_hydrogens": bool(keep_hydrogens)}
+def recipe_inputs(recipe: ComplexRecipe | None, cache_dir: str | os.PathLike | None
+                  ) -> tuple[dict[str, str], dict[str, Any]]:
+    """``(extra files, builder params)`` of :func:`build_ligand_complex` for a recipe (default: the
+    default recipe); the fragment vocabulary, if any, is saved in the store folder ``cache_dir``."""
+    recipe = recipe or ComplexRecipe()
+    return recipe.builder_files(cache_dir or default_cache_dir()), recipe.builder_params()
 
 
 def assign_groups(infos: Sequence[ItemInfo], keys: Iterable[Iterable[Hashable]]) -> list[ItemInfo]:

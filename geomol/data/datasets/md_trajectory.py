@@ -25,18 +25,19 @@ frame numbers behind a sample.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from geomol.errors import ConfigError, DatasetError, EmptySelectionError, TrajectoryError
+from geomol.errors import ConfigError, DatasetError, TrajectoryError
 from geomol.data.vocab import VOCAB, BLOCK_UNK, atom_index, position_code, position_index, residue_block_symbol
 from geomol.data.datasets.trajectory import trajectory_graph
+from geomol.data.io.trajectory import open_selection, trajectory_files
 from geomol.nn.neighbors import radius_graph
 
 __all__ = ["MDTrajectory", "MDTrajectoryDataset", "md_target_offsets", "md_split_ranges", "open_selection"]
+
 
 
 def md_target_offsets(delta: int, num_timesteps: int) -> np.ndarray:
@@ -75,37 +76,6 @@ def _elements(atoms) -> list[str]:
     return [str(e) for e in DefaultGuesser(None).guess_types(atoms.names)]
 
 
-def _file_list(topology, trajectory) -> list[str]:
-    """Topology first, then the trajectory file(s): what ``mda.Universe`` takes."""
-    if trajectory is None:
-        return [str(topology)]
-    return [str(topology)] + [str(t) for t in ([trajectory] if isinstance(trajectory, (str, os.PathLike))
-                                                else trajectory)]
-
-
-def open_selection(topology, trajectory=None, selection: str = "backbone"):
-    """(Universe, AtomGroup) of ``selection`` in topology + trajectory file(s); bad files and empty selections raise.
-
-    Raises:
-        TrajectoryError: MDAnalysis cannot open the files or parse the selection.
-        EmptySelectionError: the selection matches no atom.
-    """
-    import MDAnalysis as mda
-
-    files = _file_list(topology, trajectory)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # MDAnalysis warns about guessed masses, missing dt ...
-            universe = mda.Universe(*files)
-            atoms = universe.select_atoms(selection)
-    except Exception as exc:  # MDAnalysis raises many types for unreadable, mismatched files or bad selections
-        raise TrajectoryError(f"cannot open or select {selection!r} with MDAnalysis: {exc}",
-                              source=" + ".join(files)) from exc
-    if len(atoms) == 0:
-        raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
-    return universe, atoms
-
-
 class MDTrajectory:
     """Positions of an atom selection over a whole trajectory, read once.
 
@@ -126,7 +96,7 @@ class MDTrajectory:
                  selection: str = "backbone", start: int | None = None, stop: int | None = None,
                  step: int | None = None):
         universe, atoms = open_selection(topology, trajectory, selection)
-        self.selection, self.source = selection, tuple(_file_list(topology, trajectory))
+        self.selection, self.source = selection, tuple(trajectory_files(topology, trajectory))
         frames, times, numbers = [], [], []
         try:
             for ts in universe.trajectory[start:stop:step]:

@@ -28,13 +28,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from geomol.data.paths import shared_data
 from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
 from geomol.data.datasets.trajectory import bond_and_two_hop_edges, last_offsets, even_offsets, trajectory_graph
 
-__all__ = ["MocapDataset", "DEFAULT_MOCAP_FILE"]
+__all__ = ["MocapDataset", "MOCAP_FILE"]
 
-DEFAULT_MOCAP_FILE = Path("..") / "shared" / "data" / "mocap_run" / "cmu_subject09_run.npz"
+MOCAP_FILE = ("mocap_run", "cmu_subject09_run.npz")
+"""Where the file lies under the shared data folder (:func:`geomol.data.paths.shared_data`)."""
 _DEFAULT_MAX_SAMPLES = {"train": 200, "valid": 600, "test": 600}
 
 
@@ -104,9 +106,9 @@ class MocapDataset(torch.utils.data.Dataset):
 
     Args:
         split: "train" | "valid" | "test".
-        path: the npz file (default ``../shared/data/mocap_run/cmu_subject09_run.npz`` relative to
-            the working directory, or ``$GEOMOL_SHARED_DATA/mocap_run/...``), or the official
-            ``motion_run.pkl`` / ``motion.pkl`` (or the folder holding it).
+        path: the npz file (default ``mocap_run/cmu_subject09_run.npz`` under the shared data folder,
+            ``$GEOMOL_SHARED_DATA``: see :mod:`geomol.data.paths`), or the official ``motion_run.pkl`` /
+            ``motion.pkl`` (or the folder holding it).
         split_file: the official split pickle, when it is not the usual sibling of ``path``.
         num_timesteps: P. delta: Δ, frames to the last target.
         last: targets are the last P frames up to Δ (reference) instead of evenly spaced ⌊Δp/P⌋.
@@ -119,7 +121,7 @@ class MocapDataset(torch.utils.data.Dataset):
                  split_file: str | os.PathLike | None = None):
         if split not in _DEFAULT_MAX_SAMPLES:
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
-        path = Path(path) if path is not None else _default_path()
+        path = Path(path) if path is not None else shared_data(*MOCAP_FILE)
         trials, bones, starts = _read(path, Path(split_file) if split_file else None)
         self.split, self.path = split, path
         self.positions = [t[:-1] for t in trials]  # X_t, paired with V_t = X_{t+1} − X_t
@@ -150,7 +152,3 @@ class MocapDataset(torch.utils.data.Dataset):
                                 self.edge_index, self.edge_attr, node_attr=node_attr,
                                 name=f"mocap_run_{self.split}_t{trial}_f{start}")
 
-
-def _default_path() -> Path:
-    root = os.environ.get("GEOMOL_SHARED_DATA")
-    return Path(root) / "mocap_run" / DEFAULT_MOCAP_FILE.name if root else DEFAULT_MOCAP_FILE

@@ -21,12 +21,12 @@ from geomol.data.datasets.affinity_labels import PDBbindEntry, parse_pdbbind_ind
 from geomol.data.datasets.ligand_complex import (
     assign_groups,
     build_ligand_complex,
-    complex_params,
-    fragment_files,
     inchikey_from_meta,
+    recipe_inputs,
 )
-from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, default_cache_dir
+from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
 from geomol.data.preprocess import SkippedItem
+from geomol.data.recipe import ComplexRecipe
 from geomol.errors import ConfigError, DatasetError
 
 __all__ = ["read_id_list", "parse_pdbbind_names", "pdbbind_files", "PDBbindDataset"]
@@ -81,17 +81,17 @@ class PDBbindDataset(ProcessedDataset):
         ids: PDB codes to use, or a split file of them; default every indexed code with a folder.
             A requested code without folder or label is reported as skipped, not silently lost.
         receptor: ``'pocket'`` (PDBbind's ``_pocket.pdb``) or ``'protein'`` (the whole protein;
-            our pocket of ``pocket_cutoff`` Å is cut from either).
+            our pocket of the recipe's cutoff is cut from either).
         ligand_format: ``'auto'`` (SDF, falling back to MOL2 if RDKit cannot read the SDF), ``'sdf'``, ``'mol2'``.
         qualifiers: ``'keep'`` / ``'drop'`` / ``'drop_inequalities'`` (see ``parse_pdbbind_index``).
         name_file: optional ``INDEX_general_PL_name.*``; its UniProt ids become the ``protein`` keys.
-        pocket_cutoff, keep_hydrogens, fragments, **kwargs: as the other protein–ligand datasets.
+        recipe, **kwargs: as the other protein–ligand datasets (:class:`~geomol.data.recipe.ComplexRecipe`).
     """
 
     def __init__(self, roots: str | os.PathLike | Sequence[str | os.PathLike], index_file: str | os.PathLike, *,
                  ids: Sequence[str] | str | os.PathLike | None = None, receptor: str = "pocket",
                  ligand_format: str = "auto", qualifiers: str = "keep", name_file: str | os.PathLike | None = None,
-                 pocket_cutoff: float = 10.0, keep_hydrogens: bool = False, fragments=None, **kwargs):
+                 recipe: ComplexRecipe | None = None, **kwargs):
         if receptor not in ("pocket", "protein") or ligand_format not in ("auto", "sdf", "mol2"):
             raise ConfigError(f"receptor must be 'pocket'/'protein' and ligand_format 'auto'/'sdf'/'mol2', "
                               f"got {receptor!r}, {ligand_format!r}")
@@ -105,8 +105,7 @@ class PDBbindDataset(ProcessedDataset):
         if not requested and len(codes) < len(labels):
             warnings.warn(f"{index_file}: {len(labels) - len(codes)} indexed complex(es) have no folder under "
                           f"{[str(r) for r in roots]}", stacklevel=2)
-        extra = fragment_files(fragments, Path(kwargs.get("cache_dir") or default_cache_dir()))
-        params = complex_params(pocket_cutoff, keep_hydrogens)
+        extra, params = recipe_inputs(recipe, kwargs.get("cache_dir"))
         unlabelled = [SkippedItem(code, "", str(index_file), "not in the index file (or dropped by its qualifier)",
                                   "DatasetError") for code in codes if code not in labels]
         items = [self._item(code, folders, labels[code], names.get(code), receptor, ligand_format, extra, params)

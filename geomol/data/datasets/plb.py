@@ -23,12 +23,12 @@ from geomol.data.datasets.affinity_labels import plb_measurement_pk
 from geomol.data.datasets.ligand_complex import (
     assign_groups,
     build_ligand_complex,
-    complex_params,
-    fragment_files,
     inchikey_from_meta,
+    recipe_inputs,
 )
-from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, default_cache_dir
+from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
 from geomol.data.io import ligand_names
+from geomol.data.recipe import ComplexRecipe
 from geomol.data.splits import canonical_protein_key
 from geomol.errors import DatasetError
 
@@ -97,24 +97,23 @@ class PLBDataset(ProcessedDataset):
     Args:
         root: the benchmark folder (e.g. ``../shared/data/plb``).
         targets: target folders to use (default all).
-        pocket_cutoff: Å. keep_hydrogens: keep hydrogens in the blocks.
-        fragments: a FragmentVocab (or its saved file) for fragment ligand blocks; None = atoms.
+        recipe: how each complex becomes a graph (pocket cutoff, hydrogens, fragments; default
+            :class:`~geomol.data.recipe.ComplexRecipe`).
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``).
 
     Splits: ``leave_one_group_out(ds.column('protein'))`` (leave-one-target-out) or
     ``random_group_split(ds.column('group'))`` from :mod:`geomol.data.splits`.
     """
 
-    def __init__(self, root: str | os.PathLike, *, targets: Sequence[str] | None = None, pocket_cutoff: float = 10.0,
-                 keep_hydrogens: bool = False, fragments=None, **kwargs):
-        items = plb_recipes(root, targets=targets, pocket_cutoff=pocket_cutoff, keep_hydrogens=keep_hydrogens,
-                            fragments=fragments, cache_dir=kwargs.get("cache_dir"))
+    def __init__(self, root: str | os.PathLike, *, targets: Sequence[str] | None = None,
+                 recipe: ComplexRecipe | None = None, **kwargs):
+        items = plb_recipes(root, targets=targets, recipe=recipe, cache_dir=kwargs.get("cache_dir"))
         kwargs.setdefault("name", "plb")
         super().__init__(items, info_from_meta=inchikey_from_meta, **kwargs)
         self._infos = assign_groups(self._infos, [[("series-ligand", i.series, i.ligand)] for i in self._infos])
 
 
-def plb_recipes(root, *, targets=None, pocket_cutoff=10.0, keep_hydrogens=False, fragments=None, cache_dir=None
+def plb_recipes(root, *, targets=None, recipe: ComplexRecipe | None = None, cache_dir=None
                 ) -> list[tuple[Recipe, ItemInfo]]:
     """All ``(recipe, info)`` pairs of the benchmark (used by :class:`PLBDataset` and the combined set)."""
     available = plb_targets(root)
@@ -122,7 +121,6 @@ def plb_recipes(root, *, targets=None, pocket_cutoff=10.0, keep_hydrogens=False,
     missing = sorted(set(chosen) - set(available))
     if missing:
         raise DatasetError(f"unknown target(s) {missing}; available: {available}", root)
-    extra = fragment_files(fragments, Path(cache_dir) if cache_dir is not None else default_cache_dir())
-    params = complex_params(pocket_cutoff, keep_hydrogens)
+    extra, params = recipe_inputs(recipe, cache_dir)
     return [item for target in chosen for item in plb_items(root, target, extra, params)]
 

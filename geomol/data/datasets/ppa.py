@@ -27,6 +27,7 @@ from geomol.data.cache import Recipe
 from geomol.data.complex import complex_from_pdb
 from geomol.data.datasets.affinity_labels import pk_from_concentration, pk_from_dg
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
+from geomol.data.pocket import DEFAULT_CUTOFF
 from geomol.errors import ConfigError, DatasetError
 
 __all__ = ["chain_group", "ppa_label", "read_ppa_table", "build_chain_complex", "PPADataset"]
@@ -101,7 +102,7 @@ class PPADataset(ProcessedDataset):
     """
 
     def __init__(self, table: str | os.PathLike, *, structure_dir: str | os.PathLike | None = None,
-                 interface_cutoff: float = 10.0, keep_hydrogens: bool = False, **kwargs):
+                 interface_cutoff: float = DEFAULT_CUTOFF, keep_hydrogens: bool = False, **kwargs):
         if not interface_cutoff > 0:
             raise ConfigError(f"interface_cutoff must be positive, got {interface_cutoff}")
         structure_dir = Path(structure_dir) if structure_dir is not None else Path(table).parent

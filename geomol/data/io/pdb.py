@@ -1,5 +1,8 @@
 """Proteins and nucleic acids from PDB and mmCIF files (plain, gzip or bzip2), parsed with Biopython.
 
+(TRIPOS MOL2 receptors are read by :mod:`geomol.data.io.mol2` into the same :class:`Structure`;
+:func:`read_structure` dispatches to it.)
+
 :func:`read_structure` returns a :class:`~geomol.data.io.structure.Structure`:
 
 * one model (the first by default);
@@ -39,6 +42,7 @@ import numpy as np
 from Bio.PDB import MMCIFParser, PDBParser
 
 from geomol.data.io._source import detect_format, read_text, third_party_errors, warn_counted
+from geomol.data.io.mol2 import read_mol2_structure
 from geomol.data.io.structure import Structure, is_polymer_residue
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import StructureReadError, UnknownElementError
@@ -92,13 +96,14 @@ def _release(bio_model) -> None:
 
 def read_structure(path: str | PathLike, *, keep_hydrogens: bool = False, model: int = 0,
                    format: str | None = None) -> Structure:
-    """Read one model of a PDB or mmCIF file (optionally gzip-compressed).
+    """Read one model of a PDB, mmCIF or MOL2 file (optionally gzip-compressed).
 
     Args:
-        path: ``.pdb``/``.ent``/``.cif``/``.mmcif``, optionally ``.gz``/``.bz2``; other names are sniffed.
+        path: ``.pdb``/``.ent``/``.cif``/``.mmcif``/``.mol2``, optionally ``.gz``/``.bz2``; other names
+            are sniffed.
         keep_hydrogens: keep hydrogen atoms (default: drop them, as the reference GET data does).
-        model: index of the model to read (0 = first).
-        format: ``'pdb'`` or ``'cif'`` to override detection.
+        model: index of the model to read (0 = first; for MOL2 the molecule).
+        format: ``'pdb'``, ``'cif'`` or ``'mol2'`` to override detection.
 
     Raises:
         StructureReadError: missing, empty, truncated or unparseable file, no atoms left.
@@ -106,8 +111,10 @@ def read_structure(path: str | PathLike, *, keep_hydrogens: bool = False, model:
     """
     text = read_text(path)
     fmt = format or detect_format(path, text)
+    if fmt == "mol2":
+        return read_mol2_structure(text, path, keep_hydrogens=keep_hydrogens, model=model, waters=WATER_NAMES)
     if fmt not in ("pdb", "cif"):
-        raise StructureReadError(f"expected a PDB or mmCIF file, got {fmt.upper()}", source=path)
+        raise StructureReadError(f"expected a PDB or mmCIF file (or a MOL2 receptor), got {fmt.upper()}", source=path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with third_party_errors(path, "structure"), _gc_paused():

@@ -1,8 +1,8 @@
-"""The data protocol of a trajectory model, and the model inputs it defines for one state.
+"""The data protocol of a trajectory model: how one state becomes the model's input graph.
 
-A rollout must give the model exactly the inputs it was trained on. :class:`RolloutProtocol`
-records them (from the training data module's ``preprocessing``, stored in checkpoints and in a
-shipped model's manifest):
+A rollout must give the model exactly the inputs it was trained on. :class:`TrajectoryProtocol`
+records them (the training data module's ``protocol``, stored in checkpoints as ``to_dict()`` and
+in a shipped model's manifest, versioned; records without a version read as version 1):
 
 * ``target_offsets`` o_1..o_P: frames after the input frame of the P predicted frames
   (AdK [3, 7, 11, 15], N-body [2, 4, 6, 8, 10] saved frames, Mocap [26, ..., 30]);
@@ -19,7 +19,7 @@ shipped model's manifest):
   nbody   complete graph                             q_i q_j                        none
   ======  =========================================  =============================  ====================
 
-:func:`state_graph` builds those inputs with the dataset modules' own functions
+:meth:`TrajectoryProtocol.state_graph` builds those inputs with the dataset modules' own functions
 (:func:`~geomol.nn.neighbors.radius_graph`, :func:`~geomol.data.datasets.trajectory.complete_graph`,
 :func:`~geomol.data.datasets.trajectory.bond_and_two_hop_edges`), so that one window of a rollout
 is the model's prediction on the corresponding dataset item.
@@ -38,13 +38,14 @@ from geomol.data.datasets.trajectory import bond_and_two_hop_edges, complete_gra
 from geomol.errors import ConfigError, ModelLoadError
 from geomol.nn.neighbors import radius_graph
 
-__all__ = ["KINDS", "RolloutProtocol", "state_graph"]
+__all__ = ["KINDS", "PROTOCOL_VERSION", "TrajectoryProtocol"]
 
 KINDS = ("md", "mocap", "nbody")
+PROTOCOL_VERSION = 1
 
 
 @dataclass(frozen=True)
-class RolloutProtocol:
+class TrajectoryProtocol:
     """How the training inputs of a trajectory model were built (see the module docstring).
 
     Attributes:
@@ -86,12 +87,15 @@ class RolloutProtocol:
         return self.target_offsets[-1]
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None, source=None) -> "RolloutProtocol":
+    def from_dict(cls, data: Mapping[str, Any] | None, source=None) -> "TrajectoryProtocol":
         """From a checkpoint's ``geomol_preprocessing`` or a manifest's ``preprocessing``; validated."""
         if not data:
             raise ModelLoadError("no data protocol is recorded with this trajectory model (it was trained before "
                                  "geomol stored one, or with a data module that has none, e.g. MD17), so a rollout "
                                  "cannot rebuild its inputs; retrain it with geomol fit", source=source)
+        if data.get("version", PROTOCOL_VERSION) != PROTOCOL_VERSION:
+            raise ModelLoadError(f"data protocol version {data.get('version')!r} is not supported (this geomol "
+                                 f"reads version {PROTOCOL_VERSION})", source=source)
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
         try:
@@ -124,56 +128,63 @@ class RolloutProtocol:
             raise ModelLoadError("invalid data protocol: " + "; ".join(problems), source=source)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {"version": PROTOCOL_VERSION, **asdict(self)}
         out["target_offsets"], out["bonds"] = list(self.target_offsets), [list(b) for b in self.bonds]
         out["node_features"], out["edge_features"] = list(self.node_features), list(self.edge_features)
         return out
 
+    def open_trajectory(self, topology, trajectory=None, selection: str | None = None):
+        """(MDAnalysis Universe, AtomGroup) of ``selection`` (default: the trained one) in the files.
 
-def _check_nodes(protocol: RolloutProtocol, n: int) -> None:
-    if protocol.kind in ("mocap", "nbody") and protocol.num_nodes is not None and n != protocol.num_nodes:
-        raise ConfigError(f"the state has {n} nodes, the {protocol.kind} model was trained on {protocol.num_nodes}")
+        Raises:
+            TrajectoryError, EmptySelectionError: as :func:`~geomol.data.io.trajectory.open_selection`.
+        """
+        from geomol.data.io.trajectory import open_selection
 
+        return open_selection(topology, trajectory, selection or self.selection or "backbone")
 
-def state_graph(protocol: RolloutProtocol, x: torch.Tensor, v: torch.Tensor,
-                charges: torch.Tensor | None = None) -> Data:
-    """Model inputs of one state, built as the training dataset built them.
+    def state_graph(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None) -> Data:
+        """Model inputs of one state, built as the training dataset built them.
 
-    Args:
-        x, v: [N, 3] positions and velocities (velocity in the protocol's unit), float, any device.
-        charges: [N] partial charges (MD; required when the model has a charge feature) or
-            particle charges (N-body, required), in the training data's units.
+        Args:
+            x, v: [N, 3] positions and velocities (velocity in the protocol's unit), float, any device.
+            charges: [N] partial charges (MD; required when the model has a charge feature) or
+                particle charges (N-body, required), in the training data's units.
 
-    Returns:
-        a PyG ``Data`` with ``X``, ``V``, ``edge_index`` [2, M], ``edge_attr`` [M, E_d] and, where
-        the protocol has one, ``node_attr`` [N, F_d]; what :meth:`EGNO.forward` reads.
-    """
-    _check_nodes(protocol, x.size(0))
-    node_attr = None
-    if protocol.kind == "md":
-        edge_index = radius_graph(x, protocol.cutoff)
-        edge_attr = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
-        if protocol.charge_scale is not None:
+        Returns:
+            a PyG ``Data`` with ``X``, ``V``, ``edge_index`` [2, M], ``edge_attr`` [M, E_d] and, where
+            the protocol has one, ``node_attr`` [N, F_d]; what :meth:`EGNO.forward` reads.
+        """
+        self._check_nodes(x.size(0))
+        node_attr = None
+        if self.kind == "md":
+            edge_index = radius_graph(x, self.cutoff)
+            edge_attr = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
+            if self.charge_scale is not None:
+                if charges is None:
+                    raise ConfigError("the model was trained with a partial-charge feature but the topology has no "
+                                      "charges (use a topology with charges, e.g. PSF, TPR, PRMTOP)")
+                node_attr = charges.to(x).view(-1, 1) / self.charge_scale
+        elif self.kind == "mocap":
+            adjacency = np.zeros((x.size(0), x.size(0)), dtype=bool)
+            bonds = np.asarray(self.bonds)
+            adjacency[bonds[:, 0], bonds[:, 1]] = adjacency[bonds[:, 1], bonds[:, 0]] = True
+            edges, hop = bond_and_two_hop_edges(adjacency)
+            edge_index = torch.as_tensor(edges, device=x.device)
+            edge_attr = torch.as_tensor(hop, dtype=x.dtype, device=x.device).view(-1, 1)
+            if self.height_scale is not None:
+                node_attr = (x[:, 1:2] / 10) / self.height_scale
+        else:
             if charges is None:
-                raise ConfigError("the model was trained with a partial-charge feature but the topology has no "
-                                  "charges (use a topology with charges, e.g. PSF, TPR, PRMTOP)")
-            node_attr = charges.to(x).view(-1, 1) / protocol.charge_scale
-    elif protocol.kind == "mocap":
-        adjacency = np.zeros((x.size(0), x.size(0)), dtype=bool)
-        bonds = np.asarray(protocol.bonds)
-        adjacency[bonds[:, 0], bonds[:, 1]] = adjacency[bonds[:, 1], bonds[:, 0]] = True
-        edges, hop = bond_and_two_hop_edges(adjacency)
-        edge_index = torch.as_tensor(edges, device=x.device)
-        edge_attr = torch.as_tensor(hop, dtype=x.dtype, device=x.device).view(-1, 1)
-        if protocol.height_scale is not None:
-            node_attr = (x[:, 1:2] / 10) / protocol.height_scale
-    else:
-        if charges is None:
-            raise ConfigError("an N-body model needs the particle charges (its edge feature is q_i q_j)")
-        edge_index = torch.as_tensor(complete_graph(x.size(0)), device=x.device)
-        q = charges.to(x)
-        edge_attr = (q[edge_index[0]] * q[edge_index[1]]).view(-1, 1)
-    graph = Data(X=x, V=v, edge_index=edge_index, edge_attr=edge_attr, num_nodes=x.size(0))
-    if node_attr is not None:
-        graph.node_attr = node_attr
-    return graph
+                raise ConfigError("an N-body model needs the particle charges (its edge feature is q_i q_j)")
+            edge_index = torch.as_tensor(complete_graph(x.size(0)), device=x.device)
+            q = charges.to(x)
+            edge_attr = (q[edge_index[0]] * q[edge_index[1]]).view(-1, 1)
+        graph = Data(X=x, V=v, edge_index=edge_index, edge_attr=edge_attr, num_nodes=x.size(0))
+        if node_attr is not None:
+            graph.node_attr = node_attr
+        return graph
+
+    def _check_nodes(self, n: int) -> None:
+        if self.kind in ("mocap", "nbody") and self.num_nodes is not None and n != self.num_nodes:
+            raise ConfigError(f"the state has {n} nodes, the {self.kind} model was trained on {self.num_nodes}")

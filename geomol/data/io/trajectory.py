@@ -1,0 +1,44 @@
+"""Trajectory files through MDAnalysis: one place that opens topology + trajectory and selects atoms.
+
+Used by the MD datasets (:mod:`geomol.data.datasets.md_trajectory`) and by rollouts
+(:meth:`geomol.data.trajectory_protocol.TrajectoryProtocol.open_trajectory`), so both read files alike.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+from geomol.errors import EmptySelectionError, TrajectoryError
+
+__all__ = ["open_selection", "trajectory_files"]
+
+
+def trajectory_files(topology, trajectory) -> list[str]:
+    """Topology first, then the trajectory file(s): what ``mda.Universe`` takes."""
+    if trajectory is None:
+        return [str(topology)]
+    return [str(topology)] + [str(t) for t in ([trajectory] if isinstance(trajectory, (str, os.PathLike))
+                                                else trajectory)]
+
+
+def open_selection(topology, trajectory=None, selection: str = "backbone"):
+    """(Universe, AtomGroup) of ``selection`` in topology + trajectory file(s); bad files and empty selections raise.
+
+    Raises:
+        TrajectoryError: MDAnalysis cannot open the files or parse the selection.
+        EmptySelectionError: the selection matches no atom.
+    """
+    import MDAnalysis as mda
+
+    files = trajectory_files(topology, trajectory)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MDAnalysis warns about guessed masses, missing dt ...
+            universe = mda.Universe(*files)
+            atoms = universe.select_atoms(selection)
+    except Exception as exc:  # MDAnalysis raises many types for unreadable, mismatched files or bad selections
+        raise TrajectoryError(f"cannot open or select {selection!r} with MDAnalysis: {exc}",
+                              source=" + ".join(files)) from exc
+    if len(atoms) == 0:
+        raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
+    return universe, atoms

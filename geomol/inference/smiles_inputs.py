@@ -1,0 +1,95 @@
+"""Ligands given as SMILES with a reference ligand: posed (:mod:`geomol.data.poses`) into prediction inputs.
+
+Accepted as ``ligands`` (alone or in a list): a ``.smi``/``.csv`` file (see
+:func:`~geomol.data.io.smiles.read_smiles_file`), a SMILES string, or a ``(name, smiles)`` pair.
+The reference is an SDF/MOL2 file (its first molecule) or an RDKit molecule with 3D coordinates;
+the receptor's heavy atoms (restricted to ``receptor_chains``) are what clashes are scored against.
+
+A ligand that cannot be posed becomes an input carrying its error, so the others are still
+predicted; the pose report (:data:`~geomol.data.poses.POSE_COLUMNS`) travels with each input as
+extra result columns.
+"""
+from __future__ import annotations
+
+import os
+from os import PathLike
+from pathlib import Path
+from typing import Any, Sequence
+
+from rdkit import Chem
+
+from geomol.data.io import Structure, read_ligand, read_structure
+from geomol.data.io.smiles import SMILES_SUFFIXES, SmilesEntry, read_smiles_file
+from geomol.data.poses import PosedLigand, PoseParameters, PoseTemplate
+from geomol.errors import ConfigError, EmptySelectionError
+from geomol.inference.ligand_inputs import LigandInput
+
+__all__ = ["smiles_entries", "posed_inputs"]
+
+
+def _is_smiles_file(text: str) -> bool:
+    path = Path(text)
+    suffixes = [s.lower() for s in path.suffixes if s.lower() not in (".gz", ".bz2")]
+    return bool(suffixes) and suffixes[-1] in SMILES_SUFFIXES and (path.exists() or "/" in text or os.sep in text)
+
+
+def _expand(item: Any, index: int) -> list[SmilesEntry]:
+    if isinstance(item, PathLike) or (isinstance(item, str) and _is_smiles_file(item)):
+        return read_smiles_file(item)
+    if isinstance(item, str):
+        return [SmilesEntry(f"#{index}", item, f"ligand {index}")]
+    if isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
+        return [SmilesEntry(item[0], item[1], f"ligand {index} {item[0]!r}")]
+    raise ConfigError(f"with a reference ligand, ligands are SMILES strings, (name, smiles) pairs or .smi/.csv "
+                      f"files, not {type(item).__name__}")
+
+
+def smiles_entries(ligands: Any) -> list[SmilesEntry]:
+    """Expand a ``ligands`` argument of SMILES (see the module notes) into named entries, in order.
+
+    Raises:
+        ConfigError: no ligands, or an item of an unsupported type.
+        StructureReadError: a SMILES file cannot be read.
+    """
+    if ligands is None:
+        raise ConfigError("no ligands given: pass SMILES strings, (name, smiles) pairs or a .smi/.csv file")
+    one_pair = isinstance(ligands, tuple) and len(ligands) == 2 and all(isinstance(x, str) for x in ligands)
+    items = [ligands] if isinstance(ligands, (str, PathLike)) or one_pair else list(ligands)
+    if not items:
+        raise ConfigError("the list of ligands is empty")
+    return [entry for i, item in enumerate(items) for entry in _expand(item, i)]
+
+
+def _reference_molecule(reference: str | PathLike | Chem.Mol) -> Chem.Mol:
+    if isinstance(reference, Chem.Mol):
+        return reference
+    if isinstance(reference, (str, PathLike)):
+        return read_ligand(reference, 0)
+    raise ConfigError(f"the reference ligand must be an SDF/MOL2 file or an RDKit Mol, not {type(reference).__name__}")
+
+
+def _receptor_heavy_atoms(receptor: str | PathLike | Structure, chains: Sequence[str] | None) -> Structure:
+    structure = receptor if isinstance(receptor, Structure) else read_structure(receptor)
+    if chains:
+        mask = structure.residue_mask(chains=list(chains))
+        if not mask.any():
+            raise EmptySelectionError(f"no receptor chain among {list(chains)}", source=structure.source)
+        structure = structure.select_residues(mask)
+    return structure
+
+
+def posed_inputs(receptor: str | PathLike | Structure, ligands: Any, reference: str | PathLike | Chem.Mol, *,
+                 receptor_chains: Sequence[str] | None = None, parameters: PoseParameters | None = None
+                 ) -> tuple[list[LigandInput], list[PosedLigand]]:
+    """Pose every SMILES on the reference in the receptor; the prediction inputs and the pose reports.
+
+    Raises:
+        GeomolError subclasses: the receptor, the reference or a SMILES file cannot be read (a bad
+            SMILES does not raise: its input carries the error).
+    """
+    entries = smiles_entries(ligands)
+    template = PoseTemplate(_reference_molecule(reference), _receptor_heavy_atoms(receptor, receptor_chains),
+                            parameters)
+    posed = template.pose_all(entries)
+    inputs = [LigandInput(p.name, p.source, molecule=p.molecule, error=p.error, extra=p.report()) for p in posed]
+    return inputs, posed

@@ -1,0 +1,73 @@
+"""What produced a result file: the command, the code's commit and the library versions.
+
+Every benchmark JSON, cross-validation fold and rollout summary carries ``"provenance": provenance()``::
+
+    {"command": "python benchmarks/affinity_cv.py train --fold 0 ...", "commit": "4bc1d60…", "dirty": false,
+     "versions": {"geomol": "0.1.0", "python": "3.12.3", "torch": "2.13.0", ...},
+     "torch_threads": 1, "machine": "x86_64 Linux-…", "cpus": 2, "load_average": [1.9, 2.1, 2.0],
+     "date": "2026-12-01T02:10:00+00:00"}
+
+``commit`` and ``dirty`` come from the git checkout holding the ``geomol`` package (None when it
+is not one, e.g. an installed wheel).
+"""
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = ["provenance", "library_versions", "git_commit"]
+
+_LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of geomol, Python and the libraries that change numbers ("absent" if not installed)."""
+    import geomol
+
+    versions = {"geomol": getattr(geomol, "__version__", "unknown"), "python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
+
+
+def git_commit() -> tuple[str | None, bool | None]:
+    """(HEAD commit, whether tracked files differ from it) of the checkout holding geomol; (None, None) outside git."""
+    import geomol
+
+    root = Path(geomol.__file__).resolve().parent.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None, None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return commit, bool(status) if status is not None else None
+
+
+def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The record described in the module notes; ``argv`` defaults to this process's command line."""
+    import torch
+
+    commit, dirty = git_commit()
+    load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    return {"command": shlex.join([Path(sys.executable).name, *(sys.argv if argv is None else argv)]),
+            "commit": commit, "dirty": dirty, "versions": library_versions(),
+            "torch_threads": torch.get_num_threads(), "machine": f"{platform.machine()} {platform.platform()}",
+            "cpus": os.cpu_count(), "load_average": load,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}

@@ -1,0 +1,162 @@
+"""Training objectives of the affinity task beyond the supervised MSE, as small components chosen in YAML.
+
+A variant of the recipe is a configuration, not a flag on the task::
+
+    model:
+      class_path: geomol.tasks.AffinityModule
+      init_args:
+        loss_terms:                                   # added to the MSE on pK, in training only
+          - class_path: geomol.tasks.objectives.RankingLoss
+            init_args: {weight: 1.0}
+          - class_path: geomol.tasks.objectives.RelativeEdgeLoss
+            init_args: {weight: 1.0}
+        pretraining:                                  # the first epochs train this instead
+          class_path: geomol.tasks.objectives.DenoisingPretraining
+          init_args: {epochs: 2, sigma: 1.0}
+
+A new auxiliary objective is a :class:`LossTerm` subclass (``value(model, batch, pred)``, and
+``setup(datamodule)`` when it needs something from the data); nothing in the task changes.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from geomol.data.blocks import ligand_atom_mask
+
+__all__ = ["LossTerm", "RankingLoss", "RelativeEdgeLoss", "DenoisingPretraining", "ranking_loss",
+           "relative_edge_loss", "denoising_loss", "describe", "component"]
+
+
+def describe(component: Any) -> dict[str, Any]:
+    """``{'class_path', 'init_args'}`` of a component (what the YAML says; plain values only, so that a
+    checkpoint stays loadable with ``torch.load(weights_only=True)``)."""
+    cls = type(component)
+    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(component.init_args)}
+
+
+def component(spec: Any) -> Any:
+    """A component itself, or built from its ``{'class_path', 'init_args'}`` record (a checkpoint's
+    hyperparameters when a module is re-created with ``load_from_checkpoint``)."""
+    if not isinstance(spec, Mapping):
+        return spec
+    module, _, name = str(spec["class_path"]).rpartition(".")
+    return getattr(importlib.import_module(module), name)(**dict(spec.get("init_args") or {}))
+
+
+# ---------------------------------------------------------------------- the loss functions
+def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
+    """Mean logistic loss over ordered pairs of one group: log(1 + exp(−(p_i − p_j))) for y_i > y_j.
+
+    Only the order of predictions within a protein matters to this term, so it targets per-target
+    ranking (what Spearman measures) without asking the model to know each protein's offset.
+    ``pred``, ``y``: [B]; ``groups``: B labels (all one group when None). 0 when no pair exists.
+    """
+    if groups is None:
+        ids = torch.zeros_like(y, dtype=torch.long)
+    else:  # an index per distinct group (hashes could collide)
+        index = {group: i for i, group in enumerate(dict.fromkeys(groups))}
+        ids = torch.tensor([index[g] for g in groups], device=y.device)
+    ordered = (ids[:, None] == ids[None, :]) & (y[:, None] > y[None, :])
+    if not ordered.any():
+        return pred.sum() * 0.0
+    return torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered]).mean()
+
+
+def relative_edge_loss(pred: torch.Tensor, series: Sequence[str], ligands: Sequence[str],
+                       edges: Mapping[str, Sequence[tuple[str, str, float]]]) -> torch.Tensor:
+    """Mean squared error of predicted vs measured relative affinities over the perturbation edges
+    (RBFE graph) whose two ligands are both in the batch.
+
+    ``pred``: [B] pK; ``series``, ``ligands``: B labels; ``edges``: per series, ``(ligand_a, ligand_b,
+    ΔpK)`` with ΔpK = pK(b) − pK(a). 0 (with a gradient path) when no edge is in the batch.
+    """
+    where = {(s, name): i for i, (s, name) in enumerate(zip(series, ligands))}
+    pairs = [(where[(s, a)], where[(s, b)], delta) for s in dict.fromkeys(series) for a, b, delta in edges.get(s, ())
+             if (s, a) in where and (s, b) in where]
+    if not pairs:
+        return pred.sum() * 0.0
+    a, b, delta = zip(*pairs)
+    measured = torch.tensor(delta, dtype=pred.dtype, device=pred.device)
+    return ((pred[list(b)] - pred[list(a)] - measured) ** 2).mean()
+
+
+def denoising_loss(model, batch, sigma: float) -> torch.Tensor:
+    """Self-supervised coordinate denoising (no labels used): Gaussian noise of ``sigma`` Å on every
+    ligand atom, and the mean squared distance of GET's output ligand coordinates from the clean
+    ones, divided by σ² (1 for a model that returns its input; 0 for perfect denoising)."""
+    ligand = ligand_atom_mask(batch)
+    noisy = copy.copy(batch)
+    noisy.X = batch.X + sigma * torch.randn_like(batch.X) * ligand[:, None].to(batch.X.dtype)
+    out = model.embed(noisy)
+    error = out.X[ligand] - batch.X[ligand].to(out.X.dtype)
+    return (error ** 2).sum(-1).mean() / sigma ** 2
+
+
+# ---------------------------------------------------------------------- components
+class LossTerm:
+    """An auxiliary training loss, ``weight × value(model, batch, pred)``, added to the task's own loss.
+
+    Args:
+        weight: its factor (0 switches it off).
+    """
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = float(weight)
+        self.init_args: dict[str, Any] = {"weight": self.weight}
+
+    def setup(self, datamodule) -> None:
+        """Take what the term needs from the data module (called once the trainer has one)."""
+
+    def value(self, model, batch, pred: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __call__(self, model, batch, pred: torch.Tensor) -> torch.Tensor:
+        return self.weight * self.value(model, batch, pred)
+
+
+class RankingLoss(LossTerm):
+    """:func:`ranking_loss` between ligands of the same protein in a batch (use with the data module's
+    ``group_batches: true``, so that batches hold one protein's ligands)."""
+
+    def value(self, model, batch, pred):
+        return ranking_loss(pred, batch.y, getattr(batch, "protein", None))
+
+
+class RelativeEdgeLoss(LossTerm):
+    """:func:`relative_edge_loss` on the measured relative free energies of the data module's perturbation
+    graphs (multi-task with the RBFE edges; use with ``group_batches: true`` so both ends share batches).
+
+    Attributes:
+        edges: per series, ``(ligand_a, ligand_b, ΔpK)``, from ``datamodule.relative_edges()``.
+    """
+
+    def __init__(self, weight: float = 1.0):
+        super().__init__(weight)
+        self.edges: dict[str, list[tuple[str, str, float]]] = {}
+
+    def setup(self, datamodule) -> None:
+        if not hasattr(datamodule, "relative_edges"):
+            raise ValueError("RelativeEdgeLoss needs a data module with relative_edges() (FEP benchmark data)")
+        self.edges = datamodule.relative_edges()
+
+    def value(self, model, batch, pred):
+        return relative_edge_loss(pred, batch.series, batch.ligand, self.edges)
+
+
+class DenoisingPretraining:
+    """The first ``epochs`` epochs train only :func:`denoising_loss` (labels unused) with ``sigma`` Å of
+    noise; the validation metrics of those epochs are NaN, so checkpoint selection skips them."""
+
+    def __init__(self, epochs: int = 1, sigma: float = 1.0):
+        self.epochs, self.sigma = int(epochs), float(sigma)
+        self.init_args: dict[str, Any] = {"epochs": self.epochs, "sigma": self.sigma}
+
+    def active(self, epoch: int) -> bool:
+        return epoch < self.epochs
+
+    def loss(self, model, batch) -> torch.Tensor:
+        return denoising_loss(model, batch, self.sigma)

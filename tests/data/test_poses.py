@@ -1,0 +1,136 @@
+"""Ligand poses from SMILES on a reference ligand, checked against expert poses of the FEP+ benchmark."""
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+from rdkit import Chem
+from rdkit.Chem import rdMolAlign
+
+from geomol.data.io import read_ligands, read_structure
+from geomol.data.io.smiles import read_smiles_file
+from geomol.data.poses import POSE_COLUMNS, PosedLigand, PoseParameters, PoseTemplate, write_poses
+from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, StructureReadError
+from tests.conftest import shared_path
+
+
+@pytest.fixture(scope="module")
+def bace():
+    """The BACE series of the FEP+ R-group set: expert poses by title, and a template on the first ligand."""
+    folder = shared_path("fep_benchmark", "jacs_set")
+    experts = {m.GetProp("_Name"): m for m in read_ligands(folder / "bace_ligands.sdf")}
+    reference = next(iter(experts.values()))
+    receptor = read_structure(folder / "bace_protein.pdb")
+    return experts, reference, PoseTemplate(reference, receptor), receptor
+
+
+def smiles_of(mol: Chem.Mol) -> str:
+    return Chem.MolToSmiles(Chem.RemoveHs(mol))
+
+
+def heavy_rmsd(pose: Chem.Mol, expert: Chem.Mol) -> float:
+    """Symmetry-aware heavy-atom RMSD in place (no superposition), Å."""
+    return rdMolAlign.CalcRMS(Chem.RemoveHs(pose), Chem.RemoveHs(expert))
+
+
+@pytest.mark.parametrize("name", ["CAT-13a", "CAT-4a", "CAT-13m"])
+def test_analogues_are_posed_close_to_the_expert_pose(bace, name):
+    experts, reference, template, receptor = bace
+    posed = template.pose(smiles_of(experts[name]), name)
+    assert posed.ok and posed.name == name
+    assert heavy_rmsd(posed.molecule, experts[name]) < 1.0
+    assert posed.core_atoms >= 16 and posed.core_rmsd < 0.3
+    assert posed.min_receptor_distance > 1.0 and posed.clashes is not None
+    mol = posed.molecule
+    assert mol.GetNumConformers() == 1 and mol.GetProp("_Name") == name
+    assert mol.GetNumAtoms() > mol.GetNumHeavyAtoms()  # hydrogens kept, with coordinates, as read_ligand does
+    assert np.isfinite(mol.GetConformer().GetPositions()).all()
+
+
+def test_the_same_seed_gives_the_same_pose(bace):
+    experts, reference, template, receptor = bace
+    smiles = smiles_of(experts["CAT-13a"])
+    again = PoseTemplate(reference, receptor)
+    first, second = template.pose(smiles), again.pose(smiles)
+    np.testing.assert_array_equal(first.molecule.GetConformer().GetPositions(),
+                                  second.molecule.GetConformer().GetPositions())
+
+
+def test_bad_ligands_raise_their_own_error_and_pose_all_goes_on(bace):
+    experts, _, template, _ = bace
+    with pytest.raises(InvalidSmilesError, match="C1CC\\(N"):
+        template.pose("C1CC(N", source="series.smi [line 2]")
+    with pytest.raises(NoCommonCoreError, match="at least 5 needed"):
+        template.pose("CCO")
+    good = smiles_of(experts["CAT-13a"])
+    posed = template.pose_all([("a", "not a smiles"), ("b", good, "series.smi [line 3]"), ("c", "")])
+    assert [p.ok for p in posed] == [False, True, False]
+    assert "invalid SMILES" in posed[0].error and "empty SMILES" in posed[2].error
+    assert posed[0].report() == {"core_atoms": None, "core_rmsd": posed[0].core_rmsd,
+                                 "min_receptor_distance": posed[0].min_receptor_distance, "clashes": None}
+    assert set(posed[1].report()) == set(POSE_COLUMNS) and posed[1].source == "series.smi [line 3]"
+
+
+def test_an_impossible_core_geometry_is_an_embedding_error(bace):
+    experts, reference, _, _ = bace
+    squashed = Chem.Mol(reference)
+    conformer = squashed.GetConformer()
+    for i, xyz in enumerate(conformer.GetPositions() * 0.4):  # bonds of 0.6 Å: no conformer can hold them
+        conformer.SetAtomPosition(i, xyz.tolist())
+    with pytest.raises(EmbeddingError, match="no conformer"):
+        PoseTemplate(squashed, parameters=PoseParameters(conformers=2)).pose(smiles_of(experts["CAT-13a"]))
+
+
+def test_without_a_receptor_the_distances_are_not_reported(bace):
+    experts, reference, _, _ = bace
+    posed = PoseTemplate(reference).pose(smiles_of(experts["CAT-13a"]))
+    assert posed.ok and np.isnan(posed.min_receptor_distance) and posed.clashes == 0
+
+
+def test_invalid_parameters_are_refused():
+    with pytest.raises(ConfigError):
+        PoseParameters(conformers=0)
+    with pytest.raises(ConfigError):
+        PoseParameters(clash_distance=-1.0)
+
+
+def test_written_poses_read_back_with_their_report(bace, tmp_path):
+    experts, _, template, _ = bace
+    posed = [template.pose(smiles_of(experts["CAT-13a"]), "CAT-13a"), PosedLigand("bad", "C(", error="invalid")]
+    path = tmp_path / "poses.sdf"
+    assert write_poses(path, posed) == 1
+    (mol,) = read_ligands(path)
+    assert mol.GetProp("_Name") == "CAT-13a" and int(mol.GetProp("core_atoms")) == posed[0].core_atoms
+    np.testing.assert_allclose(mol.GetConformer().GetPositions(), posed[0].molecule.GetConformer().GetPositions(),
+                               atol=1e-3)
+
+
+# ---------------------------------------------------------------------- SMILES lists
+def test_smi_file_with_header_comments_names_and_gzip(tmp_path):
+    path = tmp_path / "series.smi.gz"
+    path.write_bytes(gzip.compress(b"smiles name\n# a comment\nCCO ethanol\n\nc1ccccc1\nC1CC(N broken one\n"))
+    entries = read_smiles_file(path)
+    assert [(e.name, e.smiles) for e in entries] == [("ethanol", "CCO"), ("#1", "c1ccccc1"), ("broken one", "C1CC(N")]
+    assert entries[2].source.endswith("[line 6]")
+
+
+def test_csv_file_by_column_name_and_its_errors(tmp_path):
+    path = tmp_path / "series.csv"
+    path.write_text("Name,dG,SMILES\nlig1,-9.1,CCO\nlig2,-8.0,\n")
+    entries = read_smiles_file(path)
+    assert [(e.name, e.smiles) for e in entries] == [("lig1", "CCO"), ("lig2", "")]
+    (tmp_path / "no_smiles.csv").write_text("name,dG\nlig1,-9\n")
+    with pytest.raises(StructureReadError, match="no 'smiles' column"):
+        read_smiles_file(tmp_path / "no_smiles.csv")
+    (tmp_path / "series.txt").write_text("CCO\n")
+    with pytest.raises(StructureReadError, match="expected a SMILES list"):
+        read_smiles_file(tmp_path / "series.txt")
+
+
+def test_a_ring_atom_change_that_times_the_element_search_out_still_finds_the_core():
+    """c-Met: pyridine → pyrimidine makes the element-exact search run past its timeout."""
+    experts = read_ligands(shared_path("fep_benchmark", "merck", "cmet_ligands.sdf"))
+    analogue = next(m for m in experts if m.GetProp("_Name") == "CHEMBL3402754_40")
+    posed = PoseTemplate(experts[0], parameters=PoseParameters(mcs_timeout=1, conformers=2)).pose(smiles_of(analogue))
+    assert posed.core_atoms >= 20 and posed.core_rmsd < 0.3
