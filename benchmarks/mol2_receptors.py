@@ -18,21 +18,19 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 import warnings
 from collections import Counter
 from pathlib import Path
 
+from geomol.data.paths import shared_data_dir
+from geomol.provenance import provenance
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
-DDG = SHARED / "ddg_bindingdb"
+DDG = shared_data_dir() / "ddg_bindingdb"
 _NOT_ATOMS = ("LP", "DU")
 
 
@@ -81,10 +79,16 @@ def check(pdb_id: str, chain_lengths: dict[str, int]) -> dict:
                         and "CA" in structure.names[structure.residue_start[r]:structure.residue_start[r + 1]])
     atoms_expected = expected["atoms"] - expected["not_atoms"] - expected["water_atoms"]
     return {"pdb_id": pdb_id, "error": "", **expected, "atoms_read": structure.num_atoms,
-            "residues_read": structure.num_residues, "seconds": seconds, "warnings": [str(w.message) for w in caught],
+            "residues_read": structure.num_residues, "seconds": seconds,
+            "warnings": [_portable(str(w.message)) for w in caught],
             "atoms_match": structure.num_atoms == atoms_expected, "residues_match": structure.num_residues == expected["named_residues"],
             "substructure_lines_match": structure.num_residues == expected["substructures"] - expected["water_residues"],
             "chains_match": None if not chain_lengths else all(per_chain.get(c, 0) == n for c, n in chain_lengths.items())}
+
+
+def _portable(message: str) -> str:
+    """The message with this machine's shared-data folder written as ``$GEOMOL_SHARED_DATA``."""
+    return message.replace(str(shared_data_dir()), "$GEOMOL_SHARED_DATA")
 
 
 def main() -> int:
@@ -114,12 +118,7 @@ def main() -> int:
           f"median {summary['median_seconds_per_file']:.3f} s per file")
     for pdb_id, error in summary["errors"]:
         print(f"  {pdb_id}: {error}")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    record = {"benchmark": "mol2_receptors", "command": " ".join(["python", "benchmarks/mol2_receptors.py", *sys.argv[1:]]),
-              "commit": commit, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-              "machine": {"platform": platform.platform(), "logical_cores": os.cpu_count(),
-                          "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()]},
-              "threads": 1, "versions": {"python": platform.python_version()},
+    record = {"benchmark": "mol2_receptors", "provenance": provenance(), "threads": 1,
               "summary": summary, "receptors": rows}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(record, indent=1) + "\n")
