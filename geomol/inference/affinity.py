@@ -22,7 +22,7 @@ from geomol.data.recipe import ComplexRecipe
 from geomol.errors import ConfigError, EmptySelectionError, GeomolError
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.domain import ApplicabilityDomain
-from geomol.inference.input_checks import checked_complex
+from geomol.inference.input_checks import ReceptorContext, checked_complex
 from geomol.inference.ligand_inputs import LigandInput
 
 __all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "pocket_block_count"]
@@ -104,6 +104,7 @@ class _Receptor:
         self.label = receptor.source if isinstance(receptor, Structure) else str(receptor or "")
         self.chains = list(chains) if chains else None
         self.recipe = recipe
+        self._check_context: ReceptorContext | None = None
 
     def read(self) -> Structure:
         """The receptor structure (restricted to ``chains``); read errors propagate to the caller."""
@@ -118,6 +119,12 @@ class _Receptor:
                                               f"{sorted(set(self.structure.chains))})", source=self.path)
                 self.structure = self.structure.select_residues(mask)
         return self.structure
+
+    def check_context(self) -> ReceptorContext:
+        """What the input checks need of the receptor, made at the first call (reads the receptor)."""
+        if self._check_context is None:
+            self._check_context = ReceptorContext.of(self.read())
+        return self._check_context
 
 
 def _graph(item: LigandInput, receptor: _Receptor) -> BlockGraph:
@@ -162,7 +169,7 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
                                     extra=dict(item.extra))
         if not item.error:
             try:
-                graph, record.warnings = checked_complex(item, receptor.read, lambda: _graph(item, receptor),
+                graph, record.warnings = checked_complex(item, receptor.check_context, lambda: _graph(item, receptor),
                                                          model.domain, receptor.recipe.keep_hydrogens)
                 graphs[i] = _checked_types(graph, model.arguments["n_block_types"], item.source)
                 record.n_pocket_blocks = pocket_block_count(graph)

@@ -11,6 +11,7 @@ naming each problem with its file and molecule; the warnings come back as text f
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -34,7 +35,7 @@ from geomol.errors import InputCheckError
 from geomol.inference.domain import ApplicabilityDomain, ligand_summary
 from geomol.inference.ligand_inputs import LigandInput
 
-__all__ = ["checked_complex", "raise_errors"]
+__all__ = ["ReceptorContext", "checked_complex", "raise_errors"]
 
 
 def raise_errors(findings: Sequence[Finding]) -> None:
@@ -59,13 +60,26 @@ def _ligand_findings(item: LigandInput, keep_hydrogens: bool) -> tuple[list[Find
     return structure_ligand_findings(ligand), _heavy(ligand.coords, ligand.elements)[0]
 
 
-def _before_building(item: LigandInput, receptor: Structure, keep_hydrogens: bool) -> list[Finding]:
+@dataclass(frozen=True)
+class ReceptorContext:
+    """What the checks need of a receptor, worked out once per prediction run rather than per ligand."""
+
+    findings: list[Finding]  # of the receptor alone
+    heavy_coords: np.ndarray  # [M, 3] heavy-atom positions, Å
+    heavy_elements: list[str]  # M element symbols
+
+    @classmethod
+    def of(cls, receptor: Structure) -> "ReceptorContext":
+        coords, elements = _heavy(receptor.coords, receptor.elements)
+        return cls(receptor_findings(receptor.resnames, receptor.source), coords, elements)
+
+
+def _before_building(item: LigandInput, receptor: ReceptorContext, keep_hydrogens: bool) -> list[Finding]:
     found, ligand = _ligand_findings(item, keep_hydrogens)
     if errors_of(found):  # a broken pose makes contacts meaningless
         return found
-    found += receptor_findings(receptor.resnames, receptor.source)
-    coords, elements = _heavy(receptor.coords, receptor.elements)
-    return found + contact_findings(ligand, coords, elements, item.source)
+    return found + receptor.findings + contact_findings(ligand, receptor.heavy_coords, receptor.heavy_elements,
+                                                        item.source)
 
 
 def _graph_atoms(graph: BlockGraph, mask, symbols: Sequence[str]) -> tuple[np.ndarray, list[str]]:
@@ -87,12 +101,12 @@ def _graph_findings(graph: BlockGraph, item: LigandInput) -> list[Finding]:
     return found + contact_findings(ligand_coords, *_graph_atoms(graph, receptor, symbols), source=item.source)
 
 
-def checked_complex(item: LigandInput, receptor: Callable[[], Structure], build: Callable[[], BlockGraph],
+def checked_complex(item: LigandInput, receptor: Callable[[], ReceptorContext], build: Callable[[], BlockGraph],
                     domain: ApplicabilityDomain, keep_hydrogens: bool) -> tuple[BlockGraph, list[str]]:
     """Check one input, build its complex with ``build()``, and return it with its warnings.
 
     Args:
-        receptor: gives the receptor structure (read once by the caller) for file/molecule ligands.
+        receptor: gives the receptor's :class:`ReceptorContext` (made once by the caller) for file/molecule ligands.
         build: builds the complex graph (only called when the checks before building pass).
         domain: the model's applicability domain.
 
