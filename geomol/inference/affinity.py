@@ -19,7 +19,7 @@ from geomol.data.blocks import BlockGraph
 from geomol.data.datasets.affinity_labels import dg_from_pk
 from geomol.data.io import Structure
 from geomol.data.recipe import ComplexRecipe
-from geomol.errors import ConfigError, EmptySelectionError, GeomolError
+from geomol.errors import ConfigError, GeomolError
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.input_checks import ReceptorContext, checked_complex
@@ -113,11 +113,7 @@ class _Receptor:
                 raise ConfigError("no receptor given")
             self.structure = self.recipe.read_receptor(self.path)
             if self.chains:
-                mask = self.structure.residue_mask(chains=self.chains)
-                if not mask.any():
-                    raise EmptySelectionError(f"no receptor chain among {self.chains} (chains: "
-                                              f"{sorted(set(self.structure.chains))})", source=self.path)
-                self.structure = self.structure.select_residues(mask)
+                self.structure = self.structure.select_chains(self.chains)
         return self.structure
 
     def check_context(self) -> ReceptorContext:

@@ -21,7 +21,7 @@ from rdkit import Chem
 from geomol.data.io import Structure, read_ligand, read_structure
 from geomol.data.io.smiles import SMILES_SUFFIXES, SmilesEntry, read_smiles_file
 from geomol.data.poses import PosedLigand, PoseParameters, PoseTemplate
-from geomol.errors import ConfigError, EmptySelectionError
+from geomol.errors import ConfigError
 from geomol.inference.ligand_inputs import LigandInput
 
 __all__ = ["smiles_entries", "posed_inputs"]
@@ -71,10 +71,7 @@ def _reference_molecule(reference: str | PathLike | Chem.Mol) -> Chem.Mol:
 def _receptor_heavy_atoms(receptor: str | PathLike | Structure, chains: Sequence[str] | None) -> Structure:
     structure = receptor if isinstance(receptor, Structure) else read_structure(receptor)
     if chains:
-        mask = structure.residue_mask(chains=list(chains))
-        if not mask.any():
-            raise EmptySelectionError(f"no receptor chain among {list(chains)}", source=structure.source)
-        structure = structure.select_residues(mask)
+        structure = structure.select_chains(chains)
     return structure
 
 

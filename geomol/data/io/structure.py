@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from geomol.data.blocks import Block
+from geomol.errors import EmptySelectionError
 from geomol.data.vocab import element_block_symbol, position_code, residue_block_symbol
 
 __all__ = ["Structure", "is_polymer_residue"]
@@ -124,6 +125,18 @@ class Structure:
         per_residue = ([values[r] for r in keep] for values in (self.chains, self.numbers, self.icodes, self.resnames))
         return Structure(self.source, self.coords[atoms], [self.elements[i] for i in atoms],
                          [self.names[i] for i in atoms], offsets, *per_residue, hydrogens_kept=self.hydrogens_kept)
+
+    def select_chains(self, chains: Sequence[str]) -> "Structure":
+        """A new structure with the residues of ``chains``.
+
+        Raises:
+            EmptySelectionError: no residue is in any of them.
+        """
+        mask = self.residue_mask(chains=list(chains))
+        if not mask.any():
+            raise EmptySelectionError(f"no receptor chain among {list(chains)} (chains: {sorted(set(self.chains))})",
+                                      source=self.source)
+        return self.select_residues(mask)
 
     # ------------------------------------------------------------------ blocks
     @cached_property
