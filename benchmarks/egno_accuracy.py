@@ -24,15 +24,15 @@ threads, machine load, both curves, the table).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -223,19 +223,6 @@ def print_table(dataset: str, rows: list[dict]) -> None:
               f"{_fmt(r.get('official_best_epoch'), 'd'):>9} | {_fmt(r.get('official_recorded_s2s')):>18}")
 
 
-def _environment(threads: int) -> dict:
-    import lightning
-    import numpy
-    import torch
-
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                                capture_output=True, text=True).stdout.strip())
-    return {"commit": commit, "uncommitted_changes": dirty, "python": platform.python_version(),
-            "torch": torch.__version__, "lightning": lightning.__version__, "numpy": numpy.__version__,
-            "torch_threads": threads, "logical_cores": os.cpu_count(), "platform": platform.platform()}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--dataset", choices=list(CONFIGS), default="nbody")
@@ -270,9 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(args.dataset, rows)
     record = {
         "benchmark": "egno_accuracy", "dataset": args.dataset,
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": "python " + " ".join([Path(sys.argv[0]).as_posix().split(str(REPO) + "/")[-1], *sys.argv[1:]]),
-        "environment": _environment(torch.get_num_threads()),
+        "provenance": provenance(),
         "load_average_1_5_15_min": {"start": [round(x, 2) for x in load_start],
                                     "end": [round(x, 2) for x in os.getloadavg()]},
         "epochs_budget": args.epochs, "seed": args.seed, "note": args.note,
