@@ -8,7 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+import yaml
 
+from geomol.cli import main
 from geomol.data.blocks import ligand_atom_mask
 from geomol.data.datasets.corpus_dataset import CorpusDataset, build_smiles_complex
 from geomol.data.datasets.corpus_items import Corpus
@@ -19,7 +21,7 @@ from geomol.data.poses import PoseParameters
 from geomol.data.protein_clusters import cluster_receptors
 from geomol.errors import InvalidSmilesError
 from geomol.tasks.corpus_data import CorpusDataModule
-from tests.conftest import shared_path
+from tests.conftest import REPO, shared_path
 
 UNI_PNP = "ChEMBL__PNP__CHEMBL951777"  # 3 ligands, posed in ~0.15 s each
 DDG_UNSANITISABLE = "2E9N"  # CHEK1: 7 docked poses, RDKit cannot kekulise 4 of them
@@ -114,3 +116,17 @@ def test_the_data_module_prints_checked_counts_on_a_slice(cache, capsys):
     assert all(proteins.values()) and not (proteins["train"] & proteins["test"]) \
         and not (proteins["train"] & proteins["valid"]) and not (proteins["valid"] & proteins["test"])
     assert module.preprocess_reports[0].name == "corpus-slice"
+
+
+def test_geomol_preprocess_reports_speed_skips_and_store_size(cache, tmp_path, capsys):
+    config = yaml.safe_load((REPO / "configs" / "get_affinity_corpus.yaml").read_text())
+    config["data"]["init_args"].update(root=str(shared_path()), cache_dir=str(cache), n_folds=4,
+                                       series=[f"uni_fep/{UNI_PNP}", "ddg_bindingdb/11GS", "ddg_bindingdb/1PXN",
+                                               f"ddg_bindingdb/{DDG_UNSANITISABLE}"])
+    path = tmp_path / "corpus_slice.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["preprocess", "--config", str(path), "--workers", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "corpus-slice: 21 items" in out and "skipped 4" in out and "items/s built" in out
+    assert out.count("cannot sanitise") == 4 and "corpus-slice.skipped.csv" in out
+    assert "MiB on disk" in out and "processed: train" in out
