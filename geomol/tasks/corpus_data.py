@@ -2,8 +2,9 @@
 
 :class:`CorpusDataModule` reads the corpus records (:func:`~geomol.data.datasets.corpus.read_corpus`),
 clusters their receptors across sources (:func:`~geomol.data.protein_clusters.load_protein_clusters`,
-cached), builds every complex once into the processed store (:class:`~geomol.data.datasets.corpus_dataset.CorpusDataset`:
-SMILES posed on their series' reference, docked and expert poses read) and splits by protein
+cached), builds every complex once into the processed store
+(:class:`~geomol.data.datasets.corpus_dataset.CorpusDataset`: SMILES posed on their series'
+reference, docked and expert poses read) and splits by protein
 cluster. Every split is checked (:func:`~geomol.data.corpus_split.check_corpus_split`: no cluster and
 no ligand–protein pair in two parts) and its counts per source, series and clusters printed.
 """

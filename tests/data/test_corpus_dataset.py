@@ -104,8 +104,8 @@ def test_a_ddg_folder_builds_from_mol2_and_unsanitisable_poses_are_reported(cach
 
 def test_the_data_module_prints_checked_counts_on_a_slice(cache, capsys):
     series = [f"uni_fep/{UNI_PNP}", "ddg_bindingdb/11GS", "ddg_bindingdb/1PXN", "ddg_bindingdb/1ETS"]
-    module = CorpusDataModule(root=str(shared_path()), series=series, n_folds=4, valid_fraction=0.4, cache_dir=str(cache),
-                              preprocess_workers=0)
+    module = CorpusDataModule(root=str(shared_path()), series=series, n_folds=4, valid_fraction=0.4,
+                              cache_dir=str(cache), preprocess_workers=0)
     module.prepare_data()
     sizes = module.split_sizes()
     out = capsys.readouterr().out

@@ -13,9 +13,9 @@ store:
   store key is a content hash of all four: each SMILES is posed once, and found again afterwards.
 
 A ligand that cannot be posed (invalid SMILES, no common core, no embedding) or a docked pose RDKit
-cannot sanitise (:data:`STRICT_SANITISATION_SOURCES`) raises a :class:`~geomol.errors.GeomolError` in its builder, so it is a skipped item in the
-preprocessing report (``<cache>/reports/<name>.json`` and ``.skipped.csv``) with its reason, never
-silently dropped.
+cannot sanitise (:data:`STRICT_SANITISATION_SOURCES`) raises a :class:`~geomol.errors.GeomolError`
+in its builder, so it is a skipped item in the preprocessing report (``<cache>/reports/<name>.json``
+and ``.skipped.csv``) with its reason, never silently dropped.
 """
 from __future__ import annotations
 
@@ -142,7 +142,8 @@ class CorpusDataset(ProcessedDataset):
 
     Args:
         corpus: the items (and receptors) to build, e.g. from :func:`~geomol.data.datasets.corpus.read_corpus`.
-        clusters: protein clusters covering every item's receptor (:func:`~geomol.data.protein_clusters.load_protein_clusters`).
+        clusters: protein clusters covering every item's receptor
+            (:func:`~geomol.data.protein_clusters.load_protein_clusters`).
         recipe: graph construction (default :class:`~geomol.data.recipe.ComplexRecipe`).
         pose_parameters: how SMILES are posed (default :class:`~geomol.data.poses.PoseParameters`).
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``, ``name``).
