@@ -103,6 +103,7 @@ def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path) -> list[di
         model_args[key] = float(model_args[key])
     pl.seed_everything(seed)
     module = DynamicsModule(**model_args)  # first draws after seeding: the official initial weights for this seed
+    module.hparams["_class_path"] = "geomol.tasks.DynamicsModule"  # as `geomol fit` records it: `geomol test` loads it
     data = _data_module(dataset, recipe, run_dir.parent / "nbody_cache")
     data.seed = seed
     curve: list[dict] = []
