@@ -120,9 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: see 'geomol --help')")
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
-    _threads(argv, lightning=False)
     try:
         with _plain_warnings(name):
+            if hasattr(module, "check_inputs"):  # missing files are reported before torch is imported
+                module.check_inputs(args)
+            _threads(argv, lightning=False)
             return int(module.run(args) or 0)
     except GeomolError as err:
         print(_error_line(name, err), file=sys.stderr)

@@ -25,7 +25,8 @@ Usage::
     python scripts/train_egno_models.py --models nbody --epochs 500
     python scripts/train_egno_models.py --models adk --epochs 2 --out-dir /tmp/smoke --extra \\
         --trainer.check_val_every_n_epoch 1                     # a smoke run: never ship its weights
-    python scripts/train_egno_models.py --models nbody --from-run runs/egno_accuracy/nbody_seed1
+    python scripts/train_egno_models.py --models nbody --from-run runs/egno_accuracy/nbody_seed1 \\
+        --compare-runs runs/egno_accuracy/nbody_seed2
 
 ``--from-run`` ships the best checkpoint of a ``benchmarks/egno_accuracy.py`` run instead of fitting:
 the same recipe, with the test split evaluated at every validation, so that the card can show the
@@ -81,7 +82,19 @@ class ModelSpec:
     data_note: str = ""
     official_curve: dict[int, float] = field(default_factory=dict)  # official script: epoch → test S2S
     curve_epochs: tuple[int, ...] = ()
+    notes: str = ""  # a markdown section of the card that holds whatever the weights (e.g. how parity was checked)
 
+
+_PARITY_NOTE = """## Training parity with the official script (issue 15)
+
+Every ingredient of training was checked against `../shared/specs/EGNO.md` §4. `tests/tasks/test_egno_training_parity.py`
+runs geomol's Lightning training with this recipe next to a loop written from the spec (the official data layout and
+features, the flattened loss, Adam at a constant rate, the batch size with the last incomplete batch dropped, reshuffled
+every epoch): from the same weights and batches, losses and parameters agree after every step (float64, relative 1e-9).
+The one difference found was the order in which the initial weights were drawn (geomol drew all scalar temporal
+weights before the vector ones; the official code alternates them layer by layer). It is now the official order, so
+seed 1 gives the official seed-1 weights bit for bit. How much the initial weights matter shows in the learning curve:
+compare the seeds' columns."""
 
 SPECS = {
     "nbody": ModelSpec(
@@ -96,7 +109,7 @@ SPECS = {
          "0.00720 after 535 (../shared/BENCHMARKS.md)"],
         "python scripts/rollout_nbody.py --model egno-nbody --plot nbody_rollout.png",
         official_curve={120: 0.01109, 240: 0.00879, 370: 0.00784, 425: 0.00745, 535: 0.00720},
-        curve_epochs=(120, 240, 370, 535)),
+        curve_epochs=(120, 240, 370, 535), notes=_PARITY_NOTE),
     "mocap-run": ModelSpec(
         "egno-mocap-run", "configs/egno_mocap_run.yaml", "egno_mocap_run", 2000,
         "EGNO for human motion capture (CMU subject 9, running; 31 joints): joint positions at frames +26 … +30 "
@@ -107,7 +120,7 @@ SPECS = {
          "after 70 (raw units; ../shared/BENCHMARKS.md)",
          "EGNO paper, Mocap Run after its 2000-epoch protocol: S2S MSE 33.9 ×10⁻² = 0.339"],
         "python scripts/rollout_mocap.py --model egno-mocap-run --plot mocap_rollout.png",
-        overrides=_mocap_overrides, official_curve={10: 10.89, 70: 2.80}, curve_epochs=(10, 70),
+        overrides=_mocap_overrides, official_curve={10: 10.89, 70: 2.80}, curve_epochs=(10, 70), notes=_PARITY_NOTE,
         data_note="The joint-height node feature is not rotation invariant (tilting the y axis changes it); "
                   "roll out poses in the data's y-up frame."),
     "adk": ModelSpec(
@@ -186,27 +199,36 @@ def best_so_far(curve: list[dict], upto: int) -> dict | None:
     return min(seen, key=lambda row: row["val_s2s"]) if seen else None
 
 
-def _curve_lines(spec: ModelSpec, curve: list[dict]) -> list[str]:
-    """Markdown learning-curve table: test MSE at the best validation epoch so far, next to the official script."""
+def _curve_lines(spec: ModelSpec, curve: list[dict], others: dict[str, list[dict]] | None = None) -> list[str]:
+    """Markdown learning-curve table: test MSE at the best validation epoch so far, next to the official script
+    and, as further columns, other runs of the same recipe (``others``: label → curve, e.g. a second seed)."""
+    others = others or {}
     last = curve[-1]["epoch"]
     reached = last + 4  # validation every 5 epochs (after epochs 4, 9, …): epoch 119 stands for 120
     epochs = sorted({e for e in (*spec.curve_epochs, *spec.official_curve) if e <= reached} | {last})
     lines = ["## Learning curve", "",
              "Test MSE at the best validation epoch so far (validation every 5 epochs; epochs are 0-based indices, as "
              "the official scripts print them), next to the official script's recorded test S2S.", "",
-             "| epoch ≤ | best validation epoch | test S2S | test S2T | official test S2S |", "|---|---|---|---|---|"]
+             "| epoch ≤ | best validation epoch | test S2S | test S2T | "
+             + "".join(f"{label} test S2S | " for label in others) + "official test S2S |",
+             "|---|---|---|---|" + "---|" * len(others) + "---|"]
     for epoch in epochs:
         row = best_so_far(curve, epoch)
         official = spec.official_curve.get(epoch)
+        cells = []
+        for other in others.values():
+            best = best_so_far(other, epoch) if other[-1]["epoch"] + 4 >= epoch else None
+            cells.append("—" if best is None else f"{best['test_s2s']:.5g}")
         lines.append(f"| {epoch} | {row['epoch']} | {row['test_s2s']:.5g} | {row['test_s2t']:.5g} | "
-                     f"{'—' if official is None else official} |")
+                     + "".join(f"{cell} | " for cell in cells) + f"{'—' if official is None else official} |")
     not_reached = [e for e in spec.official_curve if e > reached]
     if not_reached:
         lines += ["", f"Not reached in this training: epochs {', '.join(map(str, not_reached))} of the official curve."]
     return lines + [""]
 
 
-def _card(spec: ModelSpec, metrics: dict, training: dict, command: str, curve: list[dict] | None = None) -> str:
+def _card(spec: ModelSpec, metrics: dict, training: dict, command: str, curve: list[dict] | None = None,
+          others: dict[str, list[dict]] | None = None) -> str:
     epochs, reference = training["epochs_run"], spec.reference_epochs
     start = training.get("resumed_at_epoch", 0)
     timed = (f"training was interrupted and resumed at epoch {start} from its last checkpoint, and epochs "
@@ -227,7 +249,8 @@ def _card(spec: ModelSpec, metrics: dict, training: dict, command: str, curve: l
         f"| S2S MSE (last predicted frame) | {metrics['s2s_mse']:.6g} |",
         f"| S2T MSE (mean over the predicted frames) | {metrics.get('s2t_mse', float('nan')):.6g} |",
         "", "MSE in squared length units of the data (Å² for AdK), averaged over the test samples.", "",
-        *(_curve_lines(spec, curve) if curve else []),
+        *(_curve_lines(spec, curve, others) if curve else []),
+        *([spec.notes, ""] if spec.notes else []),
         "## Reference numbers", "", *[f"- {r}" for r in spec.references], "",
         "## Reproduce", "", "```", command, "```", "",
         "## Use", "", "```python", "import geomol",
@@ -256,7 +279,9 @@ def _from_run(spec: ModelSpec, args) -> tuple[Path, dict, list[dict]]:
 def train_one(spec: ModelSpec, args) -> Path:
     if args.from_run:
         checkpoint, training, curve = _from_run(spec, args)
-        return _export(spec, args, checkpoint, training, curve,
+        others = {f"{Path(run).name} (same recipe)": json.loads((Path(run) / "curve.json").read_text())
+                  for run in args.compare_runs}
+        return _export(spec, args, checkpoint, training, curve, others,
                        f"python benchmarks/egno_accuracy.py --dataset {args.key_of[spec.name].split('-')[0]} "
                        f"--epochs {training['epochs_run']}  # then: python scripts/train_egno_models.py "
                        f"--models {args.key_of[spec.name]} --from-run <its run directory>")
@@ -272,17 +297,18 @@ def train_one(spec: ModelSpec, args) -> Path:
         training["resumed_at_epoch"] = int(torch.load(args.resume, weights_only=True, map_location="cpu")["epoch"]) + 1
     command = f"python scripts/train_egno_models.py --models {args.key_of[spec.name]}" + (
         f" --epochs {args.epochs}" if args.epochs else "") + (f" --extra {' '.join(args.extra)}" if args.extra else "")
-    return _export(spec, args, checkpoint, training, None, command)
+    return _export(spec, args, checkpoint, training, None, {}, command)
 
 
-def _export(spec: ModelSpec, args, checkpoint: Path, training: dict, curve: list[dict] | None, command: str) -> Path:
+def _export(spec: ModelSpec, args, checkpoint: Path, training: dict, curve: list[dict] | None,
+            others: dict[str, list[dict]], command: str) -> Path:
     import geomol
 
     test_dir = _run(_geomol("test", spec, args.extra, "--ckpt_path", str(checkpoint)), spec)
     metrics = _test_metrics(test_dir)
     fit_seconds = training["fit_seconds"]
     out = geomol.export_model(checkpoint, Path(args.out_dir) / spec.name,
-                              card=_card(spec, metrics, training, command, curve),
+                              card=_card(spec, metrics, training, command, curve, others),
                               description=spec.description, overwrite=args.overwrite,
                               metrics={"test_s2s_mse": metrics["s2s_mse"], "test_s2t_mse": metrics.get("s2t_mse"),
                                        **training, "command": command})
@@ -300,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", help="continue an interrupted fit from this checkpoint (its last.ckpt; one model)")
     parser.add_argument("--from-run", help="ship the best checkpoint of this benchmarks/egno_accuracy.py run directory "
                                            "instead of fitting (one model); its learning curve goes into the card")
+    parser.add_argument("--compare-runs", nargs="+", default=[], metavar="RUN",
+                        help="with --from-run: further egno_accuracy run directories of the same recipe (other seeds), "
+                             "shown as columns of the card's learning curve")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
                         help="further geomol fit/test overrides, e.g. --trainer.limit_train_batches 5 (must come last)")
     args = parser.parse_args(argv)

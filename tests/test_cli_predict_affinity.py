@@ -4,6 +4,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -113,3 +116,31 @@ def test_measured_values_as_free_energies(tmp_path):
     path.write_text("name,dG_kcal_mol\na,-9.55\nb,-6.0\n")
     measured = read_measured(path)
     assert measured["a"] == pytest.approx(7.0, abs=0.01) and measured["b"] == pytest.approx(4.398, abs=0.01)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--receptor", "missing.pdb", "--ligands", "x.sdf"], "missing.pdb: file not found (given as --receptor)"),
+    (["--receptor", str(RECEPTOR), "--ligands", "a.sdf", "b.sdf"], "a.sdf: file not found (given as --ligands; none"),
+    (["--receptor", str(RECEPTOR), "--reference", "ref.sdf", "--ligands", "CCO"], "ref.sdf: file not found"),
+    (["--receptor", str(EXAMPLE), "--ligands", "UNK"], "is a folder, not a file"),
+    (["--receptor", "EMPTY", "--ligands", "UNK"], "file is empty (given as --receptor)"),
+])
+def test_missing_input_files_fail_before_torch_is_imported(tmp_path, args, message):
+    """The error must come in well under a second: no torch, RDKit or model load before the file check."""
+    (tmp_path / "EMPTY").touch()
+    script = ("import sys; from geomol.cli import main; rc = main(sys.argv[1:]); "
+              "sys.stderr.write('\\nheavy modules: ' + str(sorted({'torch', 'rdkit'} & set(sys.modules))) + '\\n'); "
+              "sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", script, "predict-affinity", *args], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert message in done.stderr
+    assert "heavy modules: []" in done.stderr
+
+
+def test_a_missing_ligand_file_beside_a_readable_one_is_a_per_ligand_error(model_dir, tmp_path):
+    out = tmp_path / "results.csv"
+    assert predict("--receptor", str(RECEPTOR), "--ligands", "missing.sdf", str(LIGANDS), "--out", str(out),
+                   "--quiet", model=model_dir) == 0
+    rows = read_predictions(out)
+    assert "missing.sdf" in rows[0]["error"] and all(not r["error"] for r in rows[1:])

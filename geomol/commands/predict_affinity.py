@@ -22,23 +22,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from itertools import groupby
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from geomol.api import (AffinityPrediction, LigandInput, iter_affinity, ligand_inputs, load_model, posed_inputs,
-                        select_ligand)
-from geomol.data.poses import POSE_COLUMNS, write_poses
-from geomol.errors import ConfigError, GeomolError
-from geomol.inference.tables import (
-    PairRow,
-    output_format,
-    plot_predicted_vs_measured,
-    read_measured,
-    read_pairs,
-    write_predictions,
-)
+from geomol.errors import ConfigError, DatasetError, GeomolError, StructureReadError
+
+if TYPE_CHECKING:  # the heavy modules (torch, RDKit) load after the input files are checked
+    from geomol.api import AffinityPrediction, LigandInput
+    from geomol.inference.tables import PairRow
 
 _MOLAR_UNITS = ((1.0, "M"), (1e-3, "mM"), (1e-6, "µM"), (1e-9, "nM"), (1e-12, "pM"), (1e-15, "fM"))
 
@@ -74,7 +68,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--quiet", action="store_true", help="no progress bar and no table")
 
 
-def _check_arguments(args: argparse.Namespace) -> None:
+# A ligand argument naming a file by its suffix (else it may be a residue name, a chain group or a SMILES).
+_FILE_SUFFIXES = {".sdf", ".mol2", ".mol", ".pdb", ".cif", ".mmcif", ".ent", ".smi", ".csv", ".txt", ".gz", ".bz2"}
+
+
+def _readable_file_problem(path: str) -> str | None:
+    """Why ``path`` cannot be read as an input file, or ``None`` when it can (no parsing, no heavy import)."""
+    if not os.path.exists(path):
+        return "file not found"
+    if os.path.isdir(path):
+        return "is a folder, not a file"
+    if not os.access(path, os.R_OK):
+        return "not readable (permission denied)"
+    if os.path.getsize(path) == 0:
+        return "file is empty"
+    return None
+
+
+def _looks_like_file(text: str) -> bool:
+    return os.sep in text or "/" in text or Path(text).suffix.lower() in _FILE_SUFFIXES
+
+
+def _check_input_files(args: argparse.Namespace) -> None:
+    """Raise at once (before torch, RDKit and the model load) for a missing, empty or unreadable input file.
+
+    The receptor, reference, pairs and measured-values files must be readable. A ligand file that cannot be
+    read is reported per ligand while the others are predicted, so the ligands fail here only when every
+    ligand argument is such a file (nothing could be predicted).
+    """
+    for option, path, error in (("--receptor", args.receptor, StructureReadError),
+                                ("--reference", args.reference, StructureReadError),
+                                ("--pairs", args.pairs, DatasetError), ("--measured", args.measured, DatasetError)):
+        problem = path and _readable_file_problem(path)
+        if problem:
+            raise error(f"{problem} (given as {option})", source=path)
+    problems = [(text, _readable_file_problem(text)) for text in args.ligands or ()]
+    if problems and all(problem and _looks_like_file(text) for text, problem in problems):
+        text, problem = problems[0]
+        raise StructureReadError(f"{problem} (given as --ligands"
+                                 + (f"; none of the {len(problems)} ligand files can be read)" if len(problems) > 1
+                                    else ")"), source=text)
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Argument combinations and input files, checked in milliseconds (the CLI calls this before importing torch)."""
     if bool(args.pairs) == bool(args.receptor):
         raise ConfigError("give --receptor with --ligands, or --pairs (not both)")
     if args.receptor and not args.ligands:
@@ -85,12 +122,13 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError("--write-poses needs --reference")
     if args.plot and not args.measured:
         raise ConfigError("--plot needs --measured")
-    if args.out:
-        output_format(args.out)  # a bad extension fails now, not after the predictions
+    _check_input_files(args)
 
 
 # ---------------------------------------------------------------------- what to predict
-def _pair_inputs(row: PairRow) -> list[LigandInput]:
+def _pair_inputs(row: "PairRow") -> list["LigandInput"]:
+    from geomol.api import ligand_inputs, select_ligand
+
     if row.ligand is not None:
         return [select_ligand(row.ligands, row.ligand, row.name)]
     items = ligand_inputs(row.ligands)
@@ -100,8 +138,12 @@ def _pair_inputs(row: PairRow) -> list[LigandInput]:
     return items
 
 
-def _plan(args: argparse.Namespace) -> list[tuple[str, list[LigandInput]]]:
+def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
     """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
+    from geomol.api import ligand_inputs, posed_inputs
+    from geomol.data.poses import write_poses
+    from geomol.inference.tables import read_pairs
+
     if args.reference:
         inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains)
         if args.write_poses:
@@ -114,7 +156,9 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list[LigandInput]]]:
             for receptor, group in groupby(rows, key=lambda r: r.receptor)]
 
 
-def _predict_group(receptor: str, items: Sequence[LigandInput], model, args) -> Iterator[AffinityPrediction]:
+def _predict_group(receptor: str, items: Sequence["LigandInput"], model, args) -> Iterator["AffinityPrediction"]:
+    from geomol.api import AffinityPrediction, iter_affinity
+
     done = 0
     try:
         for record in iter_affinity(receptor, list(items), model, pocket_cutoff=args.pocket_cutoff, device=args.device,
@@ -128,7 +172,7 @@ def _predict_group(receptor: str, items: Sequence[LigandInput], model, args) -> 
             yield AffinityPrediction(item.name, receptor=receptor, source=item.source, error=str(exc))
 
 
-def _predict_all(plan, model, args, console) -> list[AffinityPrediction]:
+def _predict_all(plan, model, args, console) -> list["AffinityPrediction"]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     total = sum(len(items) for _, items in plan)
@@ -155,9 +199,11 @@ def _number(value: float, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else ""
 
 
-def _table(records: Sequence[AffinityPrediction], args, model_name: str):
+def _table(records: Sequence["AffinityPrediction"], args, model_name: str):
     from rich.markup import escape
     from rich.table import Table
+
+    from geomol.data.poses import POSE_COLUMNS
 
     table = Table(title=f"binding affinity ({model_name})", title_justify="left")
     if args.pairs:
@@ -184,6 +230,7 @@ def _table(records: Sequence[AffinityPrediction], args, model_name: str):
 
 
 def _compare(records, args, console) -> None:
+    from geomol.inference.tables import plot_predicted_vs_measured, read_measured
     from geomol.metrics import regression_report
 
     measured = read_measured(args.measured)
@@ -204,7 +251,12 @@ def _compare(records, args, console) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    _check_arguments(args)
+    check_inputs(args)
+    from geomol.api import load_model
+    from geomol.inference.tables import output_format, read_measured, write_predictions
+
+    if args.out:
+        output_format(args.out)  # a bad extension fails now, not after the predictions
     if args.measured:
         read_measured(args.measured)  # unreadable measured values fail before the predictions
     if args.threads:
