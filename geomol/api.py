@@ -41,9 +41,9 @@ from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_ar
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
-__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "finetune_affinity", "rollout", "rollout_arrays",
-           "AffinityModel", "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout",
-           "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
+__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "finetune_affinity", "rollout",
+           "rollout_arrays", "AffinityModel", "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout",
+           "ArrayRollout", "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
 
 
 # ---------------------------------------------------------------------- binding affinity
