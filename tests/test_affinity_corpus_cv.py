@@ -3,7 +3,6 @@ four plb series (four protein clusters), two leave-cluster-out folds, tiny model
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import warnings
 
@@ -12,7 +11,7 @@ import pytest
 
 from geomol import ligand_models
 from geomol.errors import DatasetError
-from tests.conftest import REPO, shared_path
+from tests.conftest import benchmark_module, shared_path
 
 SERIES = ["plb/syk", "plb/hif2a", "plb/pfkfb3", "plb/tnks2"]
 TINY_GRIDS = {"rf": [{"n_estimators": 5, "max_features": "sqrt", "min_samples_leaf": 1}],
@@ -21,10 +20,7 @@ TINY_GRIDS = {"rf": [{"n_estimators": 5, "max_features": "sqrt", "min_samples_le
 
 @pytest.fixture(scope="module")
 def cv():
-    spec = importlib.util.spec_from_file_location("affinity_corpus_cv", REPO / "benchmarks" / "affinity_corpus_cv.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("affinity_corpus_cv")
 
 
 @pytest.fixture(scope="module")
