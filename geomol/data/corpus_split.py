@@ -15,7 +15,7 @@ from geomol.data.splits import check_no_leakage, group_kfold, random_group_split
 from geomol.errors import ConfigError
 
 __all__ = ["item_clusters", "ligand_protein_pairs", "corpus_split", "leave_cluster_out_folds", "check_corpus_split",
-           "split_counts", "format_split_counts"]
+           "split_counts", "format_split_counts", "format_split_summary"]
 
 
 def item_clusters(items: Sequence[CorpusItem], clusters: ProteinClusters) -> list[str]:
@@ -76,4 +76,13 @@ def format_split_counts(counts: Mapping[str, Mapping[str, int]]) -> str:
     lines = [f"{'source':<15}" + "".join(f"{p:>9}" for p in parts)]
     lines += [f"{s:<15}" + "".join(f"{counts[p].get(s, 0):>9}" for p in parts) for s in sources]
     lines.append(f"{'all':<15}" + "".join(f"{sum(counts[p].values()):>9}" for p in parts))
+    return "\n".join(lines)
+
+
+def format_split_summary(parts: Mapping[str, Sequence[int]], items: Sequence[CorpusItem],
+                         cluster_labels: Sequence[str]) -> str:
+    """:func:`format_split_counts` plus, per part, its number of series and of protein clusters."""
+    lines = [format_split_counts(split_counts(parts, items))]
+    for what, key in (("series", lambda i: items[i].series), ("clusters", lambda i: cluster_labels[i])):
+        lines.append(f"{what:<15}" + "".join(f"{len({key(i) for i in indices}):>9}" for indices in parts.values()))
     return "\n".join(lines)

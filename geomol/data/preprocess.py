@@ -55,6 +55,7 @@ class PreprocessReport:
         warned: ``{id: warnings}`` of items built now whose builder warned (e.g. a ligand kept
             unsanitised); they are in the store.
         seconds: wall time.
+        store: the store's folder.
     """
 
     name: str
@@ -64,6 +65,7 @@ class PreprocessReport:
     skipped: list[SkippedItem] = field(default_factory=list)
     warned: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
+    store: str = ""
     keys: list[str | None] = field(default_factory=list, repr=False)
 
     @property
@@ -184,7 +186,8 @@ def preprocess(
         known_skipped: items the caller rejected before preprocessing; listed first in the report.
     """
     start = time.perf_counter()
-    report = PreprocessReport(name=name, total=len(recipes) + len(known_skipped), skipped=list(known_skipped))
+    report = PreprocessReport(name=name, total=len(recipes) + len(known_skipped), skipped=list(known_skipped),
+                              store=str(store.root))
     hasher = FileHasher(store.root / "file_hashes.json")
     todo: dict[str, Recipe] = {}
     failures: dict[str, dict] = {}

@@ -9,6 +9,7 @@ from geomol.tasks.affinity_data import (
     PLBDataModule,
     PPADataModule,
 )
+from geomol.tasks.corpus_data import CorpusDataModule
 from geomol.tasks.dynamics import DynamicsModule
 from geomol.tasks.dynamics_data import (
     MD17DataModule,
@@ -21,6 +22,6 @@ from geomol.tasks.dynamics_data import (
 __all__ = [
     "AffinityModule", "PairClassificationModule", "DynamicsModule",
     "AffinityDataModule", "BenchmarkAffinityDataModule", "PLBDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
-    "PPADataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
+    "PPADataModule", "CorpusDataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
     "MDTrajectoryDataModule",
 ]

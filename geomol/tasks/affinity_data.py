@@ -20,6 +20,7 @@ from typing import Any, Literal, Sequence
 
 from geomol.data.datasets.affinity_labels import pk_from_dg
 from geomol.data.datasets.processed import ProcessedDataset
+from geomol.data.preprocess import PreprocessReport
 from geomol.data.datasets.atom3d_lmdb import LEP_CUTOFF
 from geomol.data.pocket import DEFAULT_CUTOFF
 from geomol.data.recipe import ComplexRecipe
@@ -103,6 +104,7 @@ class AffinityDataModule(GraphDataModule):
         self.max_blocks, self.group_batches, self.cache_dir = max_blocks, group_batches, cache_dir
         self.preprocess_workers = preprocess_workers
         self.dataset: ProcessedDataset | None = None
+        self.preprocess_reports: list[PreprocessReport] = []  # what prepare_data built, for `geomol preprocess`
 
     # ------------------------------------------------------------------ graphs
     @cached_property
@@ -124,9 +126,12 @@ class AffinityDataModule(GraphDataModule):
     def make_dataset(self, num_workers: int) -> ProcessedDataset:
         raise NotImplementedError
 
+    @property
+    def _workers(self) -> int:
+        return (os.cpu_count() or 1) if self.preprocess_workers is None else self.preprocess_workers
+
     def prepare_data(self) -> None:
-        workers = (os.cpu_count() or 1) if self.preprocess_workers is None else self.preprocess_workers
-        self.make_dataset(num_workers=workers)
+        self.preprocess_reports = [self.make_dataset(num_workers=self._workers).report]
 
     def load_dataset(self) -> ProcessedDataset:
         if self.dataset is None:
@@ -228,9 +233,7 @@ class PDBbindDataModule(AffinityDataModule):
                               name=f"pdbbind-{stage}", **self._dataset_kwargs())
 
     def prepare_data(self) -> None:
-        workers = (os.cpu_count() or 1) if self.preprocess_workers is None else self.preprocess_workers
-        for stage in self.id_files:
-            self._make(stage, workers)
+        self.preprocess_reports = [self._make(stage, self._workers).report for stage in self.id_files]
 
     def build_splits(self) -> dict[str, ProcessedDataset]:
         splits = {stage: self._make(stage, 0) for stage in self.id_files}
@@ -260,9 +263,7 @@ class _Atom3DDataModule(AffinityDataModule):
                                 **self._options(), **self._dataset_kwargs())
 
     def prepare_data(self) -> None:
-        workers = (os.cpu_count() or 1) if self.preprocess_workers is None else self.preprocess_workers
-        for stage in self.paths:
-            self._make(stage, workers)
+        self.preprocess_reports = [self._make(stage, self._workers).report for stage in self.paths]
 
     def build_splits(self) -> dict[str, ProcessedDataset]:
         return {stage: self._make(stage, 0) for stage in self.paths}

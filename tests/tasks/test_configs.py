@@ -1,9 +1,12 @@
 """Every shipped config trains for 2 steps and validates, with its data pointed at tiny real inputs."""
 from __future__ import annotations
 
+import csv
 import glob
 import importlib
 import inspect
+import io
+import math
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,8 @@ from geomol.data.fragment import FragmentVocab
 from tests import builders
 from tests.conftest import REPO, shared_path
 
+# one cluster each: a Uni-FEP series posed from SMILES (3 ligands) and three DDG folders (MOL2)
+CORPUS_SLICE = ["uni_fep/ChEMBL__PNP__CHEMBL951777", "ddg_bindingdb/11GS", "ddg_bindingdb/1PXN", "ddg_bindingdb/1ETS"]
 CONFIGS = sorted(Path(p).name for p in glob.glob(str(REPO / "configs" / "*.yaml")))
 
 
@@ -34,6 +39,9 @@ def _overrides(name: str, tmp: Path) -> list[str]:
         return ["--data.init_args.plb_root", plb, "--data.init_args.fep_root", str(shared_path("fep_benchmark")),
                 "--data.init_args.targets", "[cmet, ptp1b]", "--data.init_args.series", "[jacs_set/cdk2]",
                 "--data.init_args.n_folds", "3"]
+    if name == "get_affinity_corpus.yaml":
+        return ["--data.init_args.root", str(shared_path()), "--data.init_args.series", f"[{', '.join(CORPUS_SLICE)}]",
+                "--data.init_args.n_folds", "4", "--data.init_args.valid_fraction", "0.4"]
     if name in ("get_lba.yaml", "get_lep.yaml"):
         return _atom3d(tmp, "lba" if name == "get_lba.yaml" else "lep")
     if name == "get_lba_ps.yaml":
@@ -88,6 +96,8 @@ def test_config_trains_two_steps(name, tmp_path, monkeypatch):
     assert state["global_step"] == 2
     metrics = (next(tmp_path.glob("runs/**/metrics.csv"))).read_text()
     assert "train/loss" in metrics and ("val/" in metrics)
+    losses = [float(row["train/loss"]) for row in csv.DictReader(io.StringIO(metrics)) if row.get("train/loss")]
+    assert losses and all(math.isfinite(loss) for loss in losses)
 
 
 def _init_parameters(cls) -> set[str]:

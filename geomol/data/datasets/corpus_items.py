@@ -202,6 +202,9 @@ def read_fep_corpus(root: str | os.PathLike, series: Sequence[str] | None = None
     root = Path(root)
     table = read_fep_metadata(root)
     chosen = table if series is None else [s for s in table if s.id in set(series)]
+    unknown = sorted(set(series or ()) - {s.id for s in table})
+    if unknown:
+        raise DatasetError(f"unknown series {unknown}", root / "benchmark_metadata.csv")
     items, receptors, unmeasured = [], [], 0
     for entry in chosen:
         receptor, poses = entry.path(root, "protein.pdb"), entry.path(root, "ligands.sdf")

@@ -23,8 +23,8 @@ from geomol.data.recipe import ComplexRecipe
 from geomol.data.splits import connected_groups
 from geomol.errors import StructureReadError
 
-__all__ = ["build_ligand_complex", "ligand_identity", "recipe_inputs", "load_fragment_vocab", "assign_groups",
-           "inchikey_from_meta"]
+__all__ = ["build_ligand_complex", "cached_receptor", "ligand_identity", "recipe_inputs", "load_fragment_vocab",
+           "assign_groups", "inchikey_from_meta"]
 
 
 @functools.lru_cache(maxsize=2)
@@ -32,7 +32,8 @@ def _receptor(path: str, size: int, mtime_ns: int, keep_hydrogens: bool) -> Stru
     return read_structure(path, keep_hydrogens=keep_hydrogens)
 
 
-def _cached_receptor(path: str, keep_hydrogens: bool) -> Structure:
+def cached_receptor(path: str, keep_hydrogens: bool) -> Structure:
+    """The receptor read by this worker process recently (the last two files), else read now."""
     stat = os.stat(path)  # size and mtime in the cache key: an edited file is read again
     return _receptor(os.path.realpath(path), stat.st_size, stat.st_mtime_ns, keep_hydrogens)
 
@@ -55,8 +56,8 @@ def ligand_identity(mol: Chem.Mol) -> str:
     return key.split("-")[0] if key else ""
 
 
-def build_ligand_complex(files: dict[str, str], *, ligand: int, pocket_cutoff: float, keep_hydrogens: bool
-                         ) -> tuple[BlockGraph, dict[str, Any]]:
+def build_ligand_complex(files: dict[str, str], *, ligand: int, pocket_cutoff: float, keep_hydrogens: bool,
+                         require_sanitised: bool = False) -> tuple[BlockGraph, dict[str, Any]]:
     """Pocket + ligand graph of one ligand against a receptor.
 
     Args:
@@ -66,6 +67,8 @@ def build_ligand_complex(files: dict[str, str], *, ligand: int, pocket_cutoff: f
         ligand: index of the molecule in the ligand file.
         pocket_cutoff: Å, receptor blocks with a heavy atom this close to a ligand heavy atom.
         keep_hydrogens: keep hydrogens in receptor and ligand blocks.
+        require_sanitised: a ligand RDKit cannot sanitise raises (the item is skipped and reported)
+            instead of being used unsanitised with a warning.
 
     Returns:
         The graph (y is nan: labels are attached by the dataset) and ``{'inchikey': ...}``.
@@ -76,7 +79,10 @@ def build_ligand_complex(files: dict[str, str], *, ligand: int, pocket_cutoff: f
         if "ligands_fallback" not in files:
             raise
         mol = read_ligand(files["ligands_fallback"], ligand)
-    receptor = _cached_receptor(files["receptor"], keep_hydrogens)
+    if require_sanitised and mol.HasProp("_geomol_sanitize_error"):
+        raise StructureReadError(f"RDKit cannot sanitise the ligand: {mol.GetProp('_geomol_sanitize_error')}",
+                                 source=mol.GetProp("_geomol_source"), record=f"molecule {ligand}")
+    receptor = cached_receptor(files["receptor"], keep_hydrogens)
     fragments = load_fragment_vocab(files["fragments"]) if "fragments" in files else None
     graph = complex_from_structure(receptor, mol, pocket_cutoff=pocket_cutoff, keep_hydrogens=keep_hydrogens,
                                    fragments=fragments)

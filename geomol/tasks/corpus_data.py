@@ -1,0 +1,108 @@
+"""The affinity corpus (plb, fep_benchmark, uni_fep, ddg_bindingdb) as a LightningDataModule.
+
+:class:`CorpusDataModule` reads the corpus records (:func:`~geomol.data.datasets.corpus.read_corpus`),
+clusters their receptors across sources (:func:`~geomol.data.protein_clusters.load_protein_clusters`,
+cached), builds every complex once into the processed store
+(:class:`~geomol.data.datasets.corpus_dataset.CorpusDataset`: SMILES posed on their series'
+reference, docked and expert poses read) and splits by protein
+cluster. Every split is checked (:func:`~geomol.data.corpus_split.check_corpus_split`: no cluster and
+no ligand–protein pair in two parts) and its counts per source, series and clusters printed.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Literal
+
+from geomol.data.corpus_split import check_corpus_split, corpus_split, format_split_summary, leave_cluster_out_folds
+from geomol.data.datasets.corpus import read_corpus, select_series
+from geomol.data.datasets.corpus_dataset import CorpusDataset
+from geomol.data.datasets.corpus_items import SOURCES, Corpus
+from geomol.data.datasets.processed import ProcessedDataset
+from geomol.data.paths import shared_data_dir
+from geomol.data.poses import PoseParameters
+from geomol.data.protein_clusters import ProteinClusters, load_protein_clusters
+from geomol.errors import ConfigError
+from geomol.tasks.affinity_data import AffinityDataModule
+
+__all__ = ["CorpusDataModule"]
+
+CorpusSplit = Literal["cluster_kfold", "cluster_random"]
+
+
+class CorpusDataModule(AffinityDataModule):
+    """All four affinity sources, split by cross-source protein cluster.
+
+    Args:
+        root: the folder holding ``plb``, ``fep_benchmark``, ``uni_fep`` and ``ddg_bindingdb``
+            (default :func:`~geomol.data.paths.shared_data_dir`).
+        sources: the sources to use (default all four).
+        series: only these series, as ``'<source>/<name>'`` (e.g. ``'uni_fep/ChEMBL__PTPN1__CHEMBL768521'``).
+        max_series_per_source: else, at most this many series of each source (a slice for smoke runs).
+        split: ``cluster_kfold``: leave-cluster-out fold ``fold`` of ``n_folds`` is the test set and
+            ``valid`` a ``valid_fraction`` slice of the training clusters
+            (:func:`~geomol.data.corpus_split.leave_cluster_out_folds`); ``cluster_random``: one split of
+            whole clusters sized by item fractions ``valid_fraction`` and ``test_fraction``.
+        pose_parameters: :class:`~geomol.data.poses.PoseParameters` fields for posing SMILES (default: its defaults).
+        Other arguments: see :class:`~geomol.tasks.affinity_data.AffinityDataModule` (``seed`` also seeds the split).
+    """
+
+    def __init__(self, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
+                 max_series_per_source: int | None = None, split: CorpusSplit = "cluster_kfold", n_folds: int = 5,
+                 fold: int = 0, valid_fraction: float = 0.1, test_fraction: float = 0.1,
+                 pose_parameters: dict[str, Any] | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if split not in ("cluster_kfold", "cluster_random"):
+            raise ConfigError(f"unknown split {split!r} (cluster_kfold | cluster_random)")
+        self.root = str(shared_data_dir()) if root is None else root
+        self.sources = list(SOURCES) if sources is None else list(sources)
+        self.series, self.max_series_per_source = series, max_series_per_source
+        self.split_args = dict(method=split, n_folds=n_folds, fold=fold, valid_fraction=valid_fraction,
+                               test_fraction=test_fraction)
+        self.pose_parameters = PoseParameters(**(pose_parameters or {}))
+
+    # ------------------------------------------------------------------ records
+    @property
+    def is_slice(self) -> bool:
+        return self.series is not None or self.max_series_per_source is not None
+
+    @cached_property
+    def corpus(self) -> Corpus:
+        """The corpus records of the chosen sources and series (read once per data module)."""
+        chosen = select_series(self.root, self.sources, series=self.series,
+                               max_series_per_source=self.max_series_per_source)
+        return read_corpus(self.root, list(chosen), chosen)
+
+    @cached_property
+    def clusters(self) -> ProteinClusters:
+        """Protein clusters of the corpus' receptors (cached as JSON beside the processed store)."""
+        clusters, _ = load_protein_clusters(self.corpus.receptors, cache_dir=self.cache_dir, progress=True)
+        return clusters
+
+    def make_dataset(self, num_workers: int) -> CorpusDataset:
+        name = "corpus-slice" if self.is_slice else "corpus"
+        return CorpusDataset(self.corpus, self.clusters, recipe=self.recipe, pose_parameters=self.pose_parameters,
+                             num_workers=num_workers, name=name, **self._dataset_kwargs())
+
+    # ------------------------------------------------------------------ splits
+    def split_indices(self, dataset: CorpusDataset) -> dict[str, list[int]]:
+        """``train`` / ``valid`` / ``test`` item indices of ``dataset``, whole clusters at a time."""
+        labels, args = dataset.column("protein"), self.split_args
+        if args["method"] == "cluster_random":
+            fractions = (1 - args["valid_fraction"] - args["test_fraction"], args["valid_fraction"],
+                         args["test_fraction"])
+            return corpus_split(labels, fractions, seed=self.seed)
+        folds = leave_cluster_out_folds(labels, args["n_folds"], valid_fraction=args["valid_fraction"], seed=self.seed)
+        if not 0 <= args["fold"] < len(folds):
+            raise ConfigError(f"fold {args['fold']} out of range for {len(folds)} folds")
+        return folds[args["fold"]]
+
+    def build_splits(self) -> dict[str, ProcessedDataset]:
+        dataset = self.load_dataset()
+        parts = self.split_indices(dataset)
+        labels = dataset.column("protein")
+        check_corpus_split(parts, dataset.corpus_items, labels)
+        skipped = len(dataset.skipped)
+        print(f"corpus split ({self.split_args['method']}, checked: no protein cluster or ligand-protein pair in two "
+              f"parts; {skipped} item(s) skipped, see {dataset.store.root / 'reports' / dataset.name}.skipped.csv)")
+        print(format_split_summary(parts, dataset.corpus_items, labels))
+        return dataset.split(parts, by=("protein", "group"))
