@@ -4,6 +4,7 @@
   Lightning checkpoints from ``geomol fit`` (read safely, tensors only);
 * :func:`predict_affinity` — binding affinity (pK, ΔG, Kd, ensemble spread) of ligands against a
   receptor with a GET model;
+* :func:`finetune_affinity` — adapt an affinity model to one target from a handful of its measured ligands;
 * :func:`rollout` / :func:`rollout_arrays` — long trajectories from a trained EGNO, window after
   window, from a frame of an MD trajectory (written to a trajectory file) or from any in-memory
   state (N-body, Mocap).
@@ -23,6 +24,7 @@ The implementation lives in :mod:`geomol.inference`; this module only states the
 from __future__ import annotations
 
 from os import PathLike
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from geomol.data.blocks import BlockGraph
@@ -31,6 +33,7 @@ from geomol.data.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel
+from geomol.inference.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
@@ -38,9 +41,9 @@ from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_ar
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
-__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "rollout", "rollout_arrays",
-           "AffinityModel", "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout",
-           "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
+__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "finetune_affinity", "rollout",
+           "rollout_arrays", "AffinityModel", "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout",
+           "ArrayRollout", "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
 
 
 # ---------------------------------------------------------------------- binding affinity
@@ -128,6 +131,38 @@ def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[B
         inputs = ligand_inputs(ligands)
     yield from predict_inputs(receptor, inputs, loaded, pocket_cutoff=pocket_cutoff,
                               batch_size=batch_size, max_blocks=max_blocks, receptor_chains=receptor_chains)
+
+
+def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measured: dict[str, float],
+                      model: ModelReference = "default", *, out: str | PathLike | None = None, name: str = "",
+                      steps: int = 100, lr: float = 1e-3, anchor: float = 1.0,
+                      receptor_chains: Sequence[str] | None = None, overwrite: bool = False) -> AffinityModel:
+    """Adapt an affinity model to one target from a handful of its measured ligands (few-shot).
+
+    Every member's encoder stays as it is; its read-out MLP takes ``steps`` small Adam steps on the
+    measured pK, pulled towards its shipped weights (``anchor``), and gains a constant offset
+    (:mod:`geomol.inference.finetune`).
+
+    Args:
+        receptor: the target's receptor, as for :func:`predict_affinity`.
+        ligands: posed ligands, as for :func:`predict_affinity`; those named in ``measured`` are used.
+        measured: measured pK by ligand name (≥ 2 usable).
+        model: the base affinity model (shipped name, directory, checkpoints or a loaded model).
+        out: write the adapted model as a model directory here (card included), for
+            ``predict_affinity(..., model=out)`` and ``geomol predict-affinity --model out``.
+        name: the new model's name (default ``<base>-finetuned``).
+        steps, lr, anchor: :class:`~geomol.inference.finetune.FinetuneSettings`.
+
+    Returns:
+        The adapted model; ``model.metrics["finetune"]`` records the ligands, settings and the fit.
+    """
+    base = _affinity_model(model, "cpu")
+    tuned, report = finetune_on_ligands(base, receptor, ligands, measured, FinetuneSettings(steps, lr, anchor),
+                                        name=name, receptor_chains=receptor_chains)
+    if out is not None:
+        label = receptor.source if isinstance(receptor, Structure) else Path(receptor).name
+        tuned.save(out, card=finetune_card(tuned, report, label), name=name or None, overwrite=overwrite)
+    return tuned
 
 
 # ---------------------------------------------------------------------- trajectory rollout

@@ -2,7 +2,7 @@
 
 * ``geomol fit|validate|test|predict --config configs/<name>.yaml [--key value ...]`` trains and
   evaluates models through Lightning's ``LightningCLI`` (see :mod:`geomol.tasks.cli`);
-* the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``rollout``) are plain
+* the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``finetune``, ``rollout``) are plain
   argparse commands in :mod:`geomol.commands`, loaded only when used so that ``geomol --help``
   stays fast.
 
@@ -32,6 +32,7 @@ LIGHTNING_SUBCOMMANDS = {
 COMMANDS = {
     "inspect": ("inspect", "read a complex and summarise its graph of sets (blocks, atoms, edges)"),
     "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of ligands with a GET model"),
+    "finetune": ("finetune", "adapt an affinity model to your target from a handful of measured ligands"),
     "fragments": ("fragments", "learn (or list) a principal-subgraph fragment vocabulary for ligand blocks"),
     "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
     "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),

@@ -10,7 +10,7 @@ from typing import Hashable, Iterable, Sequence
 
 import torch
 
-__all__ = ["pearson", "spearman", "rmse", "mae", "regression_report", "grouped_regression_report",
+__all__ = ["pearson", "spearman", "kendall_tau", "rmse", "mae", "regression_report", "grouped_regression_report",
            "auroc", "auprc", "rank", "mean_of"]
 
 
@@ -45,6 +45,22 @@ def pearson(pred, target) -> float:
 def spearman(pred, target) -> float:
     """Spearman rank correlation (Pearson of tie-averaged ranks)."""
     return pearson(rank(pred), rank(target))
+
+
+def kendall_tau(pred, target) -> float:
+    """Kendall's τ-b: (concordant − discordant pairs) / sqrt of the pairs untied in each input.
+
+    ``nan`` when fewer than 2 points or an input is constant. O(n²) memory: meant for one target's
+    ligands (tens to hundreds), not for pooled sets of many thousands.
+    """
+    p, t = _as_1d(pred), _as_1d(target)
+    if len(p) < 2:
+        return float("nan")
+    upper = torch.triu(torch.ones(len(p), len(p), dtype=torch.bool), diagonal=1)
+    dp = torch.sign(p[:, None] - p[None, :])[upper]
+    dt = torch.sign(t[:, None] - t[None, :])[upper]
+    untied = (dp != 0).sum() * (dt != 0).sum()
+    return float((dp * dt).sum() / untied.to(torch.float64).sqrt()) if untied > 0 else float("nan")
 
 
 def rmse(pred, target) -> float:

@@ -24,7 +24,8 @@ from typing import Any, Sequence
 
 __all__ = ["provenance", "library_versions", "git_commit"]
 
-_LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis")
+_LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis",
+              "scikit-learn")
 
 
 def library_versions() -> dict[str, str]:

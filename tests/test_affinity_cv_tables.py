@@ -3,21 +3,17 @@ summaries that keep their predictions, and the comparison (with the ensemble) th
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def cv():
-    spec = importlib.util.spec_from_file_location("affinity_cv", REPO / "benchmarks" / "affinity_cv.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("affinity_cv")
 
 
 def _fold_file(out: Path, fold: int, variant: str, rows: list[dict]) -> None:

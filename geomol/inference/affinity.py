@@ -25,7 +25,7 @@ from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.input_checks import ReceptorContext, checked_complex
 from geomol.inference.ligand_inputs import LigandInput
 
-__all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "pocket_block_count"]
+__all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "build_complexes", "pocket_block_count"]
 
 COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error", "warnings")
 """Columns of a prediction table, in order."""
@@ -173,6 +173,16 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
                 record.error = str(exc)
         records.append(record)
     return records, graphs
+
+
+def build_complexes(receptor: str | PathLike | Structure | None, inputs: Sequence[LigandInput], model: AffinityModel,
+                    *, receptor_chains: Sequence[str] | None = None
+                    ) -> tuple[list[AffinityPrediction], list[BlockGraph | None]]:
+    """The checked complex of every input, built as :func:`predict_inputs` builds them (the model's
+    recipe and input checks), without predicting: per input its record (``error`` set when it failed)
+    and its graph (``None`` then)."""
+    records, graphs = _build_chunk(inputs, _Receptor(receptor, receptor_chains, model.recipe), model)
+    return records, [graphs.get(i) for i in range(len(inputs))]
 
 
 def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence[LigandInput], model: AffinityModel,

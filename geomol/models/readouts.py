@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["EnergyReadout", "GraphReadout", "READOUTS", "register_readout", "readout_class"]
+__all__ = ["EnergyReadout", "ShiftedEnergyReadout", "GraphReadout", "READOUTS", "register_readout", "readout_class"]
 
 
 class EnergyReadout(nn.Module):
@@ -30,6 +30,20 @@ class EnergyReadout(nn.Module):
 
     def forward(self, model, out) -> torch.Tensor:
         return -model.energy(out)
+
+
+class ShiftedEnergyReadout(EnergyReadout):
+    """pK = −Σ blocks ``energy_ffn(block_repr)`` + ``offset``: the official read-out with one learned
+    constant per model, as few-shot fine-tuning on a user's target writes it
+    (:mod:`geomol.inference.finetune`). A per-block bias cannot express a per-complex constant,
+    since the sum over blocks would scale it with the pocket's size."""
+
+    def __init__(self, d_hidden: int):
+        super().__init__(d_hidden)
+        self.offset = nn.Parameter(torch.zeros(()))
+
+    def forward(self, model, out) -> torch.Tensor:
+        return -model.energy(out) + self.offset
 
 
 class GraphReadout(nn.Module):
@@ -54,7 +68,7 @@ def register_readout(cls: type[nn.Module]) -> type[nn.Module]:
     return cls
 
 
-for _cls in (EnergyReadout, GraphReadout):
+for _cls in (EnergyReadout, ShiftedEnergyReadout, GraphReadout):
     register_readout(_cls)
 
 

@@ -1,0 +1,105 @@
+"""Ligand-only affinity baselines: tree ensembles on :mod:`geomol.data.ligand_features`.
+
+A model that never sees the protein, trained on the training clusters of a fold: a random forest
+(``rf``) or histogram gradient boosting (``gbm``) from scikit-learn on folded Morgan counts plus
+descriptors. Hyper-parameters are chosen on the fold's *validation* slice (clusters held out of
+training) by the protocol's own criterion, the mean per-target Spearman
+(:mod:`geomol.target_metrics`); test items are never looked at. The chosen model is the one fitted
+on the training part (no refit), as a structure model's checkpoint chosen on validation is.
+
+Grids are small on purpose (one thread, ~15k items): for ``gbm`` the boosting rounds are grown in
+stages (``warm_start``), so every stage of one fit is a candidate at no extra cost.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Hashable, Sequence
+
+import numpy as np
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+
+from geomol.errors import ConfigError
+from geomol.metrics import rmse
+from geomol.target_metrics import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
+
+__all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "select_ligand_model"]
+
+LIGAND_MODELS = ("rf", "gbm")
+
+# rf: one fit per entry; gbm: one fit per entry, scored after each number of rounds in ``stages``.
+GRIDS: dict[str, list[dict]] = {
+    "rf": [{"n_estimators": 100, "max_features": "sqrt", "min_samples_leaf": leaf} for leaf in (1, 5)],
+    "gbm": [{"learning_rate": 0.1, "max_leaf_nodes": 15, "l2_regularization": 1.0, "stages": (100, 200, 400)}],
+}
+
+
+@dataclass
+class Selection:
+    """The model chosen on a validation slice.
+
+    Attributes:
+        model: the fitted regressor (``predict(X) -> pK``).
+        params: its hyper-parameters (for ``gbm``, ``max_iter`` is the chosen number of rounds).
+        score: its validation score (mean per-target Spearman, or −RMSE when the slice has no target).
+        tried: every candidate's ``{"params", "score"}``.
+    """
+
+    model: object
+    params: dict
+    score: float
+    tried: list[dict] = field(default_factory=list)
+
+
+def _validation_score(pred: np.ndarray, label: np.ndarray, members: dict[Hashable, list[int]]) -> float:
+    """Mean per-target Spearman over the slice's targets; −RMSE when it has none (ranking undefined)."""
+    if not members:
+        return -rmse(pred, label)
+    zeros = np.zeros(len(label))  # the heavy-atom columns of the scores are not used here
+    value = summarise_targets(score_targets(pred, label, zeros, members))["spearman"]
+    return -math.inf if math.isnan(value) else value
+
+
+def _candidates(kind: str, params: dict, X: np.ndarray, y: np.ndarray, seed: int):
+    """Yield ``(params, fitted model)`` for one grid entry (several for the stages of ``gbm``)."""
+    if kind == "rf":
+        yield params, RandomForestRegressor(**params, n_jobs=1, random_state=seed).fit(X, y)
+        return
+    base = {k: v for k, v in params.items() if k != "stages"}
+    model = HistGradientBoostingRegressor(**base, max_iter=params["stages"][0], early_stopping=False,
+                                          warm_start=True, random_state=seed)
+    for rounds in params["stages"]:
+        model.set_params(max_iter=rounds)
+        model.fit(X, y)  # warm start: adds rounds to the previous stage's trees
+        yield {**base, "max_iter": rounds}, copy.deepcopy(model)  # later stages must not change this one
+
+
+def select_ligand_model(kind: str, features: np.ndarray, label: np.ndarray, train: Sequence[int],
+                        valid: Sequence[int], valid_keys: Sequence[Hashable], *,
+                        min_ligands: int = MIN_TARGET_LIGANDS, seed: int = 0,
+                        grid: list[dict] | None = None) -> Selection:
+    """Fit every candidate of ``grid`` (default :data:`GRIDS`) on ``train``; keep the best on ``valid``.
+
+    Args:
+        kind: ``'rf'`` or ``'gbm'``.
+        features: ``(n_items, n_features)`` (:class:`~geomol.data.ligand_features.LigandFeaturizer`).
+        label: ``(n_items,)`` measured pK.
+        train, valid: item indices.
+        valid_keys: the target of each ``valid`` item (same order), for the per-target score.
+    """
+    if kind not in LIGAND_MODELS:
+        raise ConfigError(f"ligand-only model is one of {LIGAND_MODELS}, got {kind!r}")
+    if len(valid_keys) != len(valid):
+        raise ConfigError(f"{len(valid_keys)} target keys for {len(valid)} validation items")
+    train, valid = np.asarray(train), np.asarray(valid)
+    members = target_members(valid_keys, min_ligands)
+    best, tried = None, []
+    for params in grid if grid is not None else GRIDS[kind]:
+        for chosen, model in _candidates(kind, params, features[train], label[train], seed):
+            score = _validation_score(model.predict(features[valid]), label[valid], members) if len(valid) else 0.0
+            tried.append({"params": chosen, "score": score})
+            if best is None or score > best.score:
+                best = Selection(model, chosen, score)
+    best.tried = tried
+    return best

@@ -1,0 +1,101 @@
+"""The corpus cross-validation protocol (benchmarks/affinity_corpus_cv.py) on a small real slice:
+four plb series (four protein clusters), two leave-cluster-out folds, tiny model grids."""
+from __future__ import annotations
+
+import csv
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from geomol import ligand_models
+from geomol.errors import DatasetError
+from tests.conftest import benchmark_module, shared_path
+
+SERIES = ["plb/syk", "plb/hif2a", "plb/pfkfb3", "plb/tnks2"]
+TINY_GRIDS = {"rf": [{"n_estimators": 5, "max_features": "sqrt", "min_samples_leaf": 1}],
+              "gbm": [{"learning_rate": 0.1, "max_leaf_nodes": 7, "l2_regularization": 1.0, "stages": (5, 10)}]}
+
+
+@pytest.fixture(scope="module")
+def cv():
+    return benchmark_module("affinity_corpus_cv")
+
+
+@pytest.fixture(scope="module")
+def slice_run(cv, tmp_path_factory):
+    shared_path("plb", "syk")
+    out = tmp_path_factory.mktemp("corpus_cv")
+    argv = ["--sources", "plb", "--series", *SERIES, "--folds", "2", "--cache-dir", str(out / "cache"),
+            "--output", str(out / "cv.json"), "--write-predictions", str(out / "preds")]
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the plb folder's own notes (an unmeasured thrombin ligand)
+        for kind, grid in TINY_GRIDS.items():
+            patch.setitem(ligand_models.GRIDS, kind, grid)
+        result = cv.main(argv)
+    return result, out, argv
+
+
+@pytest.fixture(scope="module")
+def slice_items(cv, slice_run):
+    """The slice's items and clusters, read once more for the tests that only score."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cv.load_items(cv.shared_data_dir(), ["plb"], SERIES, str(slice_run[1] / "cache"))
+
+
+def _rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_slice_folds_targets_and_baselines(slice_run):
+    result, out, _ = slice_run
+    assert json.loads((out / "cv.json").read_text())["provenance"]["command"]
+    assert sum(fold["test"] for fold in result["folds"]) == result["items"] and result["clusters"] == 4
+    variants = {row["variant"]: row for row in result["variants"]}
+    assert list(variants) == ["hac", "rf", "gbm"]
+    hac = variants["hac"]
+    assert hac["all"]["targets"] == 4 and hac["expert_pose"] == hac["all"]  # plb only: every target is expert-pose
+    assert hac["all"]["spearman_with_hac"] == pytest.approx(1.0) and hac["all"]["beats_hac_fraction"] == 0.0
+    table = result["per_target"]
+    assert sorted(row[0] for row in table["rows"]) == sorted(SERIES)
+    fold_of = {row[0]: row[2] for row in table["rows"]}
+    assert set(fold_of.values()) == {0, 1}
+    # every item's out-of-fold prediction carries its target's test fold
+    predictions = _rows(out / "preds" / "rf.csv")
+    assert len(predictions) == result["items"]
+    assert all(int(row["fold"]) == fold_of["/".join(row["id"].split("/")[:2])] for row in predictions)
+    assert [c["fold"] for c in result["chosen_hyperparameters"]["gbm"]] == [0, 1]
+
+
+def test_given_predictions_are_scored_with_the_same_protocol(cv, slice_run, slice_items, monkeypatch):
+    _, out, argv = slice_run
+    folds = {row["id"]: row["fold"] for row in _rows(out / "preds" / "hac.csv")}
+    items = slice_items[0]
+    monkeypatch.setattr(cv, "load_items", lambda *args: slice_items)
+    perfect = out / "perfect.csv"
+    perfect.write_text("id,prediction,fold\n" + "".join(f"{i.id},{i.label},{folds[i.id]}\n" for i in items))
+    result = cv.main([*argv[:-2], "--baselines", "hac", "--predictions", f"measured={perfect}"])
+    measured = result["variants"][1]
+    assert measured["variant"] == "measured" and measured["items_predicted"] == len(items)
+    assert measured["all"]["spearman"] == pytest.approx(1.0) and measured["all"]["beats_hac_fraction"] == 1.0
+    assert measured["cpu_seconds"] is None
+
+
+def test_predictions_from_another_split_or_corpus_are_refused(cv, slice_run, slice_items):
+    out, (items, clusters) = slice_run[1], slice_items
+    _, fold_of = cv.checked_folds(items, clusters, 2, 0)
+    wrong_fold = out / "wrong_fold.csv"
+    wrong_fold.write_text(f"id,prediction,fold\n{items[0].id},5.0,{1 - fold_of[0]}\n")
+    with pytest.raises(DatasetError, match="wrong_fold.csv.*test fold"):
+        cv.read_predictions(wrong_fold, items, fold_of)
+    unknown = out / "unknown.csv"
+    unknown.write_text("id,prediction\nplb/cdk2/0:lig_1,5.0\n")
+    with pytest.raises(DatasetError, match="not a corpus item"):
+        cv.read_predictions(unknown, items, fold_of)
+    partial = out / "partial.csv"
+    partial.write_text(f"id,prediction\n{items[0].id},7.5\n")
+    pred = cv.read_predictions(partial, items, fold_of)
+    assert pred[0] == 7.5 and np.isnan(pred[1:]).all()
