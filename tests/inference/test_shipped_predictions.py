@@ -3,8 +3,9 @@
 ``shipped_predictions.json`` beside this file was written by ``python -m tests.shipped_predictions`` from the
 code as it was before (commit 4bc1d60): get-plb on four ligands of the bundled example, and one or two rollout
 windows of egno-nbody, egno-mocap-run and egno-adk. The egno-adk entry was re-recorded from main at 574c304,
-whose EGNN layer accumulates large radius graphs in chunks (issue 16): a different summation order, not this refactor. Any change in how a shipped model is loaded or how its graphs
-are built shows up here as a changed bit.
+whose EGNN layer accumulates large radius graphs in chunks (issue 16): a different summation order, not this
+refactor. The egno-nbody entry was re-recorded when its weights were re-shipped (issue 15, seed-1 re-training).
+Any change in how a shipped model is loaded or how its graphs are built shows up here as a changed bit.
 """
 import json
 from pathlib import Path
