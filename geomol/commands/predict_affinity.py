@@ -111,7 +111,8 @@ def _check_input_files(args: argparse.Namespace) -> None:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    """Argument combinations and input files, checked in milliseconds (the CLI calls this before importing torch)."""
+    """Argument combinations and input files, checked in milliseconds; the CLI calls this before importing torch
+    and before :func:`run`."""
     if bool(args.pairs) == bool(args.receptor):
         raise ConfigError("give --receptor with --ligands, or --pairs (not both)")
     if args.receptor and not args.ligands:
@@ -251,7 +252,6 @@ def _compare(records, args, console) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    check_inputs(args)
     from geomol.api import load_model
     from geomol.inference.tables import output_format, read_measured, write_predictions
 
