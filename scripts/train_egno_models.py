@@ -209,12 +209,16 @@ def best_so_far(curve: list[dict], upto: int) -> dict | None:
     return min(seen, key=lambda row: row["val_s2s"]) if seen else None
 
 
+def _reached(curve: list[dict]) -> int:
+    """The last epoch a run's curve stands for: validation every 5 epochs (after epochs 4, 9, …), so 119 stands for 120."""
+    return curve[-1]["epoch"] + 4
+
+
 def _curve_lines(spec: ModelSpec, curve: list[dict], others: dict[str, list[dict]] | None = None) -> list[str]:
     """Markdown learning-curve table: test MSE at the best validation epoch so far, next to the official script
     and, as further columns, other runs of the same recipe (``others``: label → curve, e.g. a second seed)."""
     others = others or {}
-    last = curve[-1]["epoch"]
-    reached = last + 4  # validation every 5 epochs (after epochs 4, 9, …): epoch 119 stands for 120
+    last, reached = curve[-1]["epoch"], _reached(curve)
     listed = {e for e in (*spec.curve_epochs, *spec.official_curve) if e <= reached}
     epochs = sorted(listed if any(e >= last for e in listed) else listed | {last})
     lines = ["## Learning curve", "",
@@ -228,7 +232,7 @@ def _curve_lines(spec: ModelSpec, curve: list[dict], others: dict[str, list[dict
         official = spec.official_curve.get(epoch)
         cells = []
         for other in others.values():
-            best = best_so_far(other, epoch) if other[-1]["epoch"] + 4 >= epoch else None
+            best = best_so_far(other, epoch) if _reached(other) >= epoch else None
             cells.append("—" if best is None else f"{best['test_s2s']:.5g}")
         lines.append(f"| {epoch} | {row['epoch']} | {row['test_s2s']:.5g} | {row['test_s2t']:.5g} | "
                      + "".join(f"{cell} | " for cell in cells) + f"{'—' if official is None else official} |")
