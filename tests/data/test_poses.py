@@ -93,6 +93,8 @@ def test_invalid_parameters_are_refused():
         PoseParameters(conformers=0)
     with pytest.raises(ConfigError):
         PoseParameters(clash_distance=-1.0)
+    with pytest.raises(ConfigError, match="mcs_seed"):
+        PoseParameters(mcs_seed="fmcs")
 
 
 def test_written_poses_read_back_with_their_report(bace, tmp_path):
@@ -134,3 +136,27 @@ def test_a_ring_atom_change_that_times_the_element_search_out_still_finds_the_co
     analogue = next(m for m in experts if m.GetProp("_Name") == "CHEMBL3402754_40")
     posed = PoseTemplate(experts[0], parameters=PoseParameters(mcs_timeout=1, conformers=2)).pose(smiles_of(analogue))
     assert posed.core_atoms >= 20 and posed.core_rmsd < 0.3
+
+
+def test_the_rascal_seed_finds_the_core_the_unseeded_search_runs_out_of_time_on():
+    """Factor Xa (Yoshikawa set): 38 heavy atoms, a 28-atom common core that rdFMCS alone does not reach."""
+    experts = read_ligands(shared_path("fep_benchmark", "opls_stress", "fxa_yoshikawa_set_ligands.sdf"))
+    reference, analogue = experts[0], smiles_of(experts[1])
+    seeded = PoseTemplate(reference, parameters=PoseParameters(conformers=1)).pose(analogue)
+    unseeded = PoseTemplate(reference, parameters=PoseParameters(conformers=1, mcs_seed="none", mcs_timeout=1))
+    assert seeded.core_atoms >= 28 and seeded.core_rmsd < 0.3
+    assert unseeded.pose(analogue).core_atoms < seeded.core_atoms
+
+
+def test_a_rascal_core_with_part_of_a_ring_is_trimmed_to_a_seed_rdfmcs_accepts():
+    """PTP1B: RASCAL matches one atom of a ring that replaced a chain; rdFMCS would refuse that seed
+    (and search from scratch), so the seed must lose it and the core found must contain the seed."""
+    from rdkit.Chem import rdFMCS
+
+    experts = read_ligands(shared_path("fep_benchmark", "jacs_set", "ptp1b_ligands.sdf"))
+    template = PoseTemplate(experts[0], parameters=PoseParameters(conformers=1))
+    analogue = Chem.MolFromSmiles(smiles_of(experts[4]))
+    seed = template._seed_core(analogue)
+    core = template._mcs(analogue, rdFMCS.AtomCompare.CompareElements, seed)
+    assert Chem.MolFromSmarts(seed).GetNumAtoms() == core.numAtoms == 21  # the benzamide C is not the oxane's
+    assert template.pose(smiles_of(experts[4])).core_atoms == 21
