@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import multiprocessing
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,9 @@ from geomol.data.cache import FileHasher, ProcessedStore, Recipe, atomic_write_t
 from geomol.errors import GeomolError
 
 __all__ = ["SkippedItem", "PreprocessReport", "preprocess"]
+
+PROGRESS_LINE_SECONDS = 30.0
+"""Seconds between plain progress lines when the output is not a terminal."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,32 @@ def _progress(enabled: bool) -> Progress:
                     TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), disable=not enabled)
 
 
+class _ProgressLines:
+    """Plain progress lines on stderr, at most one per ``every`` seconds, for output that is not a
+    terminal (a log file, a pipe, a batch job), where the rich bar is not drawn until the end.
+
+    Args:
+        what: the description (``'preprocessing corpus'``).
+        total: items to build.
+        enabled: False makes every call a no-op.
+        every: seconds between lines.
+    """
+
+    def __init__(self, what: str, total: int, enabled: bool, every: float):
+        self.what, self.total, self.enabled, self.every = what, total, enabled, every
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int) -> None:
+        now = time.perf_counter()
+        if not self.enabled or (now - self.last < self.every and done < self.total):
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        left = f", about {(self.total - done) / rate / 60:.0f} min left" if 0 < done < self.total else ""
+        print(f"{self.what}: {done}/{self.total} ({100 * done / max(self.total, 1):.0f} %), "
+              f"{rate:.1f} items/s{left}", file=sys.stderr, flush=True)
+
+
 def _execute(tasks, store: ProcessedStore, num_workers: int, mp_context: str | None,
              on_done: Callable[[list], None]) -> None:
     if num_workers <= 1 or len(tasks) <= 1:
@@ -222,9 +252,13 @@ def preprocess(
                 if meta["warnings"]:
                     report.warned[meta["id"]] = meta["warnings"]
         bar.update(job, advance=len(results), rate=f"{report.built / max(time.perf_counter() - start, 1e-9):.1f}/s")
+        lines(report.built + len(failures) - failed_before)
 
     with _progress(progress and bool(todo)) as bar:  # nothing to build: no empty bar
         job = bar.add_task(f"preprocessing {name}", total=len(todo), rate="")
+        failed_before = len(failures)
+        lines = _ProgressLines(f"preprocessing {name}", len(todo),
+                               progress and bool(todo) and not bar.console.is_terminal, PROGRESS_LINE_SECONDS)
         tasks = _tasks(list(todo.items()), chunk_size)
         _execute(tasks, store, num_workers, mp_context, on_done)
 

@@ -115,6 +115,18 @@ def test_build_reuse_and_change(tmp_path):
     assert (changed.built, changed.reused) == (1, 5) and changed.keys[2] != first.keys[2]
 
 
+def test_output_that_is_not_a_terminal_gets_plain_progress_lines(tmp_path, capsys, monkeypatch):
+    """Under pytest, output is not a terminal: the rich bar is not drawn, plain lines are written."""
+    monkeypatch.setattr("geomol.data.preprocess.PROGRESS_LINE_SECONDS", 0.0)
+    (tmp_path / "in").mkdir()
+    paths = write_inputs(tmp_path / "in", 5, bad=(2,))
+    preprocess(recipes(paths), ProcessedStore(tmp_path / "store"), name="toy", chunk_size=2)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("preprocessing toy:")]
+    assert lines and lines[-1].startswith("preprocessing toy: 5/5 (100 %)") and "items/s" in lines[-1]
+    preprocess(recipes(paths), ProcessedStore(tmp_path / "quiet"), name="toy", progress=False)
+    assert "preprocessing toy" not in capsys.readouterr().err
+
+
 def test_resume_after_interruption(tmp_path):
     (tmp_path / "in").mkdir()
     paths = write_inputs(tmp_path / "in", 8)
