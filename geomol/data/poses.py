@@ -68,6 +68,8 @@ class PoseParameters:
             (fast, and finds larger cores); ``'none'`` runs rdFMCS alone.
         min_core_atoms: fewest heavy atoms of a usable common core.
         max_mappings: most distinct core mappings tried per ligand.
+        embed_attempts: embedding attempts per conformer before the core map is relaxed (see
+            :meth:`PoseTemplate._embed`); 0 gives every try RDKit's default (10 × the atom count).
         clash_distance: Å; ligand–receptor heavy-atom pairs closer than this count as clashes.
         core_rmsd_weight: weight of the core RMSD (Å) against the clash overlap (Å) in the pose score.
         reference_weight: weight of the distance (Å, capped at ``reference_cap``) from each ligand
@@ -82,14 +84,15 @@ class PoseParameters:
     mcs_seed: str = "rascal"
     min_core_atoms: int = 5
     max_mappings: int = 4
+    embed_attempts: int = 20
     clash_distance: float = 2.5
     core_rmsd_weight: float = 1.0
     reference_weight: float = 1.0
     reference_cap: float = 2.0
 
     def __post_init__(self):
-        if self.conformers < 1 or self.max_mappings < 1 or self.min_core_atoms < 1:
-            raise ConfigError("conformers, max_mappings and min_core_atoms must be ≥ 1")
+        if self.conformers < 1 or self.max_mappings < 1 or self.min_core_atoms < 1 or self.embed_attempts < 0:
+            raise ConfigError("conformers, max_mappings and min_core_atoms must be ≥ 1, embed_attempts ≥ 0")
         if not (self.mcs_timeout > 0 and min(self.clash_distance, self.core_rmsd_weight, self.reference_weight,
                                              self.reference_cap) >= 0):
             raise ConfigError("mcs_timeout must be > 0; distances and weights ≥ 0")
@@ -338,22 +341,30 @@ class PoseTemplate:
         """Conformer ids embedded with the core held at the reference coordinates.
 
         A stereocentre of the ligand in the core can contradict the reference geometry (the series
-        has both enantiomers); then the stereocentres and their neighbours are released from the
-        coordinate map and embedding is tried once more.
+        has both enantiomers). RDKit would then try an impossible embedding hundreds of times per
+        conformer, so the first try gets ``embed_attempts`` attempts; when it fails, the
+        stereocentres and their neighbours are released from the coordinate map and embedding is
+        tried again, and only if there is nothing to release (or that fails too) is the full map
+        tried with RDKit's default number of attempts.
         """
-        ids = self._embed_with_map(ligand, mapping, count, seed)
+        attempts = self.parameters.embed_attempts
+        ids = self._embed_with_map(ligand, mapping, count, seed, attempts)
         if ids:
             return ids
         stereo = {a.GetIdx() for a in ligand.GetAtoms() if a.GetChiralTag() != Chem.ChiralType.CHI_UNSPECIFIED}
         released = stereo | {n.GetIdx() for i in stereo for n in ligand.GetAtomWithIdx(i).GetNeighbors()}
         kept = [(l, r) for l, r in mapping if l not in released]
-        if not released or len(kept) == len(mapping) or len(kept) < 3:
-            return []
-        return self._embed_with_map(ligand, kept, count, seed)
+        if released and len(mapping) > len(kept) >= 3:
+            ids = self._embed_with_map(ligand, kept, count, seed, attempts)
+        if not ids and attempts:
+            ids = self._embed_with_map(ligand, mapping, count, seed, 0)
+        return ids
 
-    def _embed_with_map(self, ligand: Chem.Mol, mapping: list[tuple[int, int]], count: int, seed: int) -> list[int]:
+    def _embed_with_map(self, ligand: Chem.Mol, mapping: list[tuple[int, int]], count: int, seed: int,
+                        attempts: int) -> list[int]:
         params = rdDistGeom.ETKDGv3()
         params.randomSeed = seed
+        params.maxIterations = attempts
         params.numThreads = 1
         params.clearConfs = False
         params.SetCoordMap({l: Point3D(*self._reference_xyz[r]) for l, r in mapping})

@@ -93,6 +93,8 @@ def test_invalid_parameters_are_refused():
         PoseParameters(conformers=0)
     with pytest.raises(ConfigError):
         PoseParameters(clash_distance=-1.0)
+    with pytest.raises(ConfigError):
+        PoseParameters(embed_attempts=-1)
     with pytest.raises(ConfigError, match="mcs_seed"):
         PoseParameters(mcs_seed="fmcs")
 
