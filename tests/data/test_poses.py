@@ -162,3 +162,20 @@ def test_a_rascal_core_with_part_of_a_ring_is_trimmed_to_a_seed_rdfmcs_accepts()
     core = template._mcs(analogue, rdFMCS.AtomCompare.CompareElements, seed)
     assert Chem.MolFromSmarts(seed).GetNumAtoms() == core.numAtoms == 21  # the benzamide C is not the oxane's
     assert template.pose(smiles_of(experts[4])).core_atoms == 21
+
+
+def test_mirror_images_join_only_for_ligands_without_stereocentres():
+    from rdkit.Chem import AllChem
+
+    from geomol.data.poses import _add_mirror_image, _without_stereocentres
+
+    assert _without_stereocentres(Chem.MolFromSmiles("CC(O)CC"))  # unassigned: either hand is the molecule
+    assert not _without_stereocentres(Chem.MolFromSmiles("C[C@H](O)CC"))
+    mol = Chem.MolFromSmiles("CC(O)Cc1ccccc1")
+    AllChem.EmbedMolecule(mol, randomSeed=1)
+    mirror = _add_mirror_image(mol, 0)
+    a, b = mol.GetConformer(0).GetPositions(), mol.GetConformer(mirror).GetPositions()
+    distances = lambda xyz: np.linalg.norm(xyz[:, None] - xyz[None], axis=-1)  # noqa: E731
+    assert mol.GetNumConformers() == 2 and np.allclose(distances(a), distances(b))
+    volume = lambda xyz: np.linalg.det(xyz[[1, 2, 3]] - xyz[0])  # noqa: E731 - a signed volume flips
+    assert np.isclose(volume(a), -volume(b))
