@@ -6,7 +6,7 @@ analogue is posed like this (:class:`PoseTemplate`):
 1. its maximum common substructure (MCS) with the reference is found by RDKit's ``rdFMCS`` with
    ring-aware matching (ring bonds only match ring bonds, and only complete rings), elements
    compared exactly, bond orders compared, under a timeout. The search is seeded by RDKit's RASCAL
-   maximum common edge subgraph (``rdRascalMCES``, milliseconds for a congeneric pair), so rdFMCS
+   maximum common edge subgraph (:mod:`geomol.data.common_core`; milliseconds for a pair), so rdFMCS
    only grows that core instead of searching from scratch, which for many analogues of 30–40
    heavy atoms ran past the timeout with a far smaller core. When the search still runs out of
    time, it is repeated with any atom matching any atom, and the larger core is kept;
@@ -43,10 +43,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 from rdkit import Chem
-from rdkit.Chem import rdDistGeom, rdFMCS, rdMolAlign, rdRascalMCES
+from rdkit.Chem import rdDistGeom, rdFMCS, rdMolAlign
 from rdkit.Geometry import Point3D
 from scipy.spatial import cKDTree
 
+from geomol.data.common_core import find_mcs, rascal_seed
 from geomol.data.io._source import rdkit_messages, rdkit_reason
 from geomol.data.io.structure import Structure
 from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseError
@@ -180,43 +181,6 @@ def _heavy_reference(reference: Chem.Mol) -> Chem.Mol:
     return heavy
 
 
-def _with_complete_rings(reference: Chem.Mol, ligand: Chem.Mol, pairs: dict[int, int]) -> dict[int, int]:
-    """The matched (reference atom → ligand atom) pairs whose ring atoms lie in a fully matched ring.
-
-    RASCAL can match a lone atom of a ring (where a ring replaced a chain); rdFMCS, which keeps only
-    complete rings, refuses a seed holding one, so such atoms are dropped until none is left.
-    """
-    def in_complete_ring(mol: Chem.Mol, atom: int, matched) -> bool:
-        rings = [ring for ring in mol.GetRingInfo().AtomRings() if atom in ring]
-        return not rings or any(all(a in matched for a in ring) for ring in rings)
-
-    pairs = dict(pairs)
-    while True:
-        matched_ligand = set(pairs.values())
-        partial = [r for r, l in pairs.items()
-                   if not (in_complete_ring(reference, r, pairs) and in_complete_ring(ligand, l, matched_ligand))]
-        if not partial:
-            return pairs
-        for r in partial:
-            del pairs[r]
-
-
-def _largest_connected(mol: Chem.Mol, atoms: Iterable[int]) -> list[int]:
-    """The largest bonded component of ``atoms`` in ``mol`` (sorted atom indices)."""
-    remaining, best = set(atoms), set()
-    while remaining:
-        component, stack = set(), [remaining.pop()]
-        while stack:
-            atom = stack.pop()
-            component.add(atom)
-            for neighbour in mol.GetAtomWithIdx(atom).GetNeighbors():
-                if neighbour.GetIdx() in remaining:
-                    remaining.discard(neighbour.GetIdx())
-                    stack.append(neighbour.GetIdx())
-        best = max(best, component, key=len)
-    return sorted(best)
-
-
 def _without_stereocentres(mol: Chem.Mol) -> bool:
     """True when no atom has a specified tetrahedral configuration (so a mirror image is the same molecule)."""
     return all(atom.GetChiralTag() == Chem.ChiralType.CHI_UNSPECIFIED for atom in mol.GetAtoms())
@@ -313,9 +277,11 @@ class PoseTemplate:
         """
         p = self.parameters
         heavy = Chem.RemoveHs(ligand)
-        result = self._mcs(heavy, rdFMCS.AtomCompare.CompareElements, self._seed_core(heavy))
+        timeout = max(1, math.ceil(p.mcs_timeout))
+        seed = rascal_seed(self.reference, heavy, timeout) if p.mcs_seed == "rascal" else ""
+        result = find_mcs(self.reference, heavy, rdFMCS.AtomCompare.CompareElements, seed, timeout)
         if result.canceled:
-            anything = self._mcs(heavy, rdFMCS.AtomCompare.CompareAny, "")
+            anything = find_mcs(self.reference, heavy, rdFMCS.AtomCompare.CompareAny, "", timeout)
             result = anything if anything.numAtoms > result.numAtoms else result
         if result.numAtoms < p.min_core_atoms:
             raise NoCommonCoreError(f"the common core with the reference has {result.numAtoms} heavy atoms "
@@ -326,36 +292,6 @@ class PoseTemplate:
         if not reference_match or not ligand_matches:  # the MCS pattern matched both while it was searched
             raise NoCommonCoreError("the common core pattern does not match back", source=source)
         return reference_match, list(ligand_matches)
-
-    def _seed_core(self, ligand: Chem.Mol) -> str:
-        """SMARTS of the RASCAL common edge subgraph of the reference and ``ligand`` ('' for none)."""
-        if self.parameters.mcs_seed == "none":
-            return ""
-        options = rdRascalMCES.RascalOptions()
-        options.similarityThreshold = 0.0  # a seed is wanted even for a distant analogue
-        options.singleLargestFrag = True
-        options.ringMatchesRingOnly = True
-        options.completeSmallestRings = True
-        options.timeout = self._timeout_seconds
-        with rdkit_messages():
-            found = rdRascalMCES.FindMCES(self.reference, ligand, options)
-        if not found or found[0].timedOut:
-            return ""
-        kept = _with_complete_rings(self.reference, ligand, dict(found[0].atomMatches()))
-        atoms = _largest_connected(self.reference, kept)
-        return Chem.MolFragmentToSmarts(self.reference, atomsToUse=atoms, isomericSmarts=False) if atoms else ""
-
-    @property
-    def _timeout_seconds(self) -> int:
-        return max(1, math.ceil(self.parameters.mcs_timeout))
-
-    def _mcs(self, ligand: Chem.Mol, atoms: rdFMCS.AtomCompare, seed: str) -> rdFMCS.MCSResult:
-        """rdFMCS from ``seed``; RDKit ignores a seed its own atom and bond rules do not accept (rare:
-        RASCAL compares bonds slightly differently), and then searches from scratch as unseeded."""
-        with rdkit_messages():
-            return rdFMCS.FindMCS([self.reference, ligand], timeout=self._timeout_seconds, atomCompare=atoms,
-                                  bondCompare=rdFMCS.BondCompare.CompareOrder, ringMatchesRingOnly=True,
-                                  completeRingsOnly=True, seedSmarts=seed)
 
     def _distinct_mappings(self, ligand: Chem.Mol, matches: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """Matches that put different kinds of ligand atoms on the reference core atoms.

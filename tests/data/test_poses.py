@@ -155,11 +155,13 @@ def test_a_rascal_core_with_part_of_a_ring_is_trimmed_to_a_seed_rdfmcs_accepts()
     (and search from scratch), so the seed must lose it and the core found must contain the seed."""
     from rdkit.Chem import rdFMCS
 
+    from geomol.data.common_core import find_mcs, rascal_seed
+
     experts = read_ligands(shared_path("fep_benchmark", "jacs_set", "ptp1b_ligands.sdf"))
     template = PoseTemplate(experts[0], parameters=PoseParameters(conformers=1))
     analogue = Chem.MolFromSmiles(smiles_of(experts[4]))
-    seed = template._seed_core(analogue)
-    core = template._mcs(analogue, rdFMCS.AtomCompare.CompareElements, seed)
+    seed = rascal_seed(template.reference, analogue, timeout=2)
+    core = find_mcs(template.reference, analogue, rdFMCS.AtomCompare.CompareElements, seed, timeout=2)
     assert Chem.MolFromSmarts(seed).GetNumAtoms() == core.numAtoms == 21  # the benzamide C is not the oxane's
     assert template.pose(smiles_of(experts[4])).core_atoms == 21
 
