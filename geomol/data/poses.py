@@ -181,9 +181,14 @@ def _heavy_reference(reference: Chem.Mol) -> Chem.Mol:
     return heavy
 
 
+def _stereocentres(mol: Chem.Mol) -> set[int]:
+    """Indices of the atoms with a specified tetrahedral configuration."""
+    return {atom.GetIdx() for atom in mol.GetAtoms() if atom.GetChiralTag() != Chem.ChiralType.CHI_UNSPECIFIED}
+
+
 def _without_stereocentres(mol: Chem.Mol) -> bool:
     """True when no atom has a specified tetrahedral configuration (so a mirror image is the same molecule)."""
-    return all(atom.GetChiralTag() == Chem.ChiralType.CHI_UNSPECIFIED for atom in mol.GetAtoms())
+    return not _stereocentres(mol)
 
 
 def _add_mirror_image(mol: Chem.Mol, conf_id: int) -> int:
@@ -194,9 +199,7 @@ def _add_mirror_image(mol: Chem.Mol, conf_id: int) -> int:
     conformer is as valid a conformer, and the better of the two fits the reference core.
     """
     mirrored = Chem.Conformer(mol.GetConformer(conf_id))
-    xyz = mirrored.GetPositions() * np.array([-1.0, 1.0, 1.0])
-    for i, (x, y, z) in enumerate(xyz):
-        mirrored.SetAtomPosition(i, Point3D(x, y, z))
+    mirrored.SetPositions(mirrored.GetPositions() * np.array([-1.0, 1.0, 1.0]))
     return mol.AddConformer(mirrored, assignId=True)
 
 
@@ -322,7 +325,7 @@ class PoseTemplate:
         ids = self._embed_with_map(ligand, mapping, count, seed, attempts)
         if ids:
             return ids
-        stereo = {a.GetIdx() for a in ligand.GetAtoms() if a.GetChiralTag() != Chem.ChiralType.CHI_UNSPECIFIED}
+        stereo = _stereocentres(ligand)
         released = stereo | {n.GetIdx() for i in stereo for n in ligand.GetAtomWithIdx(i).GetNeighbors()}
         kept = [(l, r) for l, r in mapping if l not in released]
         if released and len(mapping) > len(kept) >= 3:

@@ -88,7 +88,8 @@ def read_clean_records(records: Sequence[str], source, canonical: Mapping[str, s
         records: coordinate lines as :func:`~geomol.data.io.pdb.read_structure` selects them.
         source: the file, for the structure's name.
         canonical: upper-case element column → element symbol (``'CL'`` → ``'Cl'``).
-        keep_hydrogens: keep hydrogen atoms (deuterium is read as hydrogen).
+        keep_hydrogens: whether the records kept hydrogen atoms (recorded in the structure; the
+            records are already without them otherwise).
     """
     table = _columns(records) if records else None
     if table is None:
@@ -132,10 +133,6 @@ def read_clean_records(records: Sequence[str], source, canonical: Mapping[str, s
         atom_order.extend(chosen)
         offsets.append(len(atom_order))
     keep = np.asarray(atom_order, dtype=np.int64)
-    if not keep_hydrogens:  # deuterium, read as hydrogen, may still be here
-        heavy = np.array([elements[i] != "H" for i in atom_order], dtype=bool)
-        if not heavy.all():
-            return None
     first_atoms = starts[order]
     return Structure(str(source), xyz[keep].astype(np.float32).astype(np.float64), [elements[i] for i in keep],
                      [names[i] for i in keep], np.asarray(offsets), [chain_col[i].decode().strip() for i in first_atoms],
