@@ -12,7 +12,8 @@ The protocol every affinity variant is judged by (``docs/evaluation.md``):
 * variants: the heavy-atom count (HAC), ligand-only random forest (``rf``) and gradient boosting
   (``gbm``) on Morgan counts + descriptors (:mod:`geomol.ligand_models`, hyper-parameters chosen on
   each fold's validation slice), and any ``--predictions NAME=file.csv`` (columns ``id,prediction``
-  and optionally ``fold``; ids are ``CorpusItem.id``), e.g. a GET variant's out-of-fold predictions.
+  and optionally ``fold``; ids are ``CorpusItem.id``; or a folder of ``fold*.csv``), e.g. a GET variant's
+  out-of-fold predictions from ``benchmarks/affinity_corpus_get.py``.
 
 Prints the variants table; writes JSON (``geomol.provenance()``, the folds, the variants' summaries,
 the per-target table, the hyper-parameters each fold chose) and, with ``--write-predictions DIR``,
@@ -95,7 +96,8 @@ def ligand_model_predictions(kind: str, features: np.ndarray, label: np.ndarray,
 
 
 def read_predictions(path: Path, items, fold_of: np.ndarray) -> np.ndarray:
-    """Per item the prediction of ``path`` (``nan`` for items it does not cover).
+    """Per item the prediction of ``path`` (``nan`` for items it does not cover): a CSV, or a folder
+    whose ``fold*.csv`` files are read together (``benchmarks/affinity_corpus_get.py`` writes one per fold).
 
     Raises:
         DatasetError: an unknown or repeated id, a value that is not a number, or a ``fold`` that is
@@ -103,15 +105,19 @@ def read_predictions(path: Path, items, fold_of: np.ndarray) -> np.ndarray:
     """
     index = {item.id: i for i, item in enumerate(items)}
     pred = np.full(len(items), np.nan)
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            if not reader.fieldnames or not {"id", "prediction"} <= set(reader.fieldnames):
-                raise DatasetError(f"needs columns id,prediction[,fold]; header is {reader.fieldnames}", path)
-            for line, row in enumerate(reader, start=2):
-                _place(row, index, pred, fold_of, path, line)
-    except OSError as exc:
-        raise DatasetError(f"cannot read predictions: {exc.strerror}", path) from None
+    files = sorted(path.glob("fold*.csv")) if path.is_dir() else [path]
+    if not files:
+        raise DatasetError("no fold*.csv files in this folder", path)
+    for file in files:
+        try:
+            with open(file, newline="", encoding="utf-8") as handle:
+                reader = csv.DictReader(handle)
+                if not reader.fieldnames or not {"id", "prediction"} <= set(reader.fieldnames):
+                    raise DatasetError(f"needs columns id,prediction[,fold]; header is {reader.fieldnames}", file)
+                for line, row in enumerate(reader, start=2):
+                    _place(row, index, pred, fold_of, file, line)
+        except OSError as exc:
+            raise DatasetError(f"cannot read predictions: {exc.strerror}", file) from None
     return pred
 
 

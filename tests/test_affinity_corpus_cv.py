@@ -99,3 +99,20 @@ def test_predictions_from_another_split_or_corpus_are_refused(cv, slice_run, sli
     partial.write_text(f"id,prediction\n{items[0].id},7.5\n")
     pred = cv.read_predictions(partial, items, fold_of)
     assert pred[0] == 7.5 and np.isnan(pred[1:]).all()
+
+
+def test_get_folds_train_on_the_protocol_folds_and_enter_the_table(cv, slice_run, slice_items, tmp_path):
+    """benchmarks/affinity_corpus_get.py on the slice: each fold's best checkpoint predicts exactly that fold's
+    test items, and the folder of fold CSVs is read as one out-of-fold prediction set."""
+    get = benchmark_module("affinity_corpus_get")
+    items, clusters = slice_items
+    _, fold_of = cv.checked_folds(items, clusters, 2, 0)
+    out = tmp_path / "get"
+    for fold in (0, 1):
+        result = get.main(["--fold", str(fold), "--folds", "2", "--series", *SERIES, "--valid-fraction", "0.5",
+                           "--val-check-interval", "1.0", "--cache-dir", str(slice_run[1] / "cache"),
+                           "--out-dir", str(out)])
+        assert result["test_items"] == int((fold_of == fold).sum()) and result["steps"] > 0
+        assert json.loads((out / f"fold{fold}.json").read_text())["provenance"]["command"]
+    pred = cv.read_predictions(out, items, fold_of)  # refuses any item predicted outside its test fold
+    assert np.isfinite(pred).all() and np.std(pred) > 0

@@ -13,7 +13,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, Literal
 
-from geomol.data.corpus_split import check_corpus_split, corpus_split, format_split_summary, leave_cluster_out_folds
+from geomol.data.corpus_split import (check_corpus_split, corpus_split, format_split_summary, item_clusters,
+                                     leave_cluster_out_folds)
 from geomol.data.datasets.corpus import read_corpus, select_series
 from geomol.data.datasets.corpus_dataset import CorpusDataset
 from geomol.data.datasets.corpus_items import SOURCES, Corpus
@@ -42,13 +43,17 @@ class CorpusDataModule(AffinityDataModule):
             ``valid`` a ``valid_fraction`` slice of the training clusters
             (:func:`~geomol.data.corpus_split.leave_cluster_out_folds`); ``cluster_random``: one split of
             whole clusters sized by item fractions ``valid_fraction`` and ``test_fraction``.
+        split_seed: seeds the split. The folds are drawn over every corpus record of the chosen series,
+            before items that cannot be built are skipped, so with the default (0, the seed of
+            ``benchmarks/affinity_corpus_cv.py``) fold ``k`` here is fold ``k`` of the cross-validation
+            protocol (``docs/evaluation.md``), whatever the store skipped.
         pose_parameters: :class:`~geomol.data.poses.PoseParameters` fields for posing SMILES (default: its defaults).
-        Other arguments: see :class:`~geomol.tasks.affinity_data.AffinityDataModule` (``seed`` also seeds the split).
+        Other arguments: see :class:`~geomol.tasks.affinity_data.AffinityDataModule`.
     """
 
     def __init__(self, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
                  max_series_per_source: int | None = None, split: CorpusSplit = "cluster_kfold", n_folds: int = 5,
-                 fold: int = 0, valid_fraction: float = 0.1, test_fraction: float = 0.1,
+                 fold: int = 0, valid_fraction: float = 0.1, test_fraction: float = 0.1, split_seed: int = 0,
                  pose_parameters: dict[str, Any] | None = None, **kwargs):
         super().__init__(**kwargs)
         if split not in ("cluster_kfold", "cluster_random"):
@@ -57,7 +62,7 @@ class CorpusDataModule(AffinityDataModule):
         self.sources = list(SOURCES) if sources is None else list(sources)
         self.series, self.max_series_per_source = series, max_series_per_source
         self.split_args = dict(method=split, n_folds=n_folds, fold=fold, valid_fraction=valid_fraction,
-                               test_fraction=test_fraction)
+                               test_fraction=test_fraction, seed=split_seed)
         self.pose_parameters = PoseParameters(**(pose_parameters or {}))
 
     # ------------------------------------------------------------------ records
@@ -85,16 +90,26 @@ class CorpusDataModule(AffinityDataModule):
 
     # ------------------------------------------------------------------ splits
     def split_indices(self, dataset: CorpusDataset) -> dict[str, list[int]]:
-        """``train`` / ``valid`` / ``test`` item indices of ``dataset``, whole clusters at a time."""
-        labels, args = dataset.column("protein"), self.split_args
+        """``train`` / ``valid`` / ``test`` item indices of ``dataset``, whole clusters at a time.
+
+        The parts are drawn over all corpus records and carried to ``dataset`` through the clusters,
+        so skipped items do not move a cluster to another part.
+        """
+        record_clusters = item_clusters(self.corpus.items, self.clusters)
+        args = self.split_args
         if args["method"] == "cluster_random":
             fractions = (1 - args["valid_fraction"] - args["test_fraction"], args["valid_fraction"],
                          args["test_fraction"])
-            return corpus_split(labels, fractions, seed=self.seed)
-        folds = leave_cluster_out_folds(labels, args["n_folds"], valid_fraction=args["valid_fraction"], seed=self.seed)
-        if not 0 <= args["fold"] < len(folds):
-            raise ConfigError(f"fold {args['fold']} out of range for {len(folds)} folds")
-        return folds[args["fold"]]
+            parts = corpus_split(record_clusters, fractions, seed=args["seed"])
+        else:
+            folds = leave_cluster_out_folds(record_clusters, args["n_folds"], valid_fraction=args["valid_fraction"],
+                                            seed=args["seed"])
+            if not 0 <= args["fold"] < len(folds):
+                raise ConfigError(f"fold {args['fold']} out of range for {len(folds)} folds")
+            parts = folds[args["fold"]]
+        part_of = {record_clusters[i]: part for part, indices in parts.items() for i in indices}
+        labels = dataset.column("protein")
+        return {part: [i for i, label in enumerate(labels) if part_of[label] == part] for part in parts}
 
     def build_splits(self) -> dict[str, ProcessedDataset]:
         dataset = self.load_dataset()

@@ -12,6 +12,7 @@ import yaml
 
 from geomol.cli import main
 from geomol.data.blocks import ligand_atom_mask
+from geomol.data.corpus_split import item_clusters, leave_cluster_out_folds
 from geomol.data.datasets.corpus_dataset import CorpusDataset, build_smiles_complex
 from geomol.data.datasets.corpus_items import Corpus
 from geomol.data.datasets.ddg_bindingdb import read_ddg_corpus
@@ -116,6 +117,23 @@ def test_the_data_module_prints_checked_counts_on_a_slice(cache, capsys):
     assert all(proteins.values()) and not (proteins["train"] & proteins["test"]) \
         and not (proteins["train"] & proteins["valid"]) and not (proteins["valid"] & proteins["test"])
     assert module.preprocess_reports[0].name == "corpus-slice"
+
+
+def test_the_data_module_folds_are_the_protocol_folds_despite_skipped_items(cache):
+    """Fold k of the data module is fold k of the cross-validation protocol (drawn over all records)."""
+    series = [f"uni_fep/{UNI_PNP}", "ddg_bindingdb/11GS", "ddg_bindingdb/1PXN", "ddg_bindingdb/1ETS",
+              f"ddg_bindingdb/{DDG_UNSANITISABLE}"]
+    for fold in range(3):
+        module = CorpusDataModule(root=str(shared_path()), series=series, n_folds=3, fold=fold, valid_fraction=0.0,
+                                  cache_dir=str(cache), preprocess_workers=0)
+        module.split_sizes()
+        records = module.corpus.items
+        record_clusters = item_clusters(records, module.clusters)
+        protocol_test = {record_clusters[i] for i in leave_cluster_out_folds(record_clusters, 3, valid_fraction=0.0,
+                                                                              seed=0)[fold]["test"]}
+        dataset_clusters = set(module.splits["test"].column("protein"))
+        assert dataset_clusters == protocol_test
+        assert len(module.load_dataset().skipped) == 4  # the split was drawn before these were dropped
 
 
 def test_geomol_preprocess_reports_speed_skips_and_store_size(cache, tmp_path, capsys):
