@@ -59,6 +59,9 @@ VARIANTS: dict[str, dict] = {
                  "about": "the larger GET of the LBA configuration (hidden 64, 3 layers)"},
     "rank": {"model": {"loss_terms": [_term("RankingLoss", weight=1.0)]}, "data": {"group_batches": True},
              "about": "+ pairwise ranking loss between ligands of a target's batch"},
+    "rank_series": {"model": {"loss_terms": [_term("RankingLoss", weight=1.0, group_by="series")]},
+                    "data": {"group_batches": "series"},
+                    "about": "+ pairwise ranking loss between ligands of one series (batches hold one series)"},
     "pocket8": {"model": {}, "data": {"pocket_cutoff": 8.0}, "about": "pocket of 8 Å instead of 10 Å"},
     "hydrogens": {"model": {}, "data": {"keep_hydrogens": True}, "about": "hydrogens kept (ligand and pocket)"},
     "fragments": {"model": {}, "data": {},  # + --fragment-vocab (geomol fragments learn)

@@ -90,16 +90,19 @@ class AffinityDataModule(GraphDataModule):
             ``fragments`` is the path of a saved :class:`~geomol.data.fragment.FragmentVocab`, ``None``
             one block per ligand atom as the reference).
         max_blocks: block budget per batch.
-        group_batches: training batches hold the ligands of one protein only (for ranking losses).
+        group_batches: training batches hold the ligands of one protein only (``True`` or ``'protein'``)
+            or of one series only (``'series'``: one assay of one protein), for ranking losses.
         cache_dir: processed-data store (default ``$GEOMOL_CACHE`` or ``~/.cache/geomol``).
         preprocess_workers: processes used by ``prepare_data`` (default: all CPUs).
         num_workers, seed: see :class:`~geomol.tasks.data_base.GraphDataModule`.
     """
 
     def __init__(self, pocket_cutoff: float = DEFAULT_CUTOFF, keep_hydrogens: bool = False, fragments: str | None = None,
-                 max_blocks: int = 2000, group_batches: bool = False, cache_dir: str | None = None,
+                 max_blocks: int = 2000, group_batches: bool | Literal["protein", "series"] = False, cache_dir: str | None = None,
                  preprocess_workers: int | None = None, num_workers: int = 0, seed: int = 12):
         super().__init__(num_workers=num_workers, seed=seed)
+        if group_batches not in (False, True, "protein", "series"):
+            raise ConfigError(f"group_batches must be true, false, 'protein' or 'series', got {group_batches!r}")
         self.pocket_cutoff, self.keep_hydrogens, self.fragments_path = pocket_cutoff, keep_hydrogens, fragments
         self.max_blocks, self.group_batches, self.cache_dir = max_blocks, group_batches, cache_dir
         self.preprocess_workers = preprocess_workers
@@ -149,7 +152,8 @@ class AffinityDataModule(GraphDataModule):
         return edges
 
     def batch_sampler(self, dataset, train: bool, num_replicas: int, rank: int) -> DynamicBatchSampler:
-        groups = dataset.column("protein") if train and self.group_batches else None
+        key = "protein" if self.group_batches is True else self.group_batches
+        groups = dataset.column(key) if train and key else None
         return DynamicBatchSampler(dataset.sizes, self.max_blocks, groups=groups, shuffle=train, seed=self.seed,
                                    num_replicas=num_replicas, rank=rank, pad=train)
 

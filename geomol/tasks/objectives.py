@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import copy
 import importlib
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import torch
 
 from geomol.data.blocks import ligand_atom_mask
+from geomol.errors import ConfigError
 
 __all__ = ["LossTerm", "RankingLoss", "RelativeEdgeLoss", "DenoisingPretraining", "ranking_loss",
            "relative_edge_loss", "denoising_loss", "describe", "component"]
@@ -119,11 +120,19 @@ class LossTerm:
 
 
 class RankingLoss(LossTerm):
-    """:func:`ranking_loss` between ligands of the same protein in a batch (use with the data module's
-    ``group_batches: true``, so that batches hold one protein's ligands)."""
+    """:func:`ranking_loss` between ligands of the same protein (``group_by='protein'``) or of the same
+    series (``'series'``: one assay of one protein) in a batch. Use with the data module's
+    ``group_batches`` set to the same key, so that batches hold one group's ligands."""
+
+    def __init__(self, weight: float = 1.0, group_by: Literal["protein", "series"] = "protein"):
+        super().__init__(weight)
+        if group_by not in ("protein", "series"):
+            raise ConfigError(f"group_by must be 'protein' or 'series', got {group_by!r}")
+        self.group_by = group_by
+        self.init_args["group_by"] = group_by
 
     def value(self, model, batch, pred):
-        return ranking_loss(pred, batch.y, getattr(batch, "protein", None))
+        return ranking_loss(pred, batch.y, getattr(batch, self.group_by, None))
 
 
 class RelativeEdgeLoss(LossTerm):

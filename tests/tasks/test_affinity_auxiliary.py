@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from types import SimpleNamespace
 
 import lightning.pytorch as pl
 import pytest
@@ -14,7 +15,9 @@ from lightning.pytorch.loggers import CSVLogger
 from geomol.models.get import GETAffinity, as_batch
 from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule
 from geomol.data.blocks import ligand_atom_mask
-from geomol.tasks.objectives import DenoisingPretraining, RelativeEdgeLoss, denoising_loss, relative_edge_loss
+from geomol.errors import ConfigError
+from geomol.tasks.objectives import (DenoisingPretraining, RankingLoss, RelativeEdgeLoss, denoising_loss,
+                                      relative_edge_loss)
 from tests.conftest import shared_path
 
 SERIES = ["charge_annhil/jnk1", "charge_annhil/egfr", "charge_annhil/jak1", "charge_annhil/itk"]
@@ -32,6 +35,18 @@ def test_relative_edge_loss_counts_the_edges_inside_the_batch_only():
     shifted = pred.detach() + torch.tensor([2.0, 2.0, 2.0, -7.0])
     assert torch.isclose(relative_edge_loss(shifted, series, ligands, edges), loss.detach())
     assert relative_edge_loss(pred, ["u"] * 4, ligands, edges) == 0
+
+
+def test_ranking_by_series_ignores_pairs_across_series_of_one_protein():
+    batch = SimpleNamespace(y=torch.tensor([5.0, 6.0, 9.0, 4.0]), protein=["p"] * 4, series=["s", "s", "t", "t"])
+    pred = torch.tensor([1.0, 3.0, 0.0, -2.0])  # right order inside s and inside t, wrong across them
+    by_series, by_protein = RankingLoss(group_by="series"), RankingLoss()
+    assert by_series.init_args == {"weight": 1.0, "group_by": "series"}
+    expected = torch.nn.functional.softplus(torch.tensor([-2.0, -2.0])).mean()  # (b over a), (c over d)
+    assert torch.isclose(by_series(None, batch, pred), expected)
+    assert by_protein(None, batch, pred) > by_series(None, batch, pred)  # c's and b's cross-series pairs count
+    with pytest.raises(ConfigError, match="group_by"):
+        RankingLoss(group_by="cluster")
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +125,15 @@ def test_ligand_atom_mask_excludes_the_global_block(fep_data):
     mask = ligand_atom_mask(graph)
     assert 0 < int(mask.sum()) < graph.X.size(0)
     assert not graph.is_global[graph.block_id][mask].any()
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_series_batches_hold_one_series_each(fep_data):
+    data = BenchmarkAffinityDataModule(plb_root=None, fep_root=fep_data.fep_root, series=SERIES, split="held_out",
+                                       test_proteins=["itk"], valid_proteins=["jak1"], max_blocks=400,
+                                       group_batches="series", preprocess_workers=0, cache_dir=fep_data.cache_dir)
+    batches = list(data.train_dataloader())
+    assert len(batches) > 2 and all(len(set(batch.series)) == 1 for batch in batches)
+    assert {s for batch in batches for s in batch.series} == {"charge_annhil/jnk1", "charge_annhil/egfr"}
+    with pytest.raises(ConfigError, match="group_batches"):
+        BenchmarkAffinityDataModule(plb_root=None, fep_root=fep_data.fep_root, group_batches="cluster")
