@@ -196,11 +196,15 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--baselines", nargs="*", default=["hac", *LIGAND_MODELS], choices=["hac", *LIGAND_MODELS])
     parser.add_argument("--n-bits", type=int, default=1024, help="Morgan fingerprint length")
     parser.add_argument("--predictions", nargs="*", default=[], metavar="NAME=CSV")
+    parser.add_argument("--ensembles", nargs="*", default=[], metavar="NAME=A+B",
+                        help="equal-weight ensembles of variants above, their predictions standardised within each target")
     parser.add_argument("--write-predictions", type=Path, default=None, metavar="DIR")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "affinity_corpus_cv.json")
     args = parser.parse_args(argv)
     if any("=" not in spec for spec in args.predictions):
         parser.error("--predictions takes NAME=path.csv")
+    if any("=" not in spec or "+" not in spec for spec in args.ensembles):
+        parser.error("--ensembles takes NAME=A+B[+C...]")
     return args
 
 
@@ -215,7 +219,7 @@ def run(args: argparse.Namespace) -> dict:
     features = featurizer.matrix([item.smiles for item in items], [item.id for item in items])
     heavy = features[:, featurizer.feature_names.index("heavy_atoms")]
     feature_seconds = time.process_time() - clock
-    predictions, cpu, chosen = {}, {}, {}
+    predictions, cpu, chosen, about = {}, {}, {}, dict(ABOUT)
     for kind in args.baselines:
         clock = time.process_time()
         if kind == "hac":
@@ -227,10 +231,18 @@ def run(args: argparse.Namespace) -> dict:
     for spec in args.predictions:
         name, path = spec.split("=", 1)
         predictions[name], cpu[name] = read_predictions(Path(path), items, fold_of), None
+        about.setdefault(name, f"predictions from {Path(path).name}")
+    for spec in args.ensembles:
+        name, members = spec.split("=", 1)
+        unknown = [m for m in members.split("+") if m not in predictions]
+        if unknown:
+            raise ConfigError(f"ensemble {name}: no variant {unknown} (known: {sorted(predictions)})")
+        predictions[name] = target_ensemble([predictions[m] for m in members.split("+")], keys)
+        cpu[name], about[name] = None, "mean of " + ", ".join(members.split("+")) + ", each standardised within targets"
     sources = [item.source for item in items]
     evaluations = {name: evaluate_targets(pred, label, heavy, keys, sources, include=~np.isnan(pred),
                                           min_ligands=args.min_ligands) for name, pred in predictions.items()}
-    rows = [{"variant": name, "about": ABOUT[name] if name in ABOUT else f"predictions from {spec_path(args, name)}",
+    rows = [{"variant": name, "about": about[name],
              "items_predicted": int((~np.isnan(predictions[name])).sum()), "cpu_seconds": cpu[name],
              "expert_pose": e["expert_pose"]["summary"], "all": e["all"]["summary"]} for name, e in evaluations.items()]
     print(format_variants(rows))
@@ -248,8 +260,23 @@ def run(args: argparse.Namespace) -> dict:
             "per_target": per_target_table(items, keys, fold_of, evaluations), "provenance": provenance()}
 
 
-def spec_path(args: argparse.Namespace, name: str) -> str:
-    return next(Path(s.split("=", 1)[1]).name for s in args.predictions if s.split("=", 1)[0] == name)
+def target_ensemble(members: list[np.ndarray], keys: list[str]) -> np.ndarray:
+    """The mean of ``members`` (per-item predictions, ``nan`` where missing) after standardising each within
+    every target (zero mean, unit spread over the target's items; a constant member counts 0).
+
+    Only the order within a target is scored, so a per-target offset or scale of a member carries no
+    information; standardising gives each member an equal say without looking at any label.
+    """
+    keys_array = np.asarray(keys)
+    out = np.zeros(len(keys))
+    for pred in members:
+        standard = np.full(len(keys), np.nan)
+        for key in np.unique(keys_array):
+            rows = np.flatnonzero((keys_array == key) & ~np.isnan(pred))
+            spread = pred[rows].std()
+            standard[rows] = (pred[rows] - pred[rows].mean()) / spread if spread > 0 else 0.0
+        out += standard
+    return out / len(members)
 
 
 def dump(result: dict) -> str:

@@ -84,6 +84,26 @@ def test_given_predictions_are_scored_with_the_same_protocol(cv, slice_run, slic
     assert measured["cpu_seconds"] is None
 
 
+def test_ensembles_average_members_standardised_within_targets(cv, slice_run, slice_items, monkeypatch):
+    _, out, argv = slice_run
+    items = slice_items[0]
+    monkeypatch.setattr(cv, "load_items", lambda *args: slice_items)
+    shifted = out / "shifted.csv"  # the measured pK plus a large per-target offset: the same order in every target
+    shifted.write_text("id,prediction\n" + "".join(f"{i.id},{i.label + 100 * len(i.series)}\n" for i in items))
+    result = cv.main([*argv[:-2], "--baselines", "hac", "--predictions", f"measured={shifted}",
+                      "--ensembles", "twice=hac+hac", "mix=hac+measured"])
+    rows = {row["variant"]: row["all"] for row in result["variants"]}
+    assert rows["twice"]["spearman"] == pytest.approx(rows["hac"]["spearman"])
+    assert rows["hac"]["spearman"] < rows["mix"]["spearman"] < rows["measured"]["spearman"] == pytest.approx(1.0)
+    with pytest.raises(Exception, match="no variant"):
+        cv.main([*argv[:-2], "--baselines", "hac", "--ensembles", "bad=hac+nothing"])
+    keys = ["a", "a", "a", "b", "b"]
+    combined = cv.target_ensemble([np.array([1.0, 2.0, 3.0, 7.0, 7.0]), np.array([10.0, 30.0, 20.0, 1.0, 2.0])], keys)
+    z = np.sqrt(1.5)  # z-scores of 1, 2, 3 (population spread)
+    assert combined[:3] == pytest.approx([-z, z / 2, z / 2])  # (-z - z) / 2, (0 + z) / 2, (z + 0) / 2
+    assert combined[3:] == pytest.approx([-0.5, 0.5])  # a constant member counts 0
+
+
 def test_predictions_from_another_split_or_corpus_are_refused(cv, slice_run, slice_items):
     out, (items, clusters) = slice_run[1], slice_items
     _, fold_of = cv.checked_folds(items, clusters, 2, 0)
