@@ -1,14 +1,11 @@
-"""Predictions of the shipped models on a few real inputs, as exact float64 hex strings.
+"""Predictions of the shipped models on a few real inputs, every value as float64.
 
-``python -m tests.shipped_predictions OUT.json`` records them; ``tests/inference/test_shipped_predictions.py``
-recomputes them and requires every number to be bit-identical to the recorded file
-(``tests/inference/shipped_predictions.json``, written from the code before the graph-recipe refactor).
-A recorded entry is :func:`fingerprint` of the values: their count, the first few and a SHA-256 of all.
+``python -m tests.shipped_predictions OUT.npz`` records them (one array per ``model/quantity``);
+``tests/inference/test_shipped_predictions.py`` recomputes them and compares every number with the recorded
+file (``tests/inference/shipped_predictions.npz``) to float32 round-off.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import warnings
 
@@ -21,30 +18,30 @@ from tests.conftest import REPO, SHARED_DATA
 EXAMPLE = REPO / "data" / "example"
 
 
-def _hex(values) -> list[str]:
-    return [float(v).hex() for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+def _values(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
-def affinity() -> dict[str, list[str]]:
+def affinity() -> dict[str, np.ndarray]:
     """get-plb on the bundled TNKS2 example (first 4 ligands): pK mean and spread."""
     from geomol.data.io import read_ligands
 
     ligands = read_ligands(EXAMPLE / "tnks2_ligands.sdf")[:4]
     records = geomol.predict_affinity(EXAMPLE / "tnks2_protein.pdb", ligands, model="get-plb")
-    return {"pK": _hex([r.pK for r in records]), "pK_std": _hex([r.pK_std for r in records])}
+    return {"pK": _values([r.pK for r in records]), "pK_std": _values([r.pK_std for r in records])}
 
 
-def nbody() -> list[str]:
+def nbody() -> np.ndarray:
     from geomol.data.datasets.nbody import ChargedParticles, draw_initial_states, simulate
 
     system = ChargedParticles()
     charges, loc, vel = draw_initial_states(2, np.random.RandomState(7), system)
     positions, velocities = simulate(charges, loc, vel, system)
     out = geomol.rollout_arrays("egno-nbody", positions[0, 30], velocities[0, 30], charges=charges[0], windows=2)
-    return _hex(out.positions)
+    return _values(out.positions)
 
 
-def mocap() -> list[str] | None:
+def mocap() -> np.ndarray | None:
     path = SHARED_DATA / "mocap_run" / "cmu_subject09_run.npz"
     if not path.exists():
         return None
@@ -53,10 +50,10 @@ def mocap() -> list[str] | None:
     data = MocapDataset("test", path, num_timesteps=5, delta=30)
     t, s = data.samples[0]
     out = geomol.rollout_arrays("egno-mocap-run", data.positions[t][s], data.velocities[t][s], windows=1)
-    return _hex(out.positions)
+    return _values(out.positions)
 
 
-def adk() -> list[str]:
+def adk() -> np.ndarray:
     from MDAnalysisTests.datafiles import DCD, PSF
 
     from geomol.data.datasets.md_trajectory import MDTrajectory
@@ -66,23 +63,16 @@ def adk() -> list[str]:
         traj = MDTrajectory(PSF, DCD, selection="backbone")
     x = traj.positions.astype(np.float64)
     out = geomol.rollout_arrays("egno-adk", x[10], x[11] - x[10], charges=traj.charges, windows=1)
-    return _hex(out.positions)
+    return _values(out.positions)
 
 
-def fingerprint(values: list[str] | None) -> dict | None:
-    """``{'n', 'first', 'sha256'}`` of a list of hex strings (None stays None: data absent)."""
-    if values is None:
-        return None
-    return {"n": len(values), "first": values[:4], "sha256": hashlib.sha256(" ".join(values).encode()).hexdigest()}
-
-
-def record() -> dict:
+def record() -> dict[str, np.ndarray]:
+    """``{'model/quantity': values}`` of every shipped model whose inputs are present."""
     torch.set_num_threads(1)
-    out = {"get-plb": affinity(), "egno-nbody": nbody(), "egno-mocap-run": mocap(), "egno-adk": adk()}
-    out["get-plb"] = {key: fingerprint(values) for key, values in out["get-plb"].items()}
-    return {name: out[name] if name == "get-plb" else fingerprint(out[name]) for name in out}
+    out = {f"get-plb/{key}": values for key, values in affinity().items()}
+    out.update({"egno-nbody/positions": nbody(), "egno-mocap-run/positions": mocap(), "egno-adk/positions": adk()})
+    return {name: values for name, values in out.items() if values is not None}
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1], "w") as handle:
-        json.dump(record(), handle, indent=1)
+    np.savez_compressed(sys.argv[1], **record())

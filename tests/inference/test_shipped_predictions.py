@@ -1,31 +1,31 @@
-"""Loaded shipped models predict bit-identically to the numbers recorded before the graph-recipe refactor.
+"""Loaded shipped models predict what they predicted when their weights were shipped.
 
-``shipped_predictions.json`` beside this file was written by ``python -m tests.shipped_predictions`` from the
-code as it was before (commit 4bc1d60): get-plb on four ligands of the bundled example, and one or two rollout
-windows of egno-nbody, egno-mocap-run and egno-adk. The egno-adk entry was re-recorded from main at 574c304,
-whose EGNN layer accumulates large radius graphs in chunks (issue 16): a different summation order, not this
-refactor. The egno-nbody entry was re-recorded when its weights were re-shipped (issue 15, seed-1 re-training).
-Any change in how a shipped model is loaded or how its graphs are built shows up here as a changed bit.
+``shipped_predictions.npz`` beside this file holds every value (float64) that ``python -m tests.shipped_predictions``
+computes: get-plb on four ligands of the bundled example, and one or two rollout windows of egno-nbody,
+egno-mocap-run and egno-adk. Any change in how a shipped model is loaded or how its graphs are built shows up
+here. The values must agree to float32 round-off, not bit for bit: the same code gives results that differ in
+the last bits on different CPUs (AMD EPYC and Intel Xeon kernels sum in different orders; up to 1e-6 in pK).
+Re-record only when a model's weights are re-shipped.
 """
-import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import shipped_predictions
 from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixture)
 from tests.conftest import REPO
 
-RECORDED = json.loads((Path(__file__).parent / "shipped_predictions.json").read_text())
+RECORDED = dict(np.load(Path(__file__).parent / "shipped_predictions.npz", allow_pickle=False))
+ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "egno-nbody/positions", "egno-adk/positions")
 
 
 @pytest.mark.skipif(not (REPO / "models" / "get-plb" / "manifest.json").exists(), reason="no shipped models")
-def test_shipped_models_predict_bit_identically():
+def test_shipped_models_predict_as_recorded():
     now = shipped_predictions.record()
-    for name, before in RECORDED.items():
-        if before is None or now[name] is None:  # shared data absent when recorded or now
-            continue
-        assert now[name] == before, name
+    assert set(ALWAYS_PRESENT) <= set(now) and set(ALWAYS_PRESENT) <= set(RECORDED)
+    for name in set(now) & set(RECORDED):  # egno-mocap-run needs ../shared/data
+        np.testing.assert_allclose(now[name], RECORDED[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
 def test_checkpoints_of_the_old_layout_load_and_predict_the_same(tmp_path):
