@@ -52,6 +52,10 @@ def _term(name: str, **init_args) -> dict:
     return {"class_path": f"geomol.tasks.objectives.{name}", "init_args": init_args}
 
 
+PHYSICS = "geomol.models.physics_readout.PhysicsReadout"
+DECOYS = _term("DecoyLoss", weight=1.0, margin=1.0, fraction=0.5, kinds=["shift", "turn", "swap"])
+CENTRED = _term("CentredLoss", weight=1.0, group_by="series")
+
 # Variants: model and data init_args merged into the recipe (configs/get_affinity_default.yaml).
 VARIANTS: dict[str, dict] = {
     "base": {"model": {}, "data": {}, "about": "the recipe: MSE on pK"},
@@ -70,6 +74,20 @@ VARIANTS: dict[str, dict] = {
              "about": "+ multi-task: squared error of ΔpK on the series' perturbation (RBFE) edges"},
     "pretrain": {"model": {"pretraining": _term("DenoisingPretraining", epochs=2, sigma=1.0)}, "data": {},
                  "about": "2 epochs of ligand-coordinate denoising (no labels) before the affinity epochs"},
+    "physics": {"model": {"readout": PHYSICS}, "data": {},
+                "about": "physics-shaped read-out: ligand-receptor atom-pair vdW, H-bond, hydrophobic and metal "
+                         "terms with GET-predicted parameters, over a rotatable-bond divisor"},
+    "decoys": {"model": {"loss_terms": [DECOYS]}, "data": {},
+               "about": "+ decoy hinge: shifted, turned and other-series ligands must score 1 pK below the true pose"},
+    "physics_decoys": {"model": {"readout": PHYSICS, "loss_terms": [DECOYS]}, "data": {},
+                       "about": "physics-shaped read-out + decoy hinge"},
+    "centred": {"model": {"mse_weight": 0.1, "loss_terms": [CENTRED]}, "data": {"group_batches": "series"},
+                "about": "learning within series: MSE after centring on each series' batch mean (+ 0.1 x plain MSE)"},
+    "size_aware": {"model": {"readout": "geomol.models.readouts.SizeAwareReadout"}, "data": {},
+                   "about": "size-aware read-out: learned heavy-atom trend + residual MLP on the complex embedding"},
+    "hybrid": {"model": {"readout": "geomol.models.readouts.HybridReadout"}, "data": {},
+               "about": "hybrid read-out: heavy-atom trend + MLP of the complex embedding, ligand descriptors and "
+                        "Morgan counts"},
 }
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence, Union
 
 import numpy as np
+import torch
 from rdkit import Chem
 
 from geomol.data.blocks import Block, BlockGraph
@@ -68,26 +69,38 @@ def pocket_blocks(structure: Structure, partner: np.ndarray | Sequence[Block], c
     return structure.blocks(chosen, keep_hydrogens=keep_hydrogens)
 
 
-def _ligand(ligand: LigandInput, fragments, keep_hydrogens: bool, ligand_index: int | str) -> tuple[list[Block], str, str]:
-    """(ligand blocks, title, source description) of any accepted ligand input."""
+def _ligand(ligand: LigandInput, fragments, keep_hydrogens: bool,
+            ligand_index: int | str) -> tuple[list[Block], str, str, Chem.Mol | None]:
+    """(ligand blocks, title, source description, molecule or None) of any accepted ligand input."""
     if isinstance(ligand, Chem.Mol):
         blocks = ligand_blocks(ligand, fragments=fragments, keep_hydrogens=keep_hydrogens)
         title = ligand.GetProp("_Name").strip() if ligand.HasProp("_Name") else ""
-        return blocks, title or "ligand", molecule_source(ligand)
+        return blocks, title or "ligand", molecule_source(ligand), ligand
     if isinstance(ligand, (str, PathLike)):
         if detect_format(ligand) in ("pdb", "cif"):
             if fragments is not None:
                 raise ConfigError("fragments need bond orders: give the ligand as SDF/MOL2 or an RDKit Mol",
                                   source=ligand)
             structure = read_structure(ligand, keep_hydrogens=keep_hydrogens)
-            return structure_ligand_blocks(structure), Path(ligand).name, str(ligand)
+            return structure_ligand_blocks(structure), Path(ligand).name, str(ligand), None
         return _ligand(read_ligand(ligand, ligand_index), fragments, keep_hydrogens, ligand_index)
     blocks = list(ligand)
     if fragments is not None:
         raise ConfigError("fragments apply to molecules, not to ready-made ligand blocks")
     if not blocks or not all(isinstance(b, Block) for b in blocks):
         raise ConfigError("ligand must be a file, an RDKit Mol or a non-empty list of Blocks")
-    return blocks, "ligand", "ligand blocks"
+    return blocks, "ligand", "ligand blocks", None
+
+
+def _with_ligand_chemistry(graph: BlockGraph, mol: Chem.Mol | None) -> BlockGraph:
+    """``graph`` with its ligand's descriptors and Morgan counts
+    (:func:`~geomol.data.ligand_features.graph_ligand_features`; NaN and 0 without a molecule), so that
+    every complex graph has the same attributes and graphs of any input batch together."""
+    from geomol.data.ligand_features import graph_ligand_features
+
+    for key, values in graph_ligand_features(mol).items():
+        setattr(graph, key, torch.from_numpy(values))
+    return graph
 
 
 def complex_from_structure(receptor: Structure, ligand: LigandInput, *, pocket_cutoff: float = DEFAULT_CUTOFF,
@@ -112,14 +125,15 @@ def complex_from_structure(receptor: Structure, ligand: LigandInput, *, pocket_c
     """
     if keep_hydrogens and not receptor.hydrogens_kept:
         raise ConfigError("keep_hydrogens=True but the receptor was read without hydrogens", source=receptor.source)
-    blocks, title, ligand_source = _ligand(ligand, fragments, keep_hydrogens, ligand_index)
+    blocks, title, ligand_source, mol = _ligand(ligand, fragments, keep_hydrogens, ligand_index)
     source = f"{receptor.source} + {ligand_source}"
     pocket = pocket_blocks(receptor, blocks, pocket_cutoff, keep_hydrogens=keep_hydrogens)
     if not pocket:
         raise EmptySelectionError(f"pocket is empty: no receptor atom within {pocket_cutoff:g} Å of the ligand",
                                   source=source)
     name = name or f"{Path(receptor.source).name}:{title}"
-    return BlockGraph.from_blocks([pocket, blocks], y, vocab=_vocab(vocab, fragments), name=name)
+    return _with_ligand_chemistry(BlockGraph.from_blocks([pocket, blocks], y, vocab=_vocab(vocab, fragments),
+                                                         name=name), mol)
 
 
 def complex_from_files(receptor: str | PathLike, ligand: LigandInput, *, pocket_cutoff: float = DEFAULT_CUTOFF,
@@ -139,7 +153,7 @@ def complex_from_blocks(receptor: Sequence[Block], ligand: Sequence[Block], *, p
                         y: float | None = None, name: str | None = None, vocab: BlockVocab = VOCAB) -> BlockGraph:
     """Receptor blocks + ligand blocks → BlockGraph; the pocket is selected unless ``pocket_cutoff`` is None."""
     pocket = list(receptor) if pocket_cutoff is None else select_pocket(receptor, ligand, pocket_cutoff, source=name)
-    return BlockGraph.from_blocks([pocket, list(ligand)], y, vocab=vocab, name=name)
+    return _with_ligand_chemistry(BlockGraph.from_blocks([pocket, list(ligand)], y, vocab=vocab, name=name), None)
 
 
 # ---------------------------------------------------------------------- ligands and partners inside one file
@@ -208,4 +222,4 @@ def complex_from_pdb(path: str | PathLike, *, ligand_resname: str | None = None,
     pocket = pocket_blocks(receptor, partner, pocket_cutoff, keep_hydrogens=keep_hydrogens)
     if not pocket or not ligand_side:
         raise EmptySelectionError(f"no receptor atom within {pocket_cutoff:g} Å of the ligand", source=path)
-    return BlockGraph.from_blocks([pocket, ligand_side], y, vocab=vocab, name=name)
+    return _with_ligand_chemistry(BlockGraph.from_blocks([pocket, ligand_side], y, vocab=vocab, name=name), None)

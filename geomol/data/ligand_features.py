@@ -18,8 +18,8 @@ from rdkit.Chem import Crippen, Descriptors, rdFingerprintGenerator, rdMolDescri
 
 from geomol.errors import InvalidSmilesError
 
-__all__ = ["DESCRIPTOR_NAMES", "molecule_from_smiles", "heavy_atom_count", "ligand_descriptors", "morgan_counts",
-           "LigandFeaturizer"]
+__all__ = ["DESCRIPTOR_NAMES", "GRAPH_MORGAN_BITS", "molecule_from_smiles", "heavy_atom_count", "ligand_descriptors",
+           "morgan_counts", "graph_ligand_features", "LigandFeaturizer"]
 
 DESCRIPTOR_NAMES = ("heavy_atoms", "mol_weight", "logp", "tpsa", "h_bond_donors", "h_bond_acceptors",
                     "rotatable_bonds", "rings", "aromatic_rings", "formal_charge", "fraction_sp3")
@@ -71,6 +71,35 @@ def ligand_descriptors(mol: Chem.Mol) -> np.ndarray:
         Chem.GetFormalCharge(mol),
         rdMolDescriptors.CalcFractionCSP3(mol),
     ], dtype=np.float64)
+
+
+GRAPH_MORGAN_BITS = 1024
+"""Length of the Morgan count fingerprint a complex graph carries (``ligand_morgan``)."""
+
+
+def graph_ligand_features(mol: Chem.Mol | None) -> dict[str, np.ndarray]:
+    """What a complex graph carries of its ligand's chemistry, for read-outs that use it.
+
+    ``ligand_descriptors``: [1, len(DESCRIPTOR_NAMES)] float32 (rotatable bonds for an entropy penalty,
+    the heavy-atom count and the rest for hybrid read-outs); ``ligand_morgan``: [1, GRAPH_MORGAN_BITS]
+    uint8 Morgan counts (radius 2, capped at 255), computed on the heavy-atom graph so that a molecule
+    with explicit hydrogens (an SDF) gets the counts of its SMILES. Without a molecule (a ligand read
+    from PDB records, a protein partner) or when RDKit cannot compute them (an unsanitisable record),
+    descriptors are NaN and counts 0: read-outs that need them refuse such graphs.
+    """
+    descriptors = np.full((1, len(DESCRIPTOR_NAMES)), np.nan, dtype=np.float32)
+    counts = np.zeros((1, GRAPH_MORGAN_BITS), dtype=np.uint8)
+    if mol is not None:
+        RDLogger.DisableLog("rdApp.*")
+        try:
+            heavy = Chem.RemoveHs(mol)
+            descriptors[0] = ligand_descriptors(heavy)
+            counts[0] = np.minimum(morgan_counts(heavy, n_bits=GRAPH_MORGAN_BITS), 255)
+        except (RuntimeError, ValueError):  # RDKit's sanitisation errors (Chem.AtomValenceException, ...)
+            descriptors[:], counts[:] = np.nan, 0
+        finally:
+            RDLogger.EnableLog("rdApp.*")
+    return {"ligand_descriptors": descriptors, "ligand_morgan": counts}
 
 
 def morgan_counts(mol: Chem.Mol, radius: int = 2, n_bits: int = 1024) -> np.ndarray:

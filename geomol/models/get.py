@@ -96,6 +96,8 @@ class GETOutput:
         graph_repr: [B, d] unit-norm complex embeddings.
         block_batch: [Nb] graph of each block.
         edges: [2, E] block edges used (row 0 receives); edge_type: [E] in 0..3.
+        graph: the batched input BlockGraph (input coordinates, atom types, ligand chemistry), for
+            read-outs that score the pose itself.
     """
 
     H: torch.Tensor
@@ -105,6 +107,7 @@ class GETOutput:
     block_batch: torch.Tensor
     edges: torch.Tensor
     edge_type: torch.Tensor
+    graph: BlockGraph | None = None
 
 
 def as_batch(graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> BlockGraph:
@@ -246,7 +249,7 @@ class GETModel(nn.Module):
         block_repr = F.normalize(scatter_sum(H, g.block_id, block_batch.numel()), dim=-1)
         graph_repr = F.normalize(scatter_sum(block_repr, block_batch, inputs.num_graphs), dim=-1)
         X = Z[:, 0] * COORD_SCALE + inputs.centre[block_batch[g.block_id]]
-        return GETOutput(H, X, block_repr, graph_repr, block_batch, inputs.edges, inputs.edge_type)
+        return GETOutput(H, X, block_repr, graph_repr, block_batch, inputs.edges, inputs.edge_type, g)
 
     def energy(self, out: GETOutput) -> torch.Tensor:
         """[B] Σ over all blocks (globals included) of energy_ffn(block_repr)."""

@@ -15,7 +15,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["EnergyReadout", "ShiftedEnergyReadout", "GraphReadout", "READOUTS", "register_readout", "readout_class"]
+from geomol.data.blocks import ligand_atom_mask
+from geomol.data.ligand_features import DESCRIPTOR_NAMES, GRAPH_MORGAN_BITS
+from geomol.data.vocab import ATOM_TYPES
+from geomol.errors import InputCheckError
+from geomol.models.physics_readout import TYPICAL_PK, PhysicsReadout
+from geomol.nn.scatter import scatter_sum
+
+__all__ = ["EnergyReadout", "ShiftedEnergyReadout", "GraphReadout", "SizeAwareReadout", "HybridReadout",
+           "PhysicsReadout", "ligand_heavy_atoms", "READOUTS", "register_readout", "readout_class"]
+
+HEAVY_ATOM_SCALE = 25.0  # heavy atoms of a typical drug-like ligand: the size term's unit
+# Typical magnitudes of DESCRIPTOR_NAMES, so that every descriptor enters a hybrid read-out near unit scale.
+DESCRIPTOR_SCALES = (25.0, 350.0, 3.0, 80.0, 2.0, 5.0, 5.0, 3.0, 2.0, 1.0, 0.3)
 
 
 class EnergyReadout(nn.Module):
@@ -58,6 +70,55 @@ class GraphReadout(nn.Module):
         return self.mlp(out.graph_repr).squeeze(-1)
 
 
+def ligand_heavy_atoms(out) -> torch.Tensor:
+    """[B] heavy atoms of each complex's ligand (segment 1, global atom and hydrogens excluded), as floats."""
+    g = out.graph
+    atoms = (ligand_atom_mask(g) & (g.A != ATOM_TYPES.index("H"))).to(out.H.dtype)
+    return scatter_sum(atoms, out.block_batch[g.block_id], out.graph_repr.size(0))
+
+
+class SizeAwareReadout(nn.Module):
+    """pK = b + s · HAC / 25 + MLP(graph_repr): a learned heavy-atom-count trend plus a residual that
+    cannot grow with size (it reads the unit-norm complex embedding). On a protein it has never seen,
+    such a model starts from the size trend every series shows and has to earn each deviation from it.
+    b starts at a typical pK and s at 1 pK per 25 heavy atoms."""
+
+    def __init__(self, d_hidden: int):
+        super().__init__()
+        self.offset = nn.Parameter(torch.tensor(TYPICAL_PK - 1.0))
+        self.size_slope = nn.Parameter(torch.tensor(1.0))
+        self.residual = nn.Sequential(nn.Linear(d_hidden, d_hidden), nn.SiLU(), nn.Linear(d_hidden, 1))
+
+    def forward(self, model, out) -> torch.Tensor:
+        size = ligand_heavy_atoms(out) / HEAVY_ATOM_SCALE
+        return self.offset + self.size_slope * size + self.residual(out.graph_repr).squeeze(-1)
+
+
+class HybridReadout(SizeAwareReadout):
+    """The size-aware read-out whose residual also sees the ligand's chemistry: MLP([graph_repr,
+    descriptors / typical scale, W log(1 + Morgan counts)]), from the graph's ``ligand_descriptors``
+    and ``ligand_morgan`` (:func:`~geomol.data.ligand_features.graph_ligand_features`)."""
+
+    def __init__(self, d_hidden: int):
+        super().__init__(d_hidden)
+        self.register_buffer("descriptor_scales", torch.tensor(DESCRIPTOR_SCALES), persistent=False)
+        self.morgan = nn.Linear(GRAPH_MORGAN_BITS, d_hidden)
+        n_in = 2 * d_hidden + len(DESCRIPTOR_NAMES)
+        self.residual = nn.Sequential(nn.Linear(n_in, d_hidden), nn.SiLU(), nn.Linear(d_hidden, 1))
+
+    def forward(self, model, out) -> torch.Tensor:
+        g = out.graph
+        descriptors = g.ligand_descriptors.to(out.H.dtype)
+        if torch.isnan(descriptors).any():
+            raise InputCheckError("this model's hybrid read-out needs the ligand's bonds (descriptors and "
+                                  "fingerprint): give the ligand as SDF or MOL2, not as PDB records",
+                                  getattr(g, "name", None))
+        chemistry = torch.cat([out.graph_repr, descriptors / self.descriptor_scales,
+                               self.morgan(torch.log1p(g.ligand_morgan.to(out.H.dtype)))], dim=-1)
+        size = ligand_heavy_atoms(out) / HEAVY_ATOM_SCALE
+        return self.offset + self.size_slope * size + self.residual(chemistry).squeeze(-1)
+
+
 READOUTS: dict[str, type[nn.Module]] = {}
 """Class path → read-out class: what configs and model files may name."""
 
@@ -68,7 +129,7 @@ def register_readout(cls: type[nn.Module]) -> type[nn.Module]:
     return cls
 
 
-for _cls in (EnergyReadout, ShiftedEnergyReadout, GraphReadout):
+for _cls in (EnergyReadout, ShiftedEnergyReadout, GraphReadout, SizeAwareReadout, HybridReadout, PhysicsReadout):
     register_readout(_cls)
 
 

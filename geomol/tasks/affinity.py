@@ -81,6 +81,9 @@ class AffinityModule(_GETTask):
             components, e.g. ``RankingLoss``, ``RelativeEdgeLoss``); none by default (the reference MSE alone).
         pretraining: e.g. :class:`~geomol.tasks.objectives.DenoisingPretraining`: its first epochs train
             its own objective instead (labels unused); their validation metrics are NaN.
+        mse_weight: factor of the MSE on pK in the training loss (1: the reference; near 0 with a
+            :class:`~geomol.tasks.objectives.CentredLoss` to learn from within-series differences only).
+            Validation and test losses are the plain MSE whatever it is.
         Other arguments: as :class:`_GETTask`.
 
     The components are recorded in the hyperparameters as ``{'class_path', 'init_args'}`` dicts.
@@ -89,7 +92,7 @@ class AffinityModule(_GETTask):
     model_class = GETAffinity
 
     def __init__(self, loss_terms: list[LossTerm] | None = None, pretraining: DenoisingPretraining | None = None,
-                 **kwargs):
+                 mse_weight: float = 1.0, **kwargs):
         self.loss_terms = [component(term) for term in loss_terms or []]
         self.pretraining_stage = None if pretraining is None else component(pretraining)
         super().__init__(**kwargs)
@@ -118,6 +121,7 @@ class AffinityModule(_GETTask):
         pred = self(batch)
         loss = GETAffinity.loss(pred, batch.y)
         if self.training:
+            loss = self.hparams.mse_weight * loss
             for term in self.loss_terms:
                 if term.weight:
                     loss = loss + term(self.model, batch, pred)

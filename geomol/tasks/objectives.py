@@ -28,8 +28,9 @@ import torch
 from geomol.data.blocks import ligand_atom_mask
 from geomol.errors import ConfigError
 
-__all__ = ["LossTerm", "RankingLoss", "RelativeEdgeLoss", "DenoisingPretraining", "ranking_loss",
-           "relative_edge_loss", "denoising_loss", "describe", "component"]
+__all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
+           "ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss", "denoising_loss", "describe",
+           "component"]
 
 
 def describe(component: Any) -> dict[str, Any]:
@@ -49,6 +50,14 @@ def component(spec: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- the loss functions
+def _group_ids(groups: Sequence[str] | None, like: torch.Tensor) -> torch.Tensor:
+    """[B] long index of each item's group (all 0 when ``groups`` is None)."""
+    if groups is None:
+        return torch.zeros_like(like, dtype=torch.long)
+    index = {group: i for i, group in enumerate(dict.fromkeys(groups))}  # an index per group (hashes could collide)
+    return torch.tensor([index[g] for g in groups], device=like.device)
+
+
 def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
     """Mean logistic loss over ordered pairs of one group: log(1 + exp(−(p_i − p_j))) for y_i > y_j.
 
@@ -56,15 +65,38 @@ def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | No
     ranking (what Spearman measures) without asking the model to know each protein's offset.
     ``pred``, ``y``: [B]; ``groups``: B labels (all one group when None). 0 when no pair exists.
     """
-    if groups is None:
-        ids = torch.zeros_like(y, dtype=torch.long)
-    else:  # an index per distinct group (hashes could collide)
-        index = {group: i for i, group in enumerate(dict.fromkeys(groups))}
-        ids = torch.tensor([index[g] for g in groups], device=y.device)
+    ids = _group_ids(groups, y)
     ordered = (ids[:, None] == ids[None, :]) & (y[:, None] > y[None, :])
     if not ordered.any():
         return pred.sum() * 0.0
     return torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered]).mean()
+
+
+def centred_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
+    """Mean squared error after centring predictions and labels on their group's mean in the batch.
+
+    Each group's offset (a protein's or an assay's pK level, which no model of one complex can know)
+    drops out; what is left is how each ligand differs from the others of its group, in pK units, so
+    the term asks for the right spread as well as the right order. Items alone in their group in the
+    batch carry no information and are left out. ``pred``, ``y``: [B]; ``groups``: B labels.
+    """
+    ids = _group_ids(groups, y)
+    n_groups = int(ids.max()) + 1
+    count = torch.zeros(n_groups, dtype=pred.dtype, device=pred.device).index_add(0, ids, torch.ones_like(pred))
+    y = y.to(pred.dtype)
+    residual = pred - y
+    mean = torch.zeros_like(count).index_add(0, ids, residual) / count
+    keep = count[ids] > 1
+    if not keep.any():
+        return pred.sum() * 0.0
+    return ((residual - mean[ids])[keep] ** 2).mean()
+
+
+def decoy_hinge_loss(pred: torch.Tensor, pred_decoys: torch.Tensor, origin: torch.Tensor,
+                     margin: float) -> torch.Tensor:
+    """Mean of max(0, margin − (pred[origin_d] − pred_decoys[d])): every decoy must score at least
+    ``margin`` pK below the true complex it came from. ``pred``: [B]; ``pred_decoys``, ``origin``: [D]."""
+    return torch.relu(margin - (pred[origin] - pred_decoys)).mean()
 
 
 def relative_edge_loss(pred: torch.Tensor, series: Sequence[str], ligands: Sequence[str],
@@ -133,6 +165,47 @@ class RankingLoss(LossTerm):
 
     def value(self, model, batch, pred):
         return ranking_loss(pred, batch.y, getattr(batch, self.group_by, None))
+
+
+class CentredLoss(LossTerm):
+    """:func:`centred_loss` within the proteins (``group_by='protein'``) or series (``'series'``) of a
+    batch: learning within series. Use with the data module's ``group_batches`` set to the same key and,
+    to learn from within-group differences only, the task's ``mse_weight`` near 0."""
+
+    def __init__(self, weight: float = 1.0, group_by: Literal["protein", "series"] = "series"):
+        super().__init__(weight)
+        if group_by not in ("protein", "series"):
+            raise ConfigError(f"group_by must be 'protein' or 'series', got {group_by!r}")
+        self.group_by = group_by
+        self.init_args["group_by"] = group_by
+
+    def value(self, model, batch, pred):
+        return centred_loss(pred, batch.y, getattr(batch, self.group_by, None))
+
+
+class DecoyLoss(LossTerm):
+    """Negative augmentation: decoys of a ``fraction`` of each training batch
+    (:func:`~geomol.data.decoys.decoy_batch`: the ligand shifted, turned, or swapped for another
+    series' ligand) must score ``margin`` pK below their true complex (:func:`decoy_hinge_loss`).
+    Costs one more forward and backward pass over the decoys."""
+
+    def __init__(self, weight: float = 1.0, margin: float = 1.0, fraction: float = 0.5,
+                 kinds: Sequence[str] = ("shift", "turn", "swap")):
+        super().__init__(weight)
+        from geomol.data.decoys import DECOY_KINDS
+
+        if not kinds or set(kinds) - set(DECOY_KINDS):
+            raise ConfigError(f"decoy kinds must be among {DECOY_KINDS}, got {list(kinds)}")
+        if not 0 < fraction <= 1:
+            raise ConfigError(f"decoy fraction must be in (0, 1], got {fraction}")
+        self.margin, self.fraction, self.kinds = float(margin), float(fraction), list(kinds)
+        self.init_args.update(margin=self.margin, fraction=self.fraction, kinds=self.kinds)
+
+    def value(self, model, batch, pred):
+        from geomol.data.decoys import decoy_batch
+
+        decoys, origin = decoy_batch(batch, self.kinds, self.fraction)
+        return decoy_hinge_loss(pred, model(decoys), origin.to(pred.device), self.margin)
 
 
 class RelativeEdgeLoss(LossTerm):

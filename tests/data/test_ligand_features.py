@@ -60,3 +60,30 @@ def test_unkekulisable_ring_still_featurised_and_bad_smiles_named():
     assert row[64] == 5 and row[64 + DESCRIPTOR_NAMES.index("rings")] == 1
     with pytest.raises(InvalidSmilesError, match="series/lig_3.*not-a-smiles"):
         LigandFeaturizer().matrix(["CCO", "not-a-smiles"], ["series/lig_1", "series/lig_3"])
+
+
+def test_complex_graphs_carry_the_ligand_chemistry_of_its_smiles():
+    """An SDF ligand with explicit hydrogens gets the descriptors and Morgan counts of its SMILES; a ligand
+    without bonds (PDB records) gets NaN descriptors and no counts, and both kinds batch together."""
+    import torch
+    from rdkit import Chem
+    from torch_geometric.data import Batch
+
+    from geomol.data import complex_from_files
+    from geomol.data.io import read_ligands
+    from geomol.data.ligand_features import GRAPH_MORGAN_BITS, graph_ligand_features
+    from tests.conftest import REPO
+
+    example = REPO / "data" / "example"
+    mol = read_ligands(example / "tnks2_ligands.sdf")[0]
+    graph = complex_from_files(example / "tnks2_protein.pdb", mol)
+    expected = LigandFeaturizer(n_bits=GRAPH_MORGAN_BITS).features(Chem.MolToSmiles(Chem.RemoveHs(mol)))
+    assert graph.ligand_morgan.shape == (1, GRAPH_MORGAN_BITS) and graph.ligand_morgan.dtype.is_floating_point is False
+    np.testing.assert_array_equal(graph.ligand_morgan[0].numpy(), expected[:GRAPH_MORGAN_BITS])
+    np.testing.assert_allclose(graph.ligand_descriptors[0].numpy(), expected[GRAPH_MORGAN_BITS:], rtol=1e-6)
+
+    missing = graph_ligand_features(None)
+    assert np.isnan(missing["ligand_descriptors"]).all() and not missing["ligand_morgan"].any()
+    other = graph.clone()
+    other.ligand_descriptors = torch.from_numpy(missing["ligand_descriptors"])
+    assert Batch.from_data_list([graph, other]).ligand_descriptors.shape == (2, len(DESCRIPTOR_NAMES))

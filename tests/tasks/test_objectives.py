@@ -8,7 +8,9 @@ import torch
 
 from geomol.tasks import AffinityModule
 from geomol.tasks.cli import build_from_config, merge_config
-from geomol.tasks.objectives import DenoisingPretraining, LossTerm, RankingLoss, RelativeEdgeLoss
+from geomol.errors import ConfigError
+from geomol.tasks.objectives import (CentredLoss, DecoyLoss, DenoisingPretraining, LossTerm, RankingLoss,
+                                     RelativeEdgeLoss, describe)
 from tests.conftest import REPO, shared_path
 from tests.test_affinity_cv_tables import cv  # noqa: F401 (fixture: the benchmark script as a module)
 
@@ -31,7 +33,8 @@ def test_merge_config_merges_mappings_and_replaces_the_rest():
 @pytest.mark.filterwarnings("ignore")
 def test_every_cv_variant_is_a_config_of_the_shipped_recipe(cv, tmp_path, monkeypatch):
     monkeypatch.setenv("GEOMOL_SHARED_DATA", str(shared_path()))
-    expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": ()}
+    expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": (),
+                "decoys": (DecoyLoss,), "physics_decoys": (DecoyLoss,), "centred": (CentredLoss,)}
     for name, variant in cv.VARIANTS.items():
         args = cv.build_args(["train", "--fold", "1", "--variant", name, "--out-dir", str(tmp_path / name),
                               "--cache-dir", str(tmp_path / "cache"), "--fragment-vocab", str(tmp_path / "v.json")])
@@ -101,3 +104,54 @@ def test_a_readout_chosen_by_class_path_travels_to_the_loaded_model(tmp_path):
     torch.save(data, tmp_path / "evil.ckpt")
     with pytest.raises(ModelLoadError, match="unknown read-out 'os.system'"):
         geomol.load_model(tmp_path / "evil.ckpt")
+
+
+def test_centred_loss_ignores_each_groups_offset_and_singletons():
+    from geomol.tasks.objectives import centred_loss
+
+    y = torch.tensor([5.0, 6.0, 7.0, 3.0, 4.0, 9.0])
+    groups = ["a", "a", "a", "b", "b", "c"]
+    shifted = y + torch.tensor([2.0, 2.0, 2.0, -1.0, -1.0, 5.0])  # right within groups, wrong offsets
+    assert centred_loss(shifted, y, groups).item() == pytest.approx(0.0, abs=1e-12)
+    wrong_order = torch.tensor([7.0, 6.0, 5.0, 3.0, 4.0, 0.0])  # group a reversed; b right; c alone
+    # a: residuals 2, 0, -2 (mean 0) → squares 4, 0, 4; b: 0, 0; c left out → 8 / 5
+    assert centred_loss(wrong_order, y, groups).item() == pytest.approx(8 / 5)
+    assert centred_loss(y, y, ["a", "b", "c", "d", "e", "f"]).item() == 0.0  # no group of two: no signal
+
+
+def test_decoy_hinge_loss_wants_each_decoy_a_margin_below_its_complex():
+    from geomol.tasks.objectives import decoy_hinge_loss
+
+    pred = torch.tensor([7.0, 5.0])
+    decoys, origin = torch.tensor([5.5, 4.9, 2.0]), torch.tensor([0, 1, 1])
+    # margins: 7 − 5.5 = 1.5 (satisfied), 5 − 4.9 = 0.1 (0.9 short), 5 − 2 = 3 (satisfied)
+    assert decoy_hinge_loss(pred, decoys, origin, margin=1.0).item() == pytest.approx(0.9 / 3)
+
+
+def test_decoy_loss_term_scores_decoys_with_the_model_and_trains_it():
+    from torch_geometric.data import Batch
+
+    from geomol.data import complex_from_files
+    from geomol.data.io import read_ligands
+    from geomol.models.get import GETAffinity
+    from geomol.tasks.objectives import DecoyLoss
+
+    example = REPO / "data" / "example"
+    graphs = [complex_from_files(example / "tnks2_protein.pdb", mol, y=6.0, pocket_cutoff=6.0)
+              for mol in read_ligands(example / "tnks2_ligands.sdf")[:3]]
+    batch = Batch.from_data_list(graphs)
+    torch.manual_seed(0)
+    model = GETAffinity(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=1, n_head=2)  # the official read-out
+    term = DecoyLoss(weight=1.0, margin=1.0, fraction=1.0, kinds=["shift"])
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-2)
+    losses = []
+    for _ in range(15):
+        optimiser.zero_grad()
+        loss = term(model, batch, model(batch))
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert losses[0] > 0 and losses[-1] < 0.5 * losses[0]
+    with pytest.raises(ConfigError, match="decoy kinds"):
+        DecoyLoss(kinds=["jiggle"])
+    assert describe(DecoyLoss(margin=2.0))["init_args"]["margin"] == 2.0
