@@ -2,16 +2,18 @@
 
 A user with k measured ligands of their own protein (k = 3 to 10, typically) wants the model's
 ranking of the *other* ligands of that protein. With so few labels only the read-out may move, and
-only a little: for every ensemble member the encoder is frozen (its block embeddings of the k
-complexes are computed once), and the read-out's energy MLP (``energy_ffn``) plus one new constant
-(:class:`~geomol.models.readouts.ShiftedEnergyReadout`'s ``offset``, started at the mean residual)
-are trained on the k measured pK by full-batch Adam, with an L2 pull of the MLP's weights towards
-their shipped values (``anchor`` × Σ ‖θ − θ₀‖², "L2-SP") so that k points cannot undo what the
-corpus taught. The offset alone fixes the model's level on this target (RMSE); the MLP's small
-update is what can change the ranking.
+only a little: for every ensemble member the encoder is frozen (its outputs for the k complexes are
+computed once), and the read-out's weights plus a constant offset (started at the mean residual)
+are trained on the k measured pK by full-batch Adam, with an L2 pull of the weights towards their
+shipped values (``anchor`` × Σ ‖θ − θ₀‖², "L2-SP") so that k points cannot undo what the corpus
+taught. The offset alone fixes the model's level on this target (RMSE); the weights' small update is
+what can change the ranking. For the official energy read-out the weights are its energy MLP
+(``energy_ffn``) and the offset is new (:class:`~geomol.models.readouts.ShiftedEnergyReadout`);
+read-outs that have an ``offset`` of their own (physics-shaped, size-aware, hybrid) keep their class
+and adapt all their parameters.
 
 The result is an ordinary :class:`~geomol.inference.affinity_model.AffinityModel` (same recipe,
-domain and member count; read-out path ``ShiftedEnergyReadout`` in its hyperparameters), written as
+domain and member count; an energy read-out becomes ``ShiftedEnergyReadout`` in its hyperparameters), written as
 a model directory that ``geomol predict-affinity --model DIR`` loads, with a card and manifest
 entry (``metrics.finetune``) recording the base model, the ligands, the settings and the fit.
 """
@@ -32,9 +34,10 @@ from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import ligand_inputs
 from geomol.metrics import rmse, spearman
 from geomol.models.get import GETAffinity, GETConfig, as_batch
+from geomol.models.readouts import ShiftedEnergyReadout
 
-__all__ = ["SHIFTED_READOUT", "FinetuneSettings", "FinetuneReport", "finetune_model", "finetune_on_ligands",
-           "finetune_card"]
+__all__ = ["SHIFTED_READOUT", "FinetuneSettings", "FinetuneReport", "adapted_readout", "finetune_model",
+           "finetune_on_ligands", "finetune_card"]
 
 ENERGY_READOUT = "geomol.models.readouts.EnergyReadout"
 SHIFTED_READOUT = "geomol.models.readouts.ShiftedEnergyReadout"
@@ -79,16 +82,33 @@ class FinetuneReport:
                 "measured": dict(zip(self.ligands, self.measured))}
 
 
+def adapted_readout(arguments: dict) -> str:
+    """The read-out path a fine-tuned model has: an energy read-out gains an offset, others keep theirs.
+
+    Raises:
+        ConfigError: a read-out without an ``offset`` parameter (nothing to fix the target's level with).
+    """
+    from geomol.models.readouts import readout_class
+
+    readout = arguments.get("readout", ENERGY_READOUT)
+    if readout in (ENERGY_READOUT, SHIFTED_READOUT):
+        return SHIFTED_READOUT
+    if "offset" not in dict(readout_class(readout)(int(arguments.get("d_hidden", 32))).named_parameters()):
+        raise ConfigError(f"fine-tuning needs a read-out with an offset; this model's read-out is {readout}")
+    return readout
+
+
 def _adapted(member: GETAffinity, arguments: dict, graphs: Sequence[BlockGraph], measured: torch.Tensor,
              settings: FinetuneSettings) -> GETAffinity:
-    """A copy of ``member`` with a shifted read-out whose MLP and offset are fitted to ``measured``."""
-    new = GETAffinity(GETConfig.from_mapping({**arguments, "readout": SHIFTED_READOUT})).to(measured.dtype)
-    new.load_state_dict(member.state_dict(), strict=False)  # only readout.offset is new (kept if already shifted)
+    """A copy of ``member`` whose read-out weights and offset are fitted to ``measured``."""
+    new = GETAffinity(GETConfig.from_mapping({**arguments, "readout": adapted_readout(arguments)})).to(measured.dtype)
+    new.load_state_dict(member.state_dict(), strict=False)  # only readout.offset can be new (energy read-out)
     new.eval()
     with torch.no_grad():  # the encoder is frozen: embed the k complexes once
         out = new.embed(as_batch(list(graphs)))
         new.readout.offset += (measured - new.readout(new, out)).mean()
-    head = list(new.energy_ffn.parameters())
+    weights = new.energy_ffn if isinstance(new.readout, ShiftedEnergyReadout) else new.readout
+    head = [p for name, p in weights.named_parameters() if name != "offset"]
     anchors = [p.detach().clone() for p in head]
     new.requires_grad_(False)
     trained = [*head, new.readout.offset]
@@ -111,7 +131,7 @@ def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured:
     """Every member adapted to the measured complexes (see the module notes).
 
     Args:
-        model: an affinity model with the official energy read-out (or one already fine-tuned).
+        model: an affinity model whose read-out :func:`adapted_readout` accepts (or one already fine-tuned).
         graphs: the k measured complexes, built with ``model.recipe``; measured: their pK; names: theirs.
         name: the new model's name (default ``<base>-finetuned``).
 
@@ -121,13 +141,11 @@ def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured:
     if len(graphs) < 2 or len(graphs) != len(measured) or len(names) != len(graphs):
         raise ConfigError(f"fine-tuning needs at least 2 measured complexes (one name and pK each), got "
                           f"{len(graphs)} complexes, {len(measured)} values, {len(names)} names")
-    readout = model.arguments.get("readout", ENERGY_READOUT)
-    if readout not in (ENERGY_READOUT, SHIFTED_READOUT):
-        raise ConfigError(f"fine-tuning adapts the energy read-out; this model's read-out is {readout}")
+    readout = adapted_readout(model.arguments)
     target = torch.tensor(list(measured), dtype=model.dtype)
     before = model.predict(list(graphs))[0].tolist()
     members = [_adapted(m, model.arguments, graphs, target, settings) for m in model.members]
-    tuned = AffinityModel(members, {**model.arguments, "readout": SHIFTED_READOUT}, model.recipe, domain=model.domain,
+    tuned = AffinityModel(members, {**model.arguments, "readout": readout}, model.recipe, domain=model.domain,
                           name=name or f"{model.name or 'model'}-finetuned", origins=model.origins,
                           description=f"{model.name or 'an affinity model'} fine-tuned on {len(graphs)} measured "
                                       "ligands of one target")
@@ -164,10 +182,10 @@ def finetune_card(tuned: AffinityModel, report: FinetuneReport, receptor: str) -
              f"`{report.base_model}` fine-tuned on {fit['ligands']} measured ligands of one target "
              f"(receptor `{receptor}`) with `geomol finetune`.", "",
              "## What changed", "",
-             "- the encoder of every member is unchanged; the read-out's energy MLP moved by "
+             "- the encoder of every member is unchanged; the read-out's weights moved by "
              f"{settings['steps']} Adam steps (learning rate {settings['lr']:g}) with an L2 pull of weight "
-             f"{settings['anchor']:g} towards the base weights, and a constant offset was added "
-             "(`ShiftedEnergyReadout`);",
+             f"{settings['anchor']:g} towards the base weights, and its constant offset was refitted "
+             f"(read-out `{tuned.arguments['readout'].rpartition('.')[2]}`);",
              f"- on the {fit['ligands']} measured ligands: RMSE {fit['rmse_before']} → {fit['rmse_after']} pK, "
              f"Spearman {fit['spearman_before']} → {fit['spearman_after']} (a fit, not a test).", "",
              "## Measured ligands used", "", "| ligand | measured pK | before | after |", "|---|---|---|---|"]

@@ -80,3 +80,26 @@ def test_finetune_command_writes_a_model_that_predict_affinity_uses(base, comple
 def test_too_few_usable_measurements_are_refused(base, tmp_path):
     with pytest.warns(UserWarning, match="not-a-ligand"), pytest.raises(ConfigError, match="at least 2"):
         geomol.finetune_affinity(str(RECEPTOR), str(LIGANDS), {"lig_1a": 6.3, "not-a-ligand": 7.0}, base)
+
+
+def test_readouts_with_their_own_offset_are_adapted_in_place(complexes):
+    """A physics-shaped model keeps its read-out class; its weights and offset move, its encoder does not."""
+    from geomol.inference.affinity_model import AffinityModel
+    from geomol.inference.finetune import adapted_readout
+
+    physics = "geomol.models.physics_readout.PhysicsReadout"
+    arguments = {"d_hidden": 16, "d_radial": 8, "n_rbf": 8, "d_edge": 8, "n_layers": 1, "n_head": 2, "readout": physics}
+    torch.manual_seed(0)
+    member = GETAffinity(GETConfig.from_mapping(arguments)).eval()
+    base_model = geomol.load_model("default")
+    model = AffinityModel([member], arguments, base_model.recipe, name="physics-test")
+    graphs, measured = [complexes[n] for n in TRAINING], [MEASURED[n] for n in TRAINING]
+    tuned, report = finetune_model(model, graphs, measured, TRAINING, FinetuneSettings(steps=30, lr=1e-2))
+    assert tuned.arguments["readout"] == physics == adapted_readout(arguments)
+    new = tuned.members[0]
+    before, after = member.state_dict(), new.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if not k.startswith("readout."))
+    assert not torch.equal(before["readout.pair_head.weight"], after["readout.pair_head.weight"])
+    assert report.to_dict()["rmse_after"] < report.to_dict()["rmse_before"]
+    with pytest.raises(ConfigError, match="offset"):
+        adapted_readout({**arguments, "readout": "geomol.models.readouts.GraphReadout"})
