@@ -121,6 +121,24 @@ def read_predictions(path: Path, items, fold_of: np.ndarray) -> np.ndarray:
     return pred
 
 
+def _fold_records(path: Path) -> list[dict]:
+    """The ``fold*.json`` records beside a folder's fold predictions (``affinity_corpus_get.py``), if any."""
+    return [json.loads(f.read_text()) for f in sorted(path.glob("fold*.json"))] if path.is_dir() else []
+
+
+def training_cpu(path: Path) -> float | None:
+    """CPU seconds of training summed over a folder's folds (``None`` for a plain CSV or unrecorded)."""
+    records = _fold_records(path)
+    seconds = [r.get("train_cpu_seconds") for r in records]
+    return float(sum(seconds)) if records and None not in seconds else None
+
+
+def fold_about(path: Path) -> str | None:
+    """What a folder's variant is, from its fold records (``None`` when it has none)."""
+    records = _fold_records(path)
+    return f"GET {records[0]['variant']}: {records[0]['about']} ({records[0]['epochs']} epoch(s))" if records else None
+
+
 def _place(row: dict, index: dict, pred: np.ndarray, fold_of: np.ndarray, path: Path, line: int) -> None:
     i = index.get(row["id"])
     if i is None:
@@ -230,8 +248,8 @@ def run(args: argparse.Namespace) -> dict:
         cpu[kind] = time.process_time() - clock
     for spec in args.predictions:
         name, path = spec.split("=", 1)
-        predictions[name], cpu[name] = read_predictions(Path(path), items, fold_of), None
-        about.setdefault(name, f"predictions from {Path(path).name}")
+        predictions[name], cpu[name] = read_predictions(Path(path), items, fold_of), training_cpu(Path(path))
+        about.setdefault(name, fold_about(Path(path)) or f"predictions from {Path(path).name}")
     for spec in args.ensembles:
         name, members = spec.split("=", 1)
         unknown = [m for m in members.split("+") if m not in predictions]

@@ -136,3 +136,17 @@ def test_get_folds_train_on_the_protocol_folds_and_enter_the_table(cv, slice_run
         assert json.loads((out / f"fold{fold}.json").read_text())["provenance"]["command"]
     pred = cv.read_predictions(out, items, fold_of)  # refuses any item predicted outside its test fold
     assert np.isfinite(pred).all() and np.std(pred) > 0
+
+    records = [json.loads((out / f"fold{fold}.json").read_text()) for fold in (0, 1)]
+    assert cv.training_cpu(out) == pytest.approx(sum(r["train_cpu_seconds"] for r in records))
+    assert cv.fold_about(out).startswith("GET base:")
+
+    fewshot = benchmark_module("affinity_fewshot")  # k measured ligands of each held-out target, fold 0's model
+    few = fewshot.main(["--cv-dir", str(out), "--folds", "0", "--n-folds", "2", "--valid-fraction", "0.5", "--series",
+                        *SERIES, "--k", "3", "--draws", "2", "--steps", "5", "--cache-dir", str(slice_run[1] / "cache"),
+                        "--output", str(tmp_path / "fewshot.json")])
+    scored = {row["target"] for row in few["rows"]}
+    test_series = {items[i].series for i in np.flatnonzero(fold_of == 0)}
+    assert scored and scored <= test_series and all(row["k"] == 3 for row in few["rows"])
+    assert all(-1 <= row[m] <= 1 for row in few["rows"] for m in fewshot.METHODS)
+    assert json.loads((tmp_path / "fewshot.json").read_text())["summary"][0]["n_targets"] == len(few["rows"])
