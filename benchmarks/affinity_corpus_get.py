@@ -47,8 +47,9 @@ def fold_overrides(args, variant: dict) -> dict:
                                 "mode": "max", "save_top_k": 1, "filename": "best"}}
     logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(out),
                                                                                 "name": f"fold{args.fold}"}}
-    trainer = {"max_epochs": args.epochs, "val_check_interval": args.val_check_interval, "logger": logger,
-               "callbacks": [checkpoint], "enable_progress_bar": False, "enable_model_summary": False}
+    trainer = {"max_epochs": args.epochs, "limit_train_batches": args.limit_train_batches,
+               "val_check_interval": args.val_check_interval, "logger": logger, "callbacks": [checkpoint],
+               "enable_progress_bar": False, "enable_model_summary": False}
     return {"seed_everything": args.seed + args.fold, "trainer": trainer, "model": {"init_args": variant["model"]},
             "data": {"init_args": data}}
 
@@ -77,7 +78,8 @@ def train_fold(args) -> dict:
         writer.writeheader()
         writer.writerows(rows)
     result = {"fold": args.fold, "folds": args.folds, "variant": args.variant, "about": variant["about"],
-              "epochs": args.epochs, "val_check_interval": args.val_check_interval, "seed": args.seed + args.fold,
+              "epochs": args.epochs, "limit_train_batches": args.limit_train_batches,
+              "val_check_interval": args.val_check_interval, "seed": args.seed + args.fold,
               "recipe": RECIPE.relative_to(REPO).as_posix(), "overrides": variant,
               "split_sizes": cli.datamodule.split_sizes(), "steps": cli.trainer.global_step,
               "best_val_mean_target_spearman": float(checkpoint.best_model_score),
@@ -94,6 +96,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="base")
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--limit-train-batches", type=float, default=1.0,
+                        help="fraction of the training batches per epoch (Lightning's limit_train_batches): a budget")
     parser.add_argument("--val-check-interval", type=float, default=0.25,
                         help="validate every this fraction of an epoch (model selection on the validation slice)")
     parser.add_argument("--seed", type=int, default=12, help="fold k trains with seed + k")
