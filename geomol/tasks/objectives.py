@@ -151,10 +151,10 @@ class LossTerm:
         return self.weight * self.value(model, batch, pred)
 
 
-class RankingLoss(LossTerm):
-    """:func:`ranking_loss` between ligands of the same protein (``group_by='protein'``) or of the same
-    series (``'series'``: one assay of one protein) in a batch. Use with the data module's
-    ``group_batches`` set to the same key, so that batches hold one group's ligands."""
+class _GroupedLoss(LossTerm):
+    """A loss over the items of one group in a batch: the same protein (``group_by='protein'``) or the same
+    series (``'series'``: one assay of one protein). Use with the data module's ``group_batches`` set to
+    the same key, so that batches hold one group's ligands. Subclasses set ``loss_function(pred, y, groups)``."""
 
     def __init__(self, weight: float = 1.0, group_by: Literal["protein", "series"] = "protein"):
         super().__init__(weight)
@@ -164,23 +164,23 @@ class RankingLoss(LossTerm):
         self.init_args["group_by"] = group_by
 
     def value(self, model, batch, pred):
-        return ranking_loss(pred, batch.y, getattr(batch, self.group_by, None))
+        return self.loss_function(pred, batch.y, getattr(batch, self.group_by, None))
 
 
-class CentredLoss(LossTerm):
-    """:func:`centred_loss` within the proteins (``group_by='protein'``) or series (``'series'``) of a
-    batch: learning within series. Use with the data module's ``group_batches`` set to the same key and,
-    to learn from within-group differences only, the task's ``mse_weight`` near 0."""
+class RankingLoss(_GroupedLoss):
+    """:func:`ranking_loss` between ligands of the same protein (default) or series in a batch."""
+
+    loss_function = staticmethod(ranking_loss)
+
+
+class CentredLoss(_GroupedLoss):
+    """:func:`centred_loss` within the series (default) or proteins of a batch: learning within series.
+    To learn from within-group differences only, set the task's ``mse_weight`` near 0."""
+
+    loss_function = staticmethod(centred_loss)
 
     def __init__(self, weight: float = 1.0, group_by: Literal["protein", "series"] = "series"):
-        super().__init__(weight)
-        if group_by not in ("protein", "series"):
-            raise ConfigError(f"group_by must be 'protein' or 'series', got {group_by!r}")
-        self.group_by = group_by
-        self.init_args["group_by"] = group_by
-
-    def value(self, model, batch, pred):
-        return centred_loss(pred, batch.y, getattr(batch, self.group_by, None))
+        super().__init__(weight, group_by)
 
 
 class DecoyLoss(LossTerm):
