@@ -1,0 +1,49 @@
+"""The corpus model's card is generated from the result files: the acceptance verdict and the tables say what
+the numbers say (a model below a bar is marked so), never something typed in."""
+import importlib.util
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def ship():
+    spec = importlib.util.spec_from_file_location("ship_corpus_affinity", REPO / "scripts" / "ship_corpus_affinity.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(name, sp_ep, beats, sp_all=0.2, cpu=None):
+    group = lambda sp, b: {"spearman": sp, "pearson": sp, "kendall": sp / 2, "beats_hac_fraction": b,  # noqa: E731
+                           "spearman_with_hac": 0.5, "targets": 45}
+    return {"variant": name, "about": f"about {name}", "cpu_seconds": cpu, "expert_pose": group(sp_ep, beats),
+            "all": group(sp_all, beats)}
+
+
+def _cv(model_ep, model_beats):
+    rows = [_row("hac", 0.34, 0.0), _row("rf", 0.21, 0.34, cpu=120.0), _row("get_x", model_ep, model_beats, cpu=7200.0)]
+    fields = ["target", "source", "fold", "n", "hac_spearman"] + [f"{r['variant']}:{s}" for r in rows
+                                                                   for s in ("spearman", "pearson", "kendall",
+                                                                             "spearman_with_hac")]
+    per_target = [["plb/cdk2", "plb", 0, 10, 0.5] + [0.1, 0.1, 0.1, 0.1] * 3,
+                  ["uni_fep/x", "uni_fep", 1, 12, 0.2] + [0.3, 0.3, 0.3, 0.3] * 3]
+    return {"variants": rows, "per_target": {"fields": fields, "rows": per_target}}
+
+
+def test_verdict_marks_every_bar_from_the_numbers(ship):
+    passing = ship.verdict(_cv(0.60, 0.70), "get_x")
+    assert passing.count("| yes |") == 4 and "**no**" not in passing
+    failing = ship.verdict(_cv(0.36, 0.50), "get_x")
+    lines = [line for line in failing.splitlines() if line.startswith("| ") and "bar" not in line]
+    assert [line.endswith("| **no** |") for line in lines] == [True, True, False, True]  # 0.36 − 0.21 ≥ 0.05
+
+
+def test_tables_show_the_shipped_row_and_only_expert_pose_targets(ship):
+    cv = _cv(0.40, 0.5)
+    table = ship.variants_table(cv, "get_x")
+    assert "**get_x** (shipped)" in table and "| 2.0 |" in table and "| 0.0 |" in table  # CPU hours
+    per_target = ship.per_target_table(cv, "get_x")
+    assert "plb/cdk2" in per_target and "uni_fep/x" not in per_target
+    assert ship.fewshot_table(None) == "Not measured for this model."
