@@ -54,6 +54,21 @@ def fold_overrides(args, variant: dict) -> dict:
             "data": {"init_args": data}}
 
 
+def denoising_losses(metrics_csv: Path, module) -> dict | None:
+    """The denoising pre-training's logged training loss (1 = returning the noisy input, 0 = perfect): its
+    first and last logged values and the mean of the last 10; ``None`` without pre-training."""
+    stage = getattr(module, "pretraining_stage", None)
+    if stage is None or not metrics_csv.exists():
+        return None
+    with open(metrics_csv, newline="", encoding="utf-8") as handle:
+        losses = [float(row["train/loss"]) for row in csv.DictReader(handle)
+                  if row.get("train/loss") and int(row["epoch"]) < stage.epochs]
+    if not losses:
+        return None
+    return {"first": losses[0], "last": losses[-1], "mean_last_10": sum(losses[-10:]) / len(losses[-10:]),
+            "logged_steps": len(losses)}
+
+
 def train_fold(args) -> dict:
     import geomol
     from geomol.tasks.cli import build_from_config
@@ -65,6 +80,7 @@ def train_fold(args) -> dict:
     cli.trainer.fit(cli.model, cli.datamodule)
     train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
     checkpoint = cli.trainer.checkpoint_callback
+    denoising = denoising_losses(Path(cli.trainer.logger.log_dir) / "metrics.csv", cli.model)
     best = geomol.load_model(checkpoint.best_model_path)  # the inference path, as users load it
     rows = []
     with torch.inference_mode():
@@ -84,6 +100,7 @@ def train_fold(args) -> dict:
               "split_sizes": cli.datamodule.split_sizes(), "steps": cli.trainer.global_step,
               "best_val_mean_target_spearman": float(checkpoint.best_model_score),
               "train_wall_seconds": train_wall, "train_cpu_seconds": train_cpu, "test_items": len(rows),
+              "denoising_loss": denoising,
               "provenance": provenance()}
     (out / f"fold{args.fold}.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "provenance"}, indent=1))

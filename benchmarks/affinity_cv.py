@@ -74,6 +74,9 @@ VARIANTS: dict[str, dict] = {
              "about": "+ multi-task: squared error of ΔpK on the series' perturbation (RBFE) edges"},
     "pretrain": {"model": {"pretraining": _term("DenoisingPretraining", epochs=2, sigma=1.0)}, "data": {},
                  "about": "2 epochs of ligand-coordinate denoising (no labels) before the affinity epochs"},
+    "pretrain_corpus": {"model": {"pretraining": _term("DenoisingPretraining", epochs=1, sigma=1.0)}, "data": {},
+                        "about": "1 epoch of ligand-coordinate denoising (no labels) before the affinity epoch(s); "
+                                 "for the corpus, run with one more epoch than the others"},
     "physics": {"model": {"readout": PHYSICS}, "data": {},
                 "about": "physics-shaped read-out: ligand-receptor atom-pair vdW, H-bond, hydrophobic and metal "
                          "terms with GET-predicted parameters, over a rotatable-bond divisor"},

@@ -33,7 +33,7 @@ def test_merge_config_merges_mappings_and_replaces_the_rest():
 @pytest.mark.filterwarnings("ignore")
 def test_every_cv_variant_is_a_config_of_the_shipped_recipe(cv, tmp_path, monkeypatch):
     monkeypatch.setenv("GEOMOL_SHARED_DATA", str(shared_path()))
-    expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": (),
+    expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": (), "pretrain_corpus": (),
                 "decoys": (DecoyLoss,), "physics_decoys": (DecoyLoss,), "centred": (CentredLoss,)}
     for name, variant in cv.VARIANTS.items():
         args = cv.build_args(["train", "--fold", "1", "--variant", name, "--out-dir", str(tmp_path / name),
@@ -45,7 +45,7 @@ def test_every_cv_variant_is_a_config_of_the_shipped_recipe(cv, tmp_path, monkey
         assert isinstance(cli.model, AffinityModule) and cli.trainer.max_epochs == 12
         assert cli.datamodule.split_args["fold"] == 1 and cli.trainer.checkpoint_callback.monitor.endswith("spearman")
         assert tuple(type(t) for t in cli.model.loss_terms) == expected.get(name, ())
-        assert isinstance(cli.model.pretraining_stage, DenoisingPretraining) == (name == "pretrain")
+        assert isinstance(cli.model.pretraining_stage, DenoisingPretraining) == name.startswith("pretrain")
         for key, value in variant["data"].items():
             assert getattr(cli.datamodule, key) == value
 
