@@ -23,7 +23,8 @@ from geomol.models.physics_readout import TYPICAL_PK, PhysicsReadout
 from geomol.nn.scatter import scatter_sum
 
 __all__ = ["EnergyReadout", "ShiftedEnergyReadout", "GraphReadout", "SizeAwareReadout", "HybridReadout",
-           "PhysicsReadout", "ligand_heavy_atoms", "READOUTS", "register_readout", "readout_class"]
+           "PhysicsReadout", "SizeAwarePhysicsReadout", "ligand_heavy_atoms", "READOUTS", "register_readout",
+           "readout_class"]
 
 HEAVY_ATOM_SCALE = 25.0  # heavy atoms of a typical drug-like ligand: the size term's unit
 # Typical magnitudes of DESCRIPTOR_NAMES, so that every descriptor enters a hybrid read-out near unit scale.
@@ -119,6 +120,22 @@ class HybridReadout(SizeAwareReadout):
         return self.offset + self.size_slope * size + self.residual(chemistry).squeeze(-1)
 
 
+class SizeAwarePhysicsReadout(PhysicsReadout):
+    """The physics-shaped read-out plus the size-aware read-out's learned heavy-atom trend:
+    pK = −ΔG / 1.364 + b + s · HAC / 25 (s starts at 0). With decoys of the same ligand in training, the
+    trend cannot tell a decoy from its complex, so the pair terms must; the trend carries the size effect
+    that every series shows, which pair sums alone overstate or understate."""
+
+    def __init__(self, d_hidden: int, cutoff: float = 8.0):
+        super().__init__(d_hidden, cutoff)
+        self.size_slope = nn.Parameter(torch.zeros(()))
+
+    def terms(self, model, out) -> dict[str, torch.Tensor]:
+        terms = super().terms(model, out)
+        terms["pK"] = terms["pK"] + self.size_slope * ligand_heavy_atoms(out) / HEAVY_ATOM_SCALE
+        return terms
+
+
 READOUTS: dict[str, type[nn.Module]] = {}
 """Class path → read-out class: what configs and model files may name."""
 
@@ -129,7 +146,8 @@ def register_readout(cls: type[nn.Module]) -> type[nn.Module]:
     return cls
 
 
-for _cls in (EnergyReadout, ShiftedEnergyReadout, GraphReadout, SizeAwareReadout, HybridReadout, PhysicsReadout):
+for _cls in (EnergyReadout, ShiftedEnergyReadout, GraphReadout, SizeAwareReadout, HybridReadout, PhysicsReadout,
+             SizeAwarePhysicsReadout):
     register_readout(_cls)
 
 

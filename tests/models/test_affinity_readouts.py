@@ -13,6 +13,7 @@ from tests.models.test_get_model import TINY, GETContract, _double, _permuted, _
 PHYSICS = "geomol.models.physics_readout.PhysicsReadout"
 SIZE_AWARE = "geomol.models.readouts.SizeAwareReadout"
 HYBRID = "geomol.models.readouts.HybridReadout"
+SIZED_PHYSICS = "geomol.models.readouts.SizeAwarePhysicsReadout"
 CHEMISTRY = ("ligand_descriptors", "ligand_morgan")
 
 
@@ -58,6 +59,22 @@ class TestSizeAwareReadout(_ReadoutContract):
 
 class TestHybridReadout(_ReadoutContract):
     readout = HYBRID
+
+
+class TestSizeAwarePhysicsReadout(_ReadoutContract):
+    readout = SIZED_PHYSICS
+
+
+def test_size_aware_physics_adds_the_heavy_atom_trend_to_the_pair_energies(cdk2):
+    torch.manual_seed(0)
+    physics = _model(PHYSICS, dtype=torch.float32)
+    sized = GETAffinity(**TINY, readout=SIZED_PHYSICS).eval()
+    sized.load_state_dict(physics.state_dict(), strict=False)
+    with torch.no_grad():
+        assert torch.equal(sized(cdk2), physics(cdk2))  # the trend starts at 0
+        sized.readout.size_slope.fill_(2.0)
+        heavy = ligand_heavy_atoms(sized.embed(cdk2))
+        assert torch.allclose(sized(cdk2), physics(cdk2) + 2.0 * heavy / HEAVY_ATOM_SCALE)
 
 
 @pytest.fixture(scope="module")

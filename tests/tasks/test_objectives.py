@@ -33,8 +33,9 @@ def test_merge_config_merges_mappings_and_replaces_the_rest():
 @pytest.mark.filterwarnings("ignore")
 def test_every_cv_variant_is_a_config_of_the_shipped_recipe(cv, tmp_path, monkeypatch):
     monkeypatch.setenv("GEOMOL_SHARED_DATA", str(shared_path()))
-    expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": (), "pretrain_corpus": (),
-                "decoys": (DecoyLoss,), "physics_decoys": (DecoyLoss,), "centred": (CentredLoss,)}
+    expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": (),
+                "pretrain_corpus": (), "decoys": (DecoyLoss,), "physics_decoys": (DecoyLoss,), "physics_size_decoys": (DecoyLoss,),
+                "centred": (CentredLoss,)}
     for name, variant in cv.VARIANTS.items():
         args = cv.build_args(["train", "--fold", "1", "--variant", name, "--out-dir", str(tmp_path / name),
                               "--cache-dir", str(tmp_path / "cache"), "--fragment-vocab", str(tmp_path / "v.json")])
