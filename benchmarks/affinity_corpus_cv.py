@@ -13,7 +13,9 @@ The protocol every affinity variant is judged by (``docs/evaluation.md``):
   (``gbm``) on Morgan counts + descriptors (:mod:`geomol.ligand_models`, hyper-parameters chosen on
   each fold's validation slice), and any ``--predictions NAME=file.csv`` (columns ``id,prediction``
   and optionally ``fold``; ids are ``CorpusItem.id``; or a folder of ``fold*.csv``), e.g. a GET variant's
-  out-of-fold predictions from ``benchmarks/affinity_corpus_get.py``.
+  out-of-fold predictions from ``benchmarks/affinity_corpus_get.py``. ``--reference NAME`` adds that
+  variant's mean Spearman on each row's own targets (``ref`` columns), so that a variant scored on only some
+  folds is compared on the same targets.
 
 Prints the variants table; writes JSON (``geomol.provenance()``, the folds, the variants' summaries,
 the per-target table, the hyper-parameters each fold chose) and, with ``--write-predictions DIR``,
@@ -44,6 +46,7 @@ from geomol.data.paths import shared_data_dir
 from geomol.data.protein_clusters import load_protein_clusters
 from geomol.errors import ConfigError, DatasetError
 from geomol.ligand_models import LIGAND_MODELS, select_ligand_model
+from geomol.metrics import mean_of
 from geomol.provenance import provenance
 from geomol.target_metrics import MIN_TARGET_LIGANDS, TARGET_KINDS, evaluate_targets, target_keys
 
@@ -169,10 +172,12 @@ COLUMNS = (("Sp EP", "expert_pose", "spearman"), ("Sp all", "all", "spearman"), 
 
 def format_variants(rows: list[dict]) -> str:
     """The variants table: mean per-target scores (EP = expert-pose sources), % of targets beating HAC, CPU."""
-    head = f"{'variant':<22}" + "".join(f"{name:>9}" for name, _, _ in COLUMNS) + f"{'targets':>10}{'CPU s':>9}"
+    columns = COLUMNS + ((("ref EP", "expert_pose", "reference_spearman"), ("ref all", "all", "reference_spearman"))
+                         if rows and "reference" in rows[0] else ())
+    head = f"{'variant':<22}" + "".join(f"{name:>9}" for name, _, _ in columns) + f"{'targets':>10}{'CPU s':>9}"
     lines = [head]
     for row in rows:
-        cells = "".join(f"{row[group][key]:>9.3f}" for _, group, key in COLUMNS)
+        cells = "".join(f"{row[group][key]:>9.3f}" for _, group, key in columns)
         cpu = "" if row["cpu_seconds"] is None else f"{row['cpu_seconds']:.0f}"
         targets = f"{row['expert_pose']['targets']}/{row['all']['targets']}"
         lines.append(f"{row['variant']:<22}{cells}{targets:>10}{cpu:>9}")
@@ -212,6 +217,8 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--targets", choices=TARGET_KINDS, default="series")
     parser.add_argument("--min-ligands", type=int, default=MIN_TARGET_LIGANDS)
     parser.add_argument("--baselines", nargs="*", default=["hac", *LIGAND_MODELS], choices=["hac", *LIGAND_MODELS])
+    parser.add_argument("--reference", default=None, metavar="NAME",
+                        help="also score this variant on each variant's own targets (for variants run on some folds)")
     parser.add_argument("--n-bits", type=int, default=1024, help="Morgan fingerprint length")
     parser.add_argument("--predictions", nargs="*", default=[], metavar="NAME=CSV")
     parser.add_argument("--ensembles", nargs="*", default=[], metavar="NAME=A+B",
@@ -263,6 +270,8 @@ def run(args: argparse.Namespace) -> dict:
     rows = [{"variant": name, "about": about[name],
              "items_predicted": int((~np.isnan(predictions[name])).sum()), "cpu_seconds": cpu[name],
              "expert_pose": e["expert_pose"]["summary"], "all": e["all"]["summary"]} for name, e in evaluations.items()]
+    if args.reference:
+        add_reference_scores(rows, evaluations, args.reference)
     print(format_variants(rows))
     if args.write_predictions:
         for kind in args.baselines:
@@ -276,6 +285,23 @@ def run(args: argparse.Namespace) -> dict:
                          "descriptors": featurizer.feature_names[featurizer.n_bits:]},
             "variants": rows, "chosen_hyperparameters": chosen,
             "per_target": per_target_table(items, keys, fold_of, evaluations), "provenance": provenance()}
+
+
+def add_reference_scores(rows: list[dict], evaluations: dict[str, dict], reference: str) -> None:
+    """Give every row's summaries ``reference_spearman``: the reference variant's mean per-target Spearman on
+    that row's own targets, the fair comparison for a variant trained on only some folds.
+
+    Raises:
+        ConfigError: ``reference`` is not one of the variants.
+    """
+    if reference not in evaluations:
+        raise ConfigError(f"--reference {reference}: no such variant (known: {sorted(evaluations)})")
+    for row in rows:
+        for group in ("expert_pose", "all"):
+            theirs = evaluations[reference][group]["per_target"]
+            scores = [theirs[t]["spearman"] for t in evaluations[row["variant"]][group]["per_target"] if t in theirs]
+            row[group]["reference_spearman"] = mean_of(scores)
+        row["reference"] = reference
 
 
 def target_ensemble(members: list[np.ndarray], keys: list[str]) -> np.ndarray:

@@ -104,6 +104,23 @@ def test_ensembles_average_members_standardised_within_targets(cv, slice_run, sl
     assert combined[3:] == pytest.approx([-0.5, 0.5])  # a constant member counts 0
 
 
+def test_reference_is_scored_on_each_variants_own_targets(cv, slice_run, slice_items, monkeypatch):
+    _, out, argv = slice_run
+    folds = {row["id"]: int(row["fold"]) for row in _rows(out / "preds" / "hac.csv")}
+    monkeypatch.setattr(cv, "load_items", lambda *args: slice_items)
+    one_fold = out / "one_fold.csv"  # the measured pK, for the items of test fold 0 only
+    one_fold.write_text("id,prediction\n" + "".join(f"{i.id},{i.label}\n" for i in slice_items[0] if folds[i.id] == 0))
+    result = cv.main([*argv[:-2], "--baselines", "hac", "--predictions", f"fold0={one_fold}", "--reference", "hac"])
+    rows = {row["variant"]: row["all"] for row in result["variants"]}
+    fields = result["per_target"]["fields"]
+    fold0_hac = [r[fields.index("hac_spearman")] for r in result["per_target"]["rows"] if r[fields.index("fold")] == 0]
+    assert rows["fold0"]["targets"] == len(fold0_hac) < rows["hac"]["targets"]
+    assert rows["fold0"]["reference_spearman"] == pytest.approx(np.mean(fold0_hac), abs=1e-4)  # the table rounds
+    assert rows["hac"]["reference_spearman"] == pytest.approx(rows["hac"]["spearman"])
+    with pytest.raises(Exception, match="no such variant"):
+        cv.main([*argv[:-2], "--baselines", "hac", "--reference", "nothing"])
+
+
 def test_predictions_from_another_split_or_corpus_are_refused(cv, slice_run, slice_items):
     out, (items, clusters) = slice_run[1], slice_items
     _, fold_of = cv.checked_folds(items, clusters, 2, 0)
