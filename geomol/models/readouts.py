@@ -78,6 +78,11 @@ def ligand_heavy_atoms(out) -> torch.Tensor:
     return scatter_sum(atoms, out.block_batch[g.block_id], out.graph_repr.size(0))
 
 
+def size_trend(slope: torch.Tensor, out) -> torch.Tensor:
+    """[B] the heavy-atom trend ``slope · HAC / 25`` in pK, ``slope`` in pK per 25 heavy atoms."""
+    return slope * (ligand_heavy_atoms(out) / HEAVY_ATOM_SCALE)
+
+
 class SizeAwareReadout(nn.Module):
     """pK = b + s · HAC / 25 + MLP(graph_repr): a learned heavy-atom-count trend plus a residual that
     cannot grow with size (it reads the unit-norm complex embedding). On a protein it has never seen,
@@ -91,8 +96,11 @@ class SizeAwareReadout(nn.Module):
         self.residual = nn.Sequential(nn.Linear(d_hidden, d_hidden), nn.SiLU(), nn.Linear(d_hidden, 1))
 
     def forward(self, model, out) -> torch.Tensor:
-        size = ligand_heavy_atoms(out) / HEAVY_ATOM_SCALE
-        return self.offset + self.size_slope * size + self.residual(out.graph_repr).squeeze(-1)
+        return self.offset + size_trend(self.size_slope, out) + self.residual(self.residual_input(out)).squeeze(-1)
+
+    def residual_input(self, out) -> torch.Tensor:
+        """[B, d_hidden] what the residual MLP reads: the unit-norm complex embedding."""
+        return out.graph_repr
 
 
 class HybridReadout(SizeAwareReadout):
@@ -107,17 +115,16 @@ class HybridReadout(SizeAwareReadout):
         n_in = 2 * d_hidden + len(DESCRIPTOR_NAMES)
         self.residual = nn.Sequential(nn.Linear(n_in, d_hidden), nn.SiLU(), nn.Linear(d_hidden, 1))
 
-    def forward(self, model, out) -> torch.Tensor:
+    def residual_input(self, out) -> torch.Tensor:
+        """[B, 2·d_hidden + 11] the embedding, the scaled descriptors and the projected Morgan counts."""
         g = out.graph
         descriptors = g.ligand_descriptors.to(out.H.dtype)
         if torch.isnan(descriptors).any():
             raise InputCheckError("this model's hybrid read-out needs the ligand's bonds (descriptors and "
                                   "fingerprint): give the ligand as SDF or MOL2, not as PDB records",
                                   getattr(g, "name", None))
-        chemistry = torch.cat([out.graph_repr, descriptors / self.descriptor_scales,
-                               self.morgan(torch.log1p(g.ligand_morgan.to(out.H.dtype)))], dim=-1)
-        size = ligand_heavy_atoms(out) / HEAVY_ATOM_SCALE
-        return self.offset + self.size_slope * size + self.residual(chemistry).squeeze(-1)
+        return torch.cat([out.graph_repr, descriptors / self.descriptor_scales,
+                          self.morgan(torch.log1p(g.ligand_morgan.to(out.H.dtype)))], dim=-1)
 
 
 class SizeAwarePhysicsReadout(PhysicsReadout):
@@ -132,7 +139,7 @@ class SizeAwarePhysicsReadout(PhysicsReadout):
 
     def terms(self, model, out) -> dict[str, torch.Tensor]:
         terms = super().terms(model, out)
-        terms["pK"] = terms["pK"] + self.size_slope * ligand_heavy_atoms(out) / HEAVY_ATOM_SCALE
+        terms["pK"] = terms["pK"] + size_trend(self.size_slope, out)
         return terms
 
 
