@@ -99,7 +99,7 @@ class AffinityModel(ShippedModel):
             (pK [B], pK_std [B]) on the CPU: the mean over members and their standard deviation
             (with Bessel's correction; NaN for a single member, which has no spread).
         """
-        # Members share k_neighbors and dtype, so the edges built once serve them all.
+        # Members share k_neighbors, sparse_k and dtype, so the edges and atom pairs built once serve them all.
         inputs = self.members[0].prepare(as_batch(graphs).to(self.device))
         per_member = torch.stack([member(inputs) for member in self.members])  # [M, B]
         mean = per_member.mean(0)

@@ -34,7 +34,7 @@ Example::
     graph = complex_from_files("protein.pdb", "ligand.sdf")
     pk = model(graph)                      # tensor [1]
     pk = model([graph, other_graph])       # tensor [2]; a torch_geometric Batch works too
-    inputs = model.prepare([graph])        # normalised coordinates + block edges (GETInputs)
+    inputs = model.prepare([graph])        # normalised coordinates, block edges, atom pairs (GETInputs)
     out = model.embed(inputs)              # GETOutput: H, X (Å), block_repr, graph_repr, edges
 """
 from __future__ import annotations
@@ -52,6 +52,7 @@ from geomol.data.vocab import ATOM_TYPES, POSITION_CODES, VOCAB
 from geomol.models.get_core import GET
 from geomol.models.get_official import load_official_state_dict
 from geomol.models.readouts import readout_class
+from geomol.nn.atom_pairs import AtomPairs
 from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
 from geomol.nn.scatter import scatter_mean, scatter_sum
 
@@ -71,6 +72,8 @@ class GETInputs:
         centre: [B, 3] centre of each graph in Å.
         block_batch: [Nb] graph of each block.
         edges: [2, E] block edges (row 0 receives); edge_type: [E] in 0..3.
+        pairs: the sparse atom pairs of the edges, from Z (every layer uses them). They depend only
+            on the inputs and ``sparse_k``, so models of one architecture (an ensemble) can share them.
     """
 
     graph: BlockGraph
@@ -79,6 +82,7 @@ class GETInputs:
     block_batch: torch.Tensor
     edges: torch.Tensor
     edge_type: torch.Tensor
+    pairs: AtomPairs
 
     @property
     def num_graphs(self) -> int:
@@ -230,7 +234,8 @@ class GETModel(nn.Module):
                                         nn.Linear(c.d_hidden, 1, bias=False))
 
     def prepare(self, graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> GETInputs:
-        """Batch, normalise the coordinates and build the block edges (no gradients through edges)."""
+        """Batch, normalise the coordinates, build the block edges and their atom pairs (no gradients
+        through either)."""
         g = as_batch(graphs)
         block_batch = g.block_batch
         n_graphs = int(block_batch.max()) + 1
@@ -238,14 +243,16 @@ class GETModel(nn.Module):
         Z, centre = normalise_coordinates(X, g.block_id, g.segment, g.is_global, block_batch, n_graphs)
         edges, edge_type = build_block_edges(Z.detach(), g.block_id, block_batch, g.segment, g.is_global,
                                              self.k_neighbors)
-        return GETInputs(g, Z, centre, block_batch, edges, edge_type)
+        pairs = self.encoder.atom_pairs(Z, g.block_id, edges, block_batch.numel())
+        return GETInputs(g, Z, centre, block_batch, edges, edge_type, pairs)
 
     def embed(self, graphs: BlockGraph | Batch | Sequence[BlockGraph] | GETInputs) -> GETOutput:
         """Encode a BlockGraph, a list of them, a PyG batch of them, or prepared inputs."""
         inputs = graphs if isinstance(graphs, GETInputs) else self.prepare(graphs)
         g, block_batch = inputs.graph, inputs.block_batch
         H = self.embedding(g.A, g.atom_pos, g.block_id, g.B)
-        H, Z = self.encoder(H, inputs.Z, g.block_id, block_batch, inputs.edges, self.edge_embedding(inputs.edge_type))
+        H, Z = self.encoder(H, inputs.Z, g.block_id, block_batch, inputs.edges, self.edge_embedding(inputs.edge_type),
+                            inputs.pairs)
         block_repr = F.normalize(scatter_sum(H, g.block_id, block_batch.numel()), dim=-1)
         graph_repr = F.normalize(scatter_sum(block_repr, block_batch, inputs.num_graphs), dim=-1)
         X = Z[:, 0] * COORD_SCALE + inputs.centre[block_batch[g.block_id]]
