@@ -174,6 +174,7 @@ def _official_data(dataset: str, folder: Path, cache_dir: Path) -> Path:
 def run_official(dataset: str, official: Path, epochs: int, seed: int, run_dir: Path) -> tuple[list[dict], str]:
     """Run the official script with its config (epochs and data folder replaced); returns its curve and log."""
     script, config = OFFICIAL_SCRIPTS[dataset]
+    official, run_dir = official.resolve(), run_dir.resolve()  # the script runs inside its checkout
     data_dir = _official_data(dataset, run_dir / "official_data", run_dir.parent / "nbody_cache")
     settings = json.loads((official / "configs" / config).read_text())
     settings.update(epochs=epochs, seed=seed, data_dir=str(data_dir), exp_name="benchmark")
@@ -182,12 +183,14 @@ def run_official(dataset: str, official: Path, epochs: int, seed: int, run_dir: 
     launcher = ("import runpy, sys, numpy, torch; numpy.Inf = numpy.inf; torch.set_num_threads(1); "
                 f"sys.argv = ['{script}', '--config_by_file', '{run_dir / 'official_config.json'}', "
                 f"'--outf', '{run_dir / 'official_out'}']; runpy.run_path('{official / script}', run_name='__main__')")
-    env = dict(os.environ, PYTHONPATH=str(official), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    log = subprocess.run([sys.executable, "-c", launcher], cwd=official, env=env, capture_output=True, text=True)
-    (run_dir / "official.log").write_text(log.stdout + log.stderr)
-    if log.returncode != 0:
-        raise SystemExit(f"official script failed (see {run_dir / 'official.log'})")
-    return parse_official_log(log.stdout), " ".join(["python", script, "--config_by_file", config])
+    env = dict(os.environ, PYTHONPATH=str(official), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    log_path = run_dir / "official.log"  # written as the script prints: an interrupted run stays readable (--official-log)
+    with log_path.open("w") as log:
+        done = subprocess.run([sys.executable, "-c", launcher], cwd=official, env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise SystemExit(f"official script failed (see {log_path})")
+    return parse_official_log(log_path.read_text()), " ".join(["python", script, "--config_by_file", config])
 
 
 # -------------------------------------------------------------------------------------------- table
