@@ -27,10 +27,13 @@ Usage::
         --trainer.check_val_every_n_epoch 1                     # a smoke run: never ship its weights
     python scripts/train_egno_models.py --models nbody --from-run runs/egno_accuracy/nbody_seed1 \\
         --compare-runs runs/egno_accuracy/nbody_seed2
+    python scripts/train_egno_models.py --models nbody --card-only \\
+        --compare-runs benchmarks/results/egno_accuracy_nbody_seed2.json
 
 ``--from-run`` ships the best checkpoint of a ``benchmarks/egno_accuracy.py`` run instead of fitting:
 the same recipe, with the test split evaluated at every validation, so that the card can show the
 learning curve (test S2S at the best validation epoch so far) next to the official script's.
+``--card-only`` rewrites an exported model's card from its manifest (e.g. to add another seed's column).
 
 ``--extra`` arguments are passed to ``geomol fit`` and ``geomol test`` unchanged (Lightning CLI
 overrides). Runs are logged under ``runs/<config name>/version_*``.
@@ -307,11 +310,41 @@ def _from_run(spec: ModelSpec, args) -> tuple[Path, dict, list[dict]]:
     return checkpoint, training, curve
 
 
+def comparison_curves(sources: list[str]) -> dict[str, list[dict]]:
+    """Card columns (label → curve) of other trainings: a ``benchmarks/egno_accuracy.py`` run directory
+    (its ``curve.json``) or result JSON (its geomol curve and, when it ran the official script, that curve too)."""
+    columns = {}
+    for source in map(Path, sources):
+        if source.is_dir():
+            columns[f"{source.name} (same recipe)"] = json.loads((source / "curve.json").read_text())
+            continue
+        record = json.loads(source.read_text())
+        seed = record.get("seed")
+        columns[f"geomol seed {seed}"] = record["geomol_curve"]
+        if record.get("official_curve"):
+            columns[f"official seed {seed}, run here"] = record["official_curve"]
+    return columns
+
+
+def recard(spec: ModelSpec, args) -> Path:
+    """Rewrite the card of an exported model from its manifest's record (test metrics, training facts, learning
+    curve, command) with ``--compare-runs`` as further columns; the weights stay as they are."""
+    model_dir = Path(args.out_dir) / spec.name
+    facts = json.loads((model_dir / "manifest.json").read_text())["metrics"]
+    metrics = {"s2s_mse": facts["test_s2s_mse"], "s2t_mse": facts["test_s2t_mse"]}
+    card = _card(spec, metrics, facts, facts["command"], facts.get("learning_curve"),
+                 comparison_curves(args.compare_runs))
+    (model_dir / "README.md").write_text(card, encoding="utf-8")
+    print(f"{spec.name}: card rewritten ({model_dir / 'README.md'})", flush=True)
+    return model_dir
+
+
 def train_one(spec: ModelSpec, args) -> Path:
+    if args.card_only:
+        return recard(spec, args)
     if args.from_run:
         checkpoint, training, curve = _from_run(spec, args)
-        others = {f"{Path(run).name} (same recipe)": json.loads((Path(run) / "curve.json").read_text())
-                  for run in args.compare_runs}
+        others = comparison_curves(args.compare_runs)
         return _export(spec, args, checkpoint, training, curve, others,
                        f"python benchmarks/egno_accuracy.py --dataset {args.key_of[spec.name].split('-')[0]} "
                        f"--epochs {training['epochs_run']}  # then: python scripts/train_egno_models.py "
@@ -358,14 +391,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-run", help="ship the best checkpoint of this benchmarks/egno_accuracy.py run directory "
                                            "instead of fitting (one model); its learning curve goes into the card")
     parser.add_argument("--compare-runs", nargs="+", default=[], metavar="RUN",
-                        help="with --from-run: further egno_accuracy run directories of the same recipe (other seeds), "
-                             "shown as columns of the card's learning curve")
+                        help="with --from-run or --card-only: further trainings of the same recipe (other seeds), as "
+                             "egno_accuracy run directories or result JSONs, shown as columns of the card's learning "
+                             "curve (a result JSON that ran the official script adds its curve too)")
+    parser.add_argument("--card-only", action="store_true",
+                        help="rewrite the card of the exported model (--out-dir/<name>) from its manifest, with "
+                             "--compare-runs columns, without training or touching its weights (one model)")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
                         help="further geomol fit/test overrides, e.g. --trainer.limit_train_batches 5 (must come last)")
     args = parser.parse_args(argv)
     args.key_of = {spec.name: key for key, spec in SPECS.items()}
-    if (args.resume or args.from_run) and len(args.models) != 1:
-        parser.error("--resume and --from-run concern one model: name exactly one with --models")
+    if (args.resume or args.from_run or args.card_only) and len(args.models) != 1:
+        parser.error("--resume, --from-run and --card-only concern one model: name exactly one with --models")
     for key in args.models:
         train_one(SPECS[key], args)
     return 0
