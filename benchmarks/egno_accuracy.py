@@ -88,9 +88,10 @@ def _test_scores(module, loader) -> dict[str, float]:
             "test_worst_s2s": float(per_sample[worst]), "test_s2s_without_worst": float(rest.mean())}
 
 
-def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path) -> list[dict]:
-    """Train with the recipe; returns per validation {epoch, val_s2s, val_s2t, seconds} and the test scores of
-    :func:`_test_scores`."""
+def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path,
+                 model_overrides: dict | None = None) -> list[dict]:
+    """Train with the recipe (its model arguments updated with ``model_overrides``); returns per validation
+    {epoch, val_s2s, val_s2t, seconds} and the test scores of :func:`_test_scores`."""
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback, ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
@@ -101,6 +102,7 @@ def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path) -> list[di
     model_args = dict(recipe["model"]["init_args"])
     for key in ("lr", "weight_decay"):  # YAML 1.1 reads 1e-08 as a string
         model_args[key] = float(model_args[key])
+    model_args.update(model_overrides or {})
     pl.seed_everything(seed)
     module = DynamicsModule(**model_args)  # first draws after seeding: the official initial weights for this seed
     module.hparams["_class_path"] = "geomol.tasks.DynamicsModule"  # as `geomol fit` records it: `geomol test` loads it
@@ -238,6 +240,18 @@ def print_table(dataset: str, rows: list[dict]) -> None:
               f"{_fmt(r.get('official_best_epoch'), 'd'):>9} | {_fmt(r.get('official_recorded_s2s')):>18}")
 
 
+def _model_overrides(parser: argparse.ArgumentParser, items: list[str]) -> dict:
+    import yaml
+
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--model-arg wants KEY=VALUE, got {item!r}")
+        overrides[key] = yaml.safe_load(value)
+    return overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--dataset", choices=list(CONFIGS), default="nbody")
@@ -249,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--official-log", type=Path, help="log of an official run on the same data, instead of running it")
     parser.add_argument("--run-dir", type=Path, help="checkpoints, logs and curves (default runs/egno_accuracy/...)")
     parser.add_argument("--skip-geomol", action="store_true", help="tabulate an earlier run's curve.json in --run-dir")
+    parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a model argument of the recipe (YAML value), e.g. node_attr_norm=batch_max "
+                             "(the official scripts' per-batch feature scaling); repeatable")
     parser.add_argument("--note", default="", help="free text stored in the JSON (e.g. why a run was stopped)")
     parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/egno_accuracy_<dataset>_seed<seed>.json)")
     args = parser.parse_args(argv)
@@ -262,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.skip_geomol:
         geomol = json.loads((run_dir / "curve.json").read_text())
     else:
-        geomol = train_geomol(args.dataset, args.epochs, args.seed, run_dir)
+        geomol = train_geomol(args.dataset, args.epochs, args.seed, run_dir, _model_overrides(parser, args.model_arg))
     official, official_command = None, None
     if args.official_log:
         official, official_command = parse_official_log(args.official_log.read_text()), f"log {args.official_log.name}"
@@ -276,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1_5_15_min": {"start": [round(x, 2) for x in load_start],
                                     "end": [round(x, 2) for x in os.getloadavg()]},
         "epochs_budget": args.epochs, "seed": args.seed, "note": args.note,
+        "model_overrides": _model_overrides(parser, args.model_arg),
         "geomol_last_epoch": geomol[-1]["epoch"] if geomol else None,
         "geomol_wall_seconds": geomol[-1]["seconds"] if geomol else None,
         "official_command": official_command,

@@ -133,7 +133,8 @@ SPECS = {
          "after 70 (raw units; ../shared/BENCHMARKS.md)",
          "EGNO paper, Mocap Run after its 2000-epoch protocol: S2S MSE 33.9 ×10⁻² = 0.339"],
         "python scripts/rollout_mocap.py --model egno-mocap-run --plot mocap_rollout.png",
-        overrides=_mocap_overrides, official_curve={10: 10.89, 70: 2.80}, curve_epochs=(10, 70), notes=_PARITY_NOTE,
+        overrides=_mocap_overrides, official_curve={10: 10.89, 70: 2.80}, curve_epochs=(10, 70, 200, 400, 600, 800),
+        notes=_PARITY_NOTE,
         data_note="The joint-height node feature is not rotation invariant (tilting the y axis changes it); "
                   "roll out poses in the data's y-up frame."),
     "adk": ModelSpec(

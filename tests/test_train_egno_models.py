@@ -69,3 +69,12 @@ def test_official_log_lines_become_a_curve():
     curve = [{"epoch": 0, "val_s2s": 0.7, "test_s2s": 0.9}, {"epoch": 5, "val_s2s": 0.4, "test_s2s": 0.5},
              {"epoch": 10, "val_s2s": 0.45, "test_s2s": 0.2}]
     assert accuracy.best_val_test(curve, 10) == (5, 0.5)
+
+
+def test_model_overrides_are_parsed_as_yaml_values_and_malformed_ones_refused():
+    accuracy = _script("egno_accuracy", "benchmarks")
+    parser = accuracy.argparse.ArgumentParser()
+    assert accuracy._model_overrides(parser, ["node_attr_norm=batch_max", "hidden=32"]) == {
+        "node_attr_norm": "batch_max", "hidden": 32}
+    with pytest.raises(SystemExit):
+        accuracy._model_overrides(parser, ["batch_max"])
