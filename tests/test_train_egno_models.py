@@ -36,8 +36,12 @@ def test_comparison_curves_read_run_directories_and_result_files(train, tmp_path
     result = tmp_path / "egno_accuracy_nbody_seed2.json"
     official = [{"epoch": 0, "val_s2s": 0.7, "test_s2s": 0.9}, {"epoch": 5, "val_s2s": 0.4, "test_s2s": 0.5}]
     result.write_text(json.dumps({"seed": 2, "geomol_curve": _curve([4], [0.25], [0.35]), "official_curve": official}))
-    columns = train.comparison_curves([str(run), str(result)])
-    assert list(columns) == ["nbody_seed3 (same recipe)", "geomol seed 2", "official seed 2, run here"]
+    changed = tmp_path / "egno_accuracy_mocap_seed1_batch_max.json"
+    changed.write_text(json.dumps({"seed": 1, "geomol_curve": _curve([4], [0.2], [0.3]), "official_curve": None,
+                                   "model_overrides": {"node_attr_norm": "batch_max"}}))
+    columns = train.comparison_curves([str(run), str(result), str(changed)])
+    assert list(columns) == ["nbody_seed3 (same recipe)", "geomol seed 2", "official seed 2, run here",
+                             "geomol seed 1, node_attr_norm=batch_max"]
     assert columns["official seed 2, run here"] == official
     assert columns["nbody_seed3 (same recipe)"][1]["test_s2s"] == 0.15
 
