@@ -269,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="free text stored in the JSON (e.g. why a run was stopped)")
     parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/egno_accuracy_<dataset>_seed<seed>.json)")
     args = parser.parse_args(argv)
+    model_overrides = _model_overrides(parser, args.model_arg)
 
     import torch
 
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.skip_geomol:
         geomol = json.loads((run_dir / "curve.json").read_text())
     else:
-        geomol = train_geomol(args.dataset, args.epochs, args.seed, run_dir, _model_overrides(parser, args.model_arg))
+        geomol = train_geomol(args.dataset, args.epochs, args.seed, run_dir, model_overrides)
     official, official_command = None, None
     if args.official_log:
         official, official_command = parse_official_log(args.official_log.read_text()), f"log {args.official_log.name}"
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1_5_15_min": {"start": [round(x, 2) for x in load_start],
                                     "end": [round(x, 2) for x in os.getloadavg()]},
         "epochs_budget": args.epochs, "seed": args.seed, "note": args.note,
-        "model_overrides": _model_overrides(parser, args.model_arg),
+        "model_overrides": model_overrides,
         "geomol_last_epoch": geomol[-1]["epoch"] if geomol else None,
         "geomol_wall_seconds": geomol[-1]["seconds"] if geomol else None,
         "official_command": official_command,
