@@ -139,7 +139,10 @@ def training_cpu(path: Path) -> float | None:
 def fold_about(path: Path) -> str | None:
     """What a folder's variant is, from its fold records (``None`` when it has none)."""
     records = _fold_records(path)
-    return f"GET {records[0]['variant']}: {records[0]['about']} ({records[0]['epochs']} epoch(s))" if records else None
+    if not records:
+        return None
+    first = records[0]
+    return f"{first.get('model', 'GET')} {first['variant']}: {first['about']} ({first['epochs']} epoch(s))"
 
 
 def _place(row: dict, index: dict, pred: np.ndarray, fold_of: np.ndarray, path: Path, line: int) -> None:

@@ -24,7 +24,7 @@ from geomol.errors import ConfigError
 from geomol.metrics import rmse
 from geomol.target_metrics import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
 
-__all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "select_ligand_model"]
+__all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "select_ligand_model", "validation_score"]
 
 LIGAND_MODELS = ("rf", "gbm")
 
@@ -52,7 +52,7 @@ class Selection:
     tried: list[dict] = field(default_factory=list)
 
 
-def _validation_score(pred: np.ndarray, label: np.ndarray, members: dict[Hashable, list[int]]) -> float:
+def validation_score(pred: np.ndarray, label: np.ndarray, members: dict[Hashable, list[int]]) -> float:
     """Mean per-target Spearman over the slice's targets; −RMSE when it has none (ranking undefined)."""
     if not members:
         return -rmse(pred, label)
@@ -97,7 +97,7 @@ def select_ligand_model(kind: str, features: np.ndarray, label: np.ndarray, trai
     best, tried = None, []
     for params in grid if grid is not None else GRIDS[kind]:
         for chosen, model in _candidates(kind, params, features[train], label[train], seed):
-            score = _validation_score(model.predict(features[valid]), label[valid], members) if len(valid) else 0.0
+            score = validation_score(model.predict(features[valid]), label[valid], members) if len(valid) else 0.0
             tried.append({"params": chosen, "score": score})
             if best is None or score > best.score:
                 best = Selection(model, chosen, score)

@@ -1,0 +1,124 @@
+"""The contact scorer in the corpus cross-validation: out-of-fold predictions for every fold.
+
+Reads every complex of the corpus from the processed store (``geomol preprocess --config
+configs/get_affinity_corpus.yaml`` builds it; items missing from it are built here), turns each into
+per-atom contact features (:mod:`geomol.data.contact_features`) and its ligand descriptors, then for
+each fold of the protocol (``docs/evaluation.md``: 5 leave-cluster-out folds, seed 0, each with a
+validation slice of its training clusters) trains ``--seeds`` contact scorers
+(:func:`geomol.contact_models.fit_contact_scorer`, epoch chosen on the validation slice) and averages
+their scores on the fold's test items.
+
+Writes ``OUT/fold{k}.csv`` (``id,prediction,fold,y,heavy_atoms``) and ``OUT/fold{k}.json`` (variant, settings,
+chosen epochs and validation scores per seed, CPU seconds, provenance), the format
+``benchmarks/affinity_corpus_cv.py --predictions NAME=OUT`` reads::
+
+    OMP_NUM_THREADS=1 python benchmarks/affinity_corpus_contact.py --out-dir benchmarks/results/corpus_cv/contact
+    python benchmarks/affinity_corpus_cv.py --baselines hac --predictions contact=benchmarks/results/corpus_cv/contact
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.progress import track
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the protocol's folds, however this script is run
+from affinity_corpus_cv import checked_folds  # noqa: E402
+from geomol.contact_models import CONTACT_LOSSES, ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
+from geomol.data.contact_features import graph_atom_contacts  # noqa: E402
+from geomol.data.corpus_split import item_clusters  # noqa: E402
+from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
+from geomol.provenance import provenance  # noqa: E402
+from geomol.tasks import CorpusDataModule  # noqa: E402
+
+PROTOCOL_SEED = 0  # the fold seed of benchmarks/affinity_corpus_cv.py
+FIELDS = ("id", "prediction", "fold", "y", "heavy_atoms")
+HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
+
+
+def corpus_contacts(args) -> tuple[list[str], ContactData, list[dict]]:
+    """Every stored complex of the corpus as contact features; the item ids; the protocol's folds as item indices."""
+    module = CorpusDataModule(root=args.root, sources=args.sources, series=args.series, pocket_cutoff=10.0,
+                              cache_dir=args.cache_dir)
+    dataset = module.make_dataset(args.workers)
+    atom_rows, descriptors = [], []
+    for i in track(range(len(dataset)), description="contact features", transient=True):
+        graph = dataset[i]
+        atom_rows.append(graph_atom_contacts(graph))
+        descriptors.append(graph.ligand_descriptors[0].numpy())
+    items = dataset.corpus_items
+    data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
+                                  [item.series for item in items])
+    records = module.corpus.items
+    folds, _ = checked_folds(records, item_clusters(records, module.clusters), args.folds, PROTOCOL_SEED)
+    position = {item.id: i for i, item in enumerate(items)}
+    stored = [{part: [position[records[r].id] for r in idx if records[r].id in position] for part, idx in fold.items()}
+              for fold in folds]
+    return [item.id for item in items], data, stored
+
+
+def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dict:
+    """Train the seeds of fold ``k``, write its predictions and record; return the record."""
+    clock = time.process_time()
+    fits = [fit_contact_scorer(data, fold["train"], fold["valid"], loss=args.loss, epochs=args.epochs,
+                               seed=args.seed + 100 * k + s, hidden=args.hidden, descriptors=not args.no_descriptors)
+            for s in range(args.seeds)]
+    test = np.asarray(fold["test"], dtype=np.int64)
+    pred = np.mean([predict_contact_scorer(fit.model, data, test) for fit in fits], axis=0)
+    cpu = time.process_time() - clock
+    out = Path(args.out_dir)
+    with open(out / f"fold{k}.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(FIELDS)
+        writer.writerows([ids[i], f"{p:.4f}", k, f"{data.label[i]:.4f}", int(data.descriptors[i, HEAVY])]
+                         for i, p in zip(test, pred))
+    record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
+              "about": f"per-atom contact MLP + descriptors, {args.loss} loss within series, mean of {args.seeds} seeds",
+              "epochs": args.epochs, "loss": args.loss, "hidden": args.hidden, "descriptors": not args.no_descriptors,
+              "seeds": args.seeds, "chosen_epochs": [fit.epoch for fit in fits],
+              "valid_mean_target_spearman": [fit.score for fit in fits],
+              "split_sizes": {part: len(idx) for part, idx in fold.items()},
+              "train_cpu_seconds": cpu, "test_items": len(test), "provenance": provenance()}
+    (out / f"fold{k}.json").write_text(json.dumps(record, indent=1))
+    print(f"fold {k}: epochs {record['chosen_epochs']}, validation "
+          f"{np.mean(record['valid_mean_target_spearman']):.3f}, {cpu:.0f} CPU s", flush=True)
+    return record
+
+
+def build_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=None, help="shared data folder (default $GEOMOL_SHARED_DATA)")
+    parser.add_argument("--sources", nargs="+", default=None, help="corpus sources (default all four)")
+    parser.add_argument("--series", nargs="+", default=None, help="only these series (a quick slice)")
+    parser.add_argument("--cache-dir", default=None, help="processed store (default $GEOMOL_CACHE)")
+    parser.add_argument("--workers", type=int, default=0, help="processes building items missing from the store")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--fold", type=int, nargs="*", default=None, help="only these folds (default all)")
+    parser.add_argument("--loss", choices=sorted(CONTACT_LOSSES), default="ranking")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=5, help="models per fold, their scores averaged")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--no-descriptors", action="store_true", help="per-atom contacts only")
+    parser.add_argument("--variant", default="contact", help="name recorded in the fold records")
+    parser.add_argument("--out-dir", required=True)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> list[dict]:
+    args = build_args(argv)
+    torch.set_num_threads(1)
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    ids, data, folds = corpus_contacts(args)
+    chosen = range(args.folds) if args.fold is None else args.fold
+    return [run_fold(k, ids, data, folds[k], args) for k in chosen]
+
+
+if __name__ == "__main__":
+    sys.exit(main() and 0)

@@ -1,0 +1,161 @@
+"""Training the contact scorer (:mod:`geomol.models.contact_scorer`) to rank ligands within their series.
+
+Plain PyTorch, no Lightning: the model is tiny (a per-atom MLP) and a fit over ~12,000 complexes takes
+seconds per epoch on one thread. Batches are whole series (``series_per_batch`` of them), and the loss
+sees only differences within a series, never a protein's pK level, which no model of one complex can
+know for a protein it has not seen:
+
+* ``ranking``: logistic loss over ordered pairs of one series (:func:`geomol.tasks.objectives.ranking_loss`);
+* ``centred``: squared error after centring scores and labels on their series' mean
+  (:func:`geomol.tasks.objectives.centred_loss`), so scores are pK differences within a series.
+
+The epoch is chosen on a validation slice by the protocol's criterion, the mean per-target Spearman
+(:func:`geomol.ligand_models.validation_score`); test items are never looked at.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Hashable, Literal, Sequence
+
+import numpy as np
+import torch
+
+from geomol.errors import ConfigError
+from geomol.ligand_models import validation_score
+from geomol.models.contact_scorer import ContactScorer
+from geomol.target_metrics import MIN_TARGET_LIGANDS, target_members
+from geomol.tasks.objectives import centred_loss, ranking_loss
+
+__all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "fit_contact_scorer", "predict_contact_scorer"]
+
+CONTACT_LOSSES = {"ranking": ranking_loss, "centred": centred_loss}
+
+
+@dataclass
+class ContactData:
+    """Contact features of a set of complexes, concatenated for batching.
+
+    Attributes:
+        atoms: ``(N, F)`` float32, the per-atom contact features of every item, item after item.
+        offsets: ``(n + 1,)`` int64, item ``i`` owns rows ``offsets[i]:offsets[i + 1]`` of ``atoms``.
+        descriptors: ``(n, D)`` float32 ligand descriptors.
+        label: ``(n,)`` pK (``nan`` where unknown).
+        keys: ``(n,)`` the target (series) of each item.
+    """
+
+    atoms: torch.Tensor
+    offsets: np.ndarray
+    descriptors: torch.Tensor
+    label: np.ndarray
+    keys: np.ndarray
+
+    @classmethod
+    def from_items(cls, atom_rows: Sequence[np.ndarray], descriptors: np.ndarray, label: Sequence[float],
+                   keys: Sequence[Hashable]) -> "ContactData":
+        """From one ``(L_i, F)`` array per item (:func:`~geomol.data.contact_features.graph_atom_contacts`)."""
+        if not len(atom_rows) == len(descriptors) == len(label) == len(keys):
+            raise ConfigError(f"{len(atom_rows)} items, {len(descriptors)} descriptor rows, {len(label)} labels, "
+                              f"{len(keys)} keys")
+        if any(len(rows) == 0 for rows in atom_rows):
+            raise ConfigError("every item needs at least one ligand atom")
+        offsets = np.concatenate([[0], np.cumsum([len(rows) for rows in atom_rows])]).astype(np.int64)
+        return cls(torch.as_tensor(np.concatenate(atom_rows), dtype=torch.float32), offsets,
+                   torch.as_tensor(np.asarray(descriptors), dtype=torch.float32),
+                   np.asarray(label, dtype=np.float64), np.asarray(keys))
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def batch(self, idx: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(atoms (N_b, F), owner (N_b,), descriptors (B, D))`` of the items ``idx``, in that order."""
+        idx = np.asarray(idx, dtype=np.int64)
+        starts, ends = self.offsets[idx], self.offsets[idx + 1]
+        rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)])
+        owner = np.repeat(np.arange(len(idx)), ends - starts)
+        return self.atoms[torch.from_numpy(rows)], torch.from_numpy(owner), self.descriptors[torch.from_numpy(idx)]
+
+
+@dataclass
+class ContactFit:
+    """A contact scorer fitted on a training set, at the epoch chosen on validation.
+
+    Attributes:
+        model: the scorer at its best validation epoch (eval mode).
+        epoch: that epoch (0-based); score: its validation score; curve: the score after every epoch.
+    """
+
+    model: ContactScorer
+    epoch: int
+    score: float
+    curve: list[float] = field(default_factory=list)
+
+
+def predict_contact_scorer(model: ContactScorer, data: ContactData, idx: Sequence[int],
+                           batch_size: int = 2048) -> np.ndarray:
+    """``(len(idx),)`` scores of the items ``idx``."""
+    idx = np.asarray(idx, dtype=np.int64)
+    out = []
+    with torch.inference_mode():
+        for start in range(0, len(idx), batch_size):
+            chunk = idx[start:start + batch_size]
+            atoms, owner, descriptors = data.batch(chunk)
+            out.append(model(atoms, owner, descriptors if model.descriptor_head is not None else None,
+                             n_ligands=len(chunk)).double().numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _series_batches(train: np.ndarray, keys: np.ndarray, per_batch: int, rng: np.random.Generator):
+    """Whole series (of ≥ 2 items) in a random order, ``per_batch`` series at a time."""
+    groups = [train[keys[train] == key] for key in np.unique(keys[train])]
+    groups = [g for g in groups if len(g) >= 2]
+    order = rng.permutation(len(groups))
+    for start in range(0, len(order), per_batch):
+        yield np.concatenate([groups[j] for j in order[start:start + per_batch]])
+
+
+def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[int], *,
+                       loss: Literal["ranking", "centred"] = "ranking", epochs: int = 20, seed: int = 0,
+                       hidden: int = 32, descriptors: bool = True, lr: float = 3e-3, weight_decay: float = 1e-4,
+                       series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS) -> ContactFit:
+    """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
+
+    Args:
+        data: every item's features, labels and series (:class:`ContactData`).
+        train, valid: item indices (disjoint protein clusters, :mod:`geomol.data.corpus_split`).
+        loss: ``'ranking'`` or ``'centred'`` (:data:`CONTACT_LOSSES`), within series.
+        descriptors: include the linear ligand-descriptor term.
+        series_per_batch: whole series per optimiser step.
+        min_ligands: a validation series is scored when it has this many items.
+    """
+    if loss not in CONTACT_LOSSES:
+        raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")
+    train, valid = np.asarray(train, dtype=np.int64), np.asarray(valid, dtype=np.int64)
+    if len(train) == 0 or len(valid) == 0:
+        raise ConfigError(f"{len(train)} training and {len(valid)} validation items: both are needed")
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = ContactScorer(hidden, n_atom_features=data.atoms.shape[1],
+                          n_descriptors=data.descriptors.shape[1] if descriptors else 0)
+    atoms, _, train_descriptors = data.batch(train)
+    model.fit_normalisation(atoms, train_descriptors)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    loss_function = CONTACT_LOSSES[loss]
+    members = target_members(data.keys[valid].tolist(), min_ligands)
+    best, curve = None, []
+    for epoch in range(epochs):
+        model.train()
+        for idx in _series_batches(train, data.keys, series_per_batch, rng):
+            atoms, owner, batch_descriptors = data.batch(idx)
+            pred = model(atoms, owner, batch_descriptors if descriptors else None, n_ligands=len(idx))
+            value = loss_function(pred, torch.as_tensor(data.label[idx], dtype=pred.dtype), data.keys[idx].tolist())
+            optimiser.zero_grad()
+            value.backward()
+            optimiser.step()
+        model.eval()
+        score = validation_score(predict_contact_scorer(model, data, valid), data.label[valid], members)
+        curve.append(score)
+        if best is None or score > best.score:
+            best = ContactFit(copy.deepcopy(model), epoch, score)
+    best.curve = curve
+    return best

@@ -1,0 +1,87 @@
+"""The contact scorer: a posed ligand's affinity score as a sum over its atoms' contacts.
+
+    score = Σ_{ligand atoms a} MLP(normalised contact features of a) + w · normalised descriptors + b
+
+The per-atom features (:mod:`geomol.data.contact_features`) say what each ligand heavy atom touches in
+the receptor; the descriptor term (:data:`~geomol.data.ligand_features.DESCRIPTOR_NAMES`) carries
+whole-molecule properties (size, rotatable bonds, logP, ...). Additive over atoms, the score ranks
+the members of a congeneric series by what their differing atoms contribute, which is what the
+within-series losses of :mod:`geomol.contact_models` train it for. Being a function of distances and
+elements only, it is invariant to rotations, reflections and translations of the complex.
+
+The normalisation (log1p of the count columns, then means and spreads over training atoms and
+ligands) lives in buffers, so a ``state_dict`` is the whole model (``torch.load(weights_only=True)``).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from geomol.data.contact_features import ATOM_CONTACT_FEATURES, COUNT_FEATURES
+from geomol.data.ligand_features import DESCRIPTOR_NAMES
+from geomol.errors import ConfigError
+
+__all__ = ["ContactScorer"]
+
+
+class ContactScorer(nn.Module):
+    """Per-atom MLP summed over each ligand, plus a linear ligand-descriptor term.
+
+    Args:
+        hidden: width of the per-atom MLP's two hidden layers.
+        n_atom_features: columns of the per-atom input (default :data:`ATOM_CONTACT_FEATURES`).
+        n_descriptors: columns of the descriptor input (default :data:`DESCRIPTOR_NAMES`); 0 for none.
+    """
+
+    def __init__(self, hidden: int = 32, n_atom_features: int = len(ATOM_CONTACT_FEATURES),
+                 n_descriptors: int = len(DESCRIPTOR_NAMES)):
+        super().__init__()
+        self.atom_mlp = nn.Sequential(nn.Linear(n_atom_features, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
+                                      nn.SiLU(), nn.Linear(hidden, 1))
+        self.descriptor_head = nn.Linear(n_descriptors, 1) if n_descriptors else None
+        log_columns = torch.zeros(n_atom_features, dtype=torch.bool)
+        if n_atom_features == len(ATOM_CONTACT_FEATURES):
+            log_columns[list(COUNT_FEATURES)] = True
+        self.register_buffer("log_columns", log_columns)
+        for name, width in (("atom", n_atom_features), ("descriptor", n_descriptors)):
+            self.register_buffer(f"{name}_mean", torch.zeros(width))
+            self.register_buffer(f"{name}_std", torch.ones(width))
+
+    def _atom_inputs(self, atoms: torch.Tensor) -> torch.Tensor:
+        return torch.where(self.log_columns, torch.log1p(atoms.clamp_min(0)), atoms)
+
+    @torch.no_grad()
+    def fit_normalisation(self, atoms: torch.Tensor, descriptors: torch.Tensor | None) -> None:
+        """Set the input normalisation from training data: ``atoms`` ``(N, F)``, ``descriptors`` ``(B, D)``."""
+        inputs = self._atom_inputs(atoms.to(self.atom_mean.dtype))
+        self.atom_mean.copy_(inputs.mean(0))
+        self.atom_std.copy_(inputs.std(0).clamp_min(1e-6))
+        if self.descriptor_head is not None and descriptors is not None:
+            descriptors = descriptors.to(self.descriptor_mean.dtype)
+            self.descriptor_mean.copy_(descriptors.mean(0))
+            self.descriptor_std.copy_(descriptors.std(0).clamp_min(1e-6))
+
+    def forward(self, atoms: torch.Tensor, owner: torch.Tensor, descriptors: torch.Tensor | None = None,
+                n_ligands: int | None = None) -> torch.Tensor:
+        """Scores of a batch of ligands.
+
+        Args:
+            atoms: ``(N, F)`` contact features of all ligand atoms of the batch.
+            owner: ``(N,)`` long, the ligand (0 … B−1) of each atom.
+            descriptors: ``(B, D)`` ligand descriptors (required when the model has a descriptor term).
+            n_ligands: B (default: from ``descriptors``, else ``owner.max() + 1``).
+
+        Returns:
+            ``(B,)`` scores (pK units up to a per-series offset when trained with the centred loss).
+        """
+        if self.descriptor_head is not None and descriptors is None:
+            raise ConfigError("this contact scorer has a descriptor term: pass the ligands' descriptors")
+        dtype = self.atom_mean.dtype
+        n = n_ligands if n_ligands is not None else (len(descriptors) if descriptors is not None
+                                                     else int(owner.max()) + 1)
+        per_atom = self.atom_mlp((self._atom_inputs(atoms.to(dtype)) - self.atom_mean) / self.atom_std).squeeze(-1)
+        score = torch.zeros(n, dtype=per_atom.dtype, device=per_atom.device).index_add(0, owner, per_atom)
+        if self.descriptor_head is not None:
+            normalised = (descriptors.to(dtype) - self.descriptor_mean) / self.descriptor_std
+            score = score + self.descriptor_head(normalised).squeeze(-1)
+        return score

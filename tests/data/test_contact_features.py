@@ -1,0 +1,78 @@
+"""Per-atom ligand–receptor contact features: hand-computed values, E(3) invariance, real complexes."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from geomol.data import complex_from_files
+from geomol.data.contact_features import ATOM_CONTACT_FEATURES, atom_contact_features, graph_atom_contacts
+from geomol.errors import EmptySelectionError
+from geomol.testing import apply_e3, random_e3
+from tests.builders import plb_target
+
+COLUMN = {name: i for i, name in enumerate(ATOM_CONTACT_FEATURES)}
+
+
+def test_hand_computed_pair_terms():
+    # ligand: an N at the origin and a C 20 Å away (no contact); receptor: an O at 2.9 Å, a C at 5 Å of the N
+    ligand_z, ligand_xyz = np.array([7, 6]), np.array([[0.0, 0, 0], [20.0, 0, 0]])
+    receptor_z, receptor_xyz = np.array([8, 6]), np.array([[0.0, 2.9, 0], [0.0, 0, 5.0]])
+    rows = atom_contact_features(receptor_z, receptor_xyz, ligand_z, ligand_xyz)
+    nitrogen, carbon = rows
+    s_o, s_c = 2.9 - 1.8 - 1.7, 5.0 - 1.8 - 1.9  # surface distances, Å
+    assert nitrogen[COLUMN["lig_N"]] == 1 and nitrogen[COLUMN["near_O"]] == 1 and nitrogen[COLUMN["shell_C"]] == 1
+    assert nitrogen[COLUMN["near_C"]] == 0 and nitrogen[COLUMN["burial"]] == 2
+    assert nitrogen[COLUMN["gauss1"]] == pytest.approx(math.exp(-(s_o / 0.5) ** 2) + math.exp(-(s_c / 0.5) ** 2))
+    assert nitrogen[COLUMN["repulsion"]] == pytest.approx(s_o ** 2)
+    assert nitrogen[COLUMN["polar"]] == pytest.approx(-s_o / 0.7)  # N against O counts; N against C does not
+    assert nitrogen[COLUMN["hydrophobic"]] == 0  # N is not hydrophobic
+    assert carbon[COLUMN["lig_C"]] == 1 and carbon[6:].sum() == 0  # nothing within 8 Å
+
+
+def test_hydrophobic_term_and_metals():
+    rows = atom_contact_features(np.array([6, 30]), np.array([[4.0, 0, 0], [0, 0, 3.0]]), np.array([17]),
+                                 np.zeros((1, 3)))
+    assert rows[0, COLUMN["lig_ClBrI"]] == 1 and rows[0, COLUMN["near_other"]] == 1  # the zinc
+    assert rows[0, COLUMN["hydrophobic"]] == pytest.approx(np.clip(1.5 - (4.0 - 1.8 - 1.9), 0, 1))
+
+
+@pytest.fixture(scope="module")
+def cdk2_graph():
+    protein, mols = plb_target("cdk2", 1)
+    graph = complex_from_files(protein, mols[0], pocket_cutoff=10.0)
+    graph.X = graph.X.double()  # float64, so that invariance is checked to 1e-9
+    return graph, mols[0]
+
+
+def test_real_complex_one_row_per_ligand_heavy_atom(cdk2_graph):
+    graph, mol = cdk2_graph
+    rows = graph_atom_contacts(graph)
+    assert rows.shape == (mol.GetNumHeavyAtoms(), len(ATOM_CONTACT_FEATURES))
+    assert (rows[:, :6].sum(1) == 1).all() and (rows[:, 6:] >= 0).all()
+    assert (rows[:, COLUMN["burial"]] > 0).all()  # a bound ligand: every atom has receptor atoms within 6 Å
+    # bonds perceived from the pose are RDKit's bonds of the SDF record
+    heavy = [atom for atom in mol.GetAtoms() if atom.GetAtomicNum() > 1]
+    assert rows[:, COLUMN["degree"]].tolist() == [sum(n.GetAtomicNum() > 1 for n in a.GetNeighbors())
+                                                  for a in heavy]
+    assert rows[:, COLUMN["hetero_bonds"]].tolist() == [sum(n.GetAtomicNum() in (7, 8) for n in a.GetNeighbors())
+                                                        for a in heavy]
+
+
+@pytest.mark.parametrize("reflect", [False, True])
+def test_invariant_to_rotations_reflections_translations(cdk2_graph, reflect):
+    graph, _ = cdk2_graph
+    moved = graph.clone()
+    q, t = random_e3(reflect, generator=torch.Generator().manual_seed(3))
+    moved.X = apply_e3(graph.X, q, t)
+    np.testing.assert_allclose(graph_atom_contacts(moved), graph_atom_contacts(graph), rtol=1e-9, atol=1e-9)
+
+
+def test_graph_without_ligand_atoms_is_an_error(cdk2_graph):
+    graph, _ = cdk2_graph
+    receptor_only = graph.clone()
+    receptor_only.segment = torch.zeros_like(graph.segment)
+    with pytest.raises(EmptySelectionError, match="no ligand heavy atom"):
+        graph_atom_contacts(receptor_only)

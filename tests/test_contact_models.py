@@ -1,0 +1,100 @@
+"""The contact scorer and its within-series training: a planted signal is learned, shuffled labels are not,
+the epoch is chosen on validation, and a state_dict is the whole model (weights_only loading)."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer
+from geomol.data.contact_features import ATOM_CONTACT_FEATURES
+from geomol.errors import ConfigError
+from geomol.metrics import spearman
+from geomol.models.contact_scorer import ContactScorer
+
+POLAR = ATOM_CONTACT_FEATURES.index("polar")
+N_FEATURES = len(ATOM_CONTACT_FEATURES)
+
+
+def planted(seed: int = 0, shuffle: bool = False, n_series: int = 40):
+    """``n_series`` series of 12 ligands; pK = series offset + Σ over atoms of the 'polar' column (+ noise).
+
+    Series 0-29 train, 30-34 validate, the rest test. The series offsets (±3 pK) dwarf the signal, as
+    protein-level pK offsets do in the corpus: only a model of differences within series can rank.
+    """
+    rng = np.random.default_rng(seed)
+    rows, label, keys = [], [], []
+    for series in range(n_series):
+        offset = rng.uniform(-3, 3)
+        for _ in range(12):
+            atoms = rng.gamma(1.0, 1.0, size=(int(rng.integers(5, 16)), N_FEATURES))
+            rows.append(atoms)
+            label.append(offset + 0.5 * atoms[:, POLAR].sum() + 0.1 * rng.normal())
+            keys.append(f"s{series}")
+    label = np.asarray(label)
+    if shuffle:
+        label = rng.permutation(label)
+    data = ContactData.from_items(rows, rng.normal(size=(len(rows), 11)), label, keys)
+    split = np.repeat(np.arange(n_series), 12)
+    return data, np.flatnonzero(split < 30), np.flatnonzero((split >= 30) & (split < 35)), np.flatnonzero(split >= 35)
+
+
+def mean_series_spearman(pred: np.ndarray, data: ContactData, idx: np.ndarray) -> float:
+    keys = data.keys[idx]
+    return float(np.mean([spearman(pred[keys == k], data.label[idx][keys == k]) for k in np.unique(keys)]))
+
+
+@pytest.mark.parametrize("loss", ["ranking", "centred"])
+def test_learns_a_planted_within_series_signal(loss):
+    data, train, valid, test = planted()
+    fit = fit_contact_scorer(data, train, valid, loss=loss, epochs=12, min_ligands=10)
+    assert fit.epoch == int(np.argmax(fit.curve)) and fit.score == max(fit.curve)
+    assert mean_series_spearman(predict_contact_scorer(fit.model, data, test), data, test) > 0.8
+
+
+def test_shuffled_labels_teach_nothing():
+    data, train, valid, test = planted(shuffle=True, n_series=60)  # 25 test series: the mean's spread is ~0.06
+    fit = fit_contact_scorer(data, train, valid, epochs=6, min_ligands=10)
+    assert abs(mean_series_spearman(predict_contact_scorer(fit.model, data, test), data, test)) < 0.25
+
+
+def test_needs_training_and_validation_items():
+    data, train, _, _ = planted()
+    with pytest.raises(ConfigError, match="validation"):
+        fit_contact_scorer(data, train, [], epochs=1)
+    with pytest.raises(ConfigError, match="loss"):
+        fit_contact_scorer(data, train, train, loss="hinge", epochs=1)
+
+
+def test_scores_are_additive_over_atoms_and_independent_of_batching():
+    data, _, _, test = planted()
+    model = ContactScorer().double()
+    model.fit_normalisation(data.atoms.double(), data.descriptors.double())
+    atoms, owner, descriptors = data.batch(test[:5])
+    together = model(atoms.double(), owner, descriptors.double())
+    alone = torch.stack([model(*[t.double() if t.is_floating_point() else t for t in data.batch([i])])[0]
+                         for i in test[:5]])
+    torch.testing.assert_close(together, alone)
+    shuffled = torch.randperm(len(owner))  # atom order within and across ligands does not matter
+    torch.testing.assert_close(model(atoms.double()[shuffled], owner[shuffled], descriptors.double()), together)
+
+
+def test_state_dict_is_the_whole_model_and_loads_weights_only():
+    data, train, valid, test = planted()
+    fit = fit_contact_scorer(data, train, valid, epochs=2, min_ligands=10)
+    buffer = io.BytesIO()
+    torch.save(fit.model.state_dict(), buffer)
+    buffer.seek(0)
+    restored = ContactScorer()
+    restored.load_state_dict(torch.load(buffer, weights_only=True))
+    restored.eval()
+    np.testing.assert_allclose(predict_contact_scorer(restored, data, test), predict_contact_scorer(fit.model, data, test))
+    assert float(restored.atom_std.min()) > 0 and not torch.equal(restored.atom_mean, torch.zeros(N_FEATURES))
+
+
+def test_descriptor_term_needs_descriptors():
+    with pytest.raises(ConfigError, match="descriptors"):
+        ContactScorer()(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long))
+    assert ContactScorer(n_descriptors=0)(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long)).shape == (1,)
