@@ -59,6 +59,17 @@ def per_target_table(cv: dict, shipped: str, others=("hac", "rf")) -> str:
     return "\n".join(lines)
 
 
+def data_section(corpus: dict) -> str:
+    """The corpus paragraph and its table of sources (from ``benchmarks/corpus.py``'s result)."""
+    counts = corpus["counts"]
+    rows = "\n".join(f"| {s} | {SOURCES_ABOUT[s]} | {counts[s]['items']:,} | {counts[s]['series']} | "
+                     f"{counts[s]['clusters']} |" for s in SOURCES_ABOUT)
+    return (f"The affinity corpus (`configs/get_affinity_corpus.yaml`, `docs/training.md`), {counts['all']['items']:,} "
+            f"labelled\nligands in {counts['all']['series']} series on {counts['all']['clusters']} protein clusters "
+            "(sequence clusters\nshared across sources):\n\n| source | what | ligands | series | protein clusters |\n"
+            f"|---|---|---|---|---|\n{rows}")
+
+
 def fewshot_table(fewshot: dict | None) -> str:
     if not fewshot:
         return "Not measured for this model."
@@ -95,8 +106,6 @@ def card(args, model, cv: dict, folds: list[dict], corpus: dict, fewshot: dict |
     row = {r["variant"]: r for r in cv["variants"]}[shipped]
     a = model.arguments
     counts = corpus["counts"]
-    data_rows = "\n".join(f"| {s} | {SOURCES_ABOUT[s]} | {counts[s]['items']:,} | {counts[s]['series']} | "
-                          f"{counts[s]['clusters']} |" for s in SOURCES_ABOUT)
     epochs = folds[0]["epochs"]
     cpu_h = sum(f["train_cpu_seconds"] for f in folds) / 3600
     speed_text = (f"{speed['cpu_seconds_per_ligand']:.3f} CPU s per posed ligand end to end on one thread "
@@ -111,13 +120,7 @@ heavy atom within {model.recipe.pocket_cutoff:g} Å of the ligand; hydrogens dro
 `{a['readout'].rpartition('.')[2]}`. The variant: {row['about']}. `pK_std` is the spread over the members.
 
 ## Data
-The affinity corpus (`configs/get_affinity_corpus.yaml`, `docs/training.md`), {counts['all']['items']:,} labelled
-ligands in {counts['all']['series']} series on {counts['all']['clusters']} protein clusters (sequence clusters
-shared across sources):
-
-| source | what | ligands | series | protein clusters |
-|---|---|---|---|---|
-{data_rows}
+{data_section(corpus)}
 
 ## Training
 Each member is the best-validation checkpoint of one of the 5 leave-cluster-out folds of the cross-validation

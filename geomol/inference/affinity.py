@@ -137,13 +137,6 @@ def _graph(item: LigandInput, receptor: _Receptor) -> BlockGraph:
     return receptor.recipe.build(receptor.read(), ligand, name=item.name)
 
 
-def _checked_types(graph: BlockGraph, n_block_types: int, source: str) -> BlockGraph:
-    if int(graph.B.max()) >= n_block_types:
-        raise ConfigError(f"the complex has block type {int(graph.B.max())} but the model knows {n_block_types} "
-                          "(a graph built with another block vocabulary)", source=source)
-    return graph
-
-
 def _budget_groups(sizes: Sequence[int], max_blocks: int) -> Iterator[list[int]]:
     """Consecutive index groups whose sizes sum to ≤ max_blocks (a larger item goes alone)."""
     group, total = [], 0
@@ -167,7 +160,8 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
             try:
                 graph, record.warnings = checked_complex(item, receptor.check_context, lambda: _graph(item, receptor),
                                                          model.domain, receptor.recipe.keep_hydrogens)
-                graphs[i] = _checked_types(graph, model.arguments["n_block_types"], item.source)
+                model.check_graph(graph, item.source)
+                graphs[i] = graph
                 record.n_pocket_blocks = pocket_block_count(graph)
             except GeomolError as exc:
                 record.error = str(exc)

@@ -136,8 +136,11 @@ def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured:
         name: the new model's name (default ``<base>-finetuned``).
 
     Raises:
-        ConfigError: fewer than 2 complexes, or a read-out this cannot adapt.
+        ConfigError: fewer than 2 complexes, a read-out this cannot adapt, or a contact-scorer model.
     """
+    if model.is_contact_scorer:
+        raise ConfigError(f"fine-tuning adapts the read-out of GET models; {model.name or 'this model'} is a contact "
+                          "scorer (use --model get-plb, or a GET model of your own)")
     if len(graphs) < 2 or len(graphs) != len(measured) or len(names) != len(graphs):
         raise ConfigError(f"fine-tuning needs at least 2 measured complexes (one name and pK each), got "
                           f"{len(graphs)} complexes, {len(measured)} values, {len(names)} names")

@@ -10,18 +10,53 @@ within-series losses of :mod:`geomol.contact_models` train it for. Being a funct
 elements only, it is invariant to rotations, reflections and translations of the complex.
 
 The normalisation (log1p of the count columns, then means and spreads over training atoms and
-ligands) lives in buffers, so a ``state_dict`` is the whole model (``torch.load(weights_only=True)``).
+ligands) and the calibration to pK (``scale`` and ``offset``, :meth:`ContactScorer.calibrate`) live in
+buffers, so a ``state_dict`` is the whole model (``torch.load(weights_only=True)``).
 """
 from __future__ import annotations
 
+from typing import Sequence
+
+import numpy as np
 import torch
 from torch import nn
 
-from geomol.data.contact_features import ATOM_CONTACT_FEATURES, COUNT_FEATURES
+from geomol.data.contact_features import ATOM_CONTACT_FEATURES, COUNT_FEATURES, graph_atom_contacts
 from geomol.data.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError
 
-__all__ = ["ContactScorer"]
+__all__ = ["ContactScorer", "contact_inputs", "has_ligand_chemistry"]
+
+
+def has_ligand_chemistry(graph) -> bool:
+    """Whether a complex graph carries finite ``ligand_descriptors`` (built from a ligand molecule)."""
+    values = getattr(graph, "ligand_descriptors", None)
+    return values is not None and bool(torch.isfinite(values).all())
+
+
+NO_CHEMISTRY = "the contact scorer needs the ligand's chemistry (its descriptors): give the ligand as SDF, MOL2 or SMILES"
+
+
+def contact_inputs(graphs: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(atoms (N, F), owner (N,), descriptors (B, D))`` of complex graphs, for :meth:`ContactScorer.forward`.
+
+    Args:
+        graphs: :class:`~geomol.data.blocks.BlockGraph` complexes (receptor segment 0, ligand segment 1)
+            carrying ``ligand_descriptors`` (every graph geomol builds from a ligand molecule does).
+
+    Raises:
+        ConfigError: a graph whose ligand has no descriptors (built without its chemistry, e.g. from PDB
+            records), naming the graph.
+    """
+    rows, descriptors = [], []
+    for graph in graphs:
+        if not has_ligand_chemistry(graph):
+            raise ConfigError(NO_CHEMISTRY, source=getattr(graph, "name", None))
+        rows.append(graph_atom_contacts(graph))
+        descriptors.append(graph.ligand_descriptors.reshape(-1))
+    owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    return (torch.from_numpy(np.concatenate(rows)), torch.from_numpy(owner),
+            torch.stack(descriptors).to(torch.float64))
 
 
 class ContactScorer(nn.Module):
@@ -46,6 +81,8 @@ class ContactScorer(nn.Module):
         for name, width in (("atom", n_atom_features), ("descriptor", n_descriptors)):
             self.register_buffer(f"{name}_mean", torch.zeros(width))
             self.register_buffer(f"{name}_std", torch.ones(width))
+        self.register_buffer("scale", torch.ones(()))
+        self.register_buffer("offset", torch.zeros(()))
 
     def _atom_inputs(self, atoms: torch.Tensor) -> torch.Tensor:
         return torch.where(self.log_columns, torch.log1p(atoms.clamp_min(0)), atoms)
@@ -61,6 +98,25 @@ class ContactScorer(nn.Module):
             self.descriptor_mean.copy_(descriptors.mean(0))
             self.descriptor_std.copy_(descriptors.std(0).clamp_min(1e-6))
 
+    @torch.no_grad()
+    def calibrate(self, raw: torch.Tensor, label: torch.Tensor, groups: torch.Tensor) -> None:
+        """Map raw scores to pK: ``scale`` by least squares within groups, ``offset`` to the labels' mean.
+
+        A within-series loss fixes neither the level (no protein's pK level can be known) nor, for the
+        ranking loss, the spread. The scale makes differences within a series pK differences (the slope
+        of centred labels on centred scores); the offset puts the mean at the training labels' mean.
+
+        Args:
+            raw: ``(n,)`` scores with the current ``scale`` 1 and ``offset`` 0; label: ``(n,)`` pK;
+            groups: ``(n,)`` long series index of each item.
+        """
+        raw, label = raw.double(), label.double()
+        count = torch.zeros(int(groups.max()) + 1, dtype=raw.dtype).index_add(0, groups, torch.ones_like(raw))
+        centred = [v - (torch.zeros_like(count).index_add(0, groups, v) / count)[groups] for v in (raw, label)]
+        slope = float((centred[0] * centred[1]).sum() / (centred[0] ** 2).sum().clamp_min(1e-12))
+        self.scale.fill_(slope)
+        self.offset.fill_(float(label.mean() - slope * raw.mean()))
+
     def forward(self, atoms: torch.Tensor, owner: torch.Tensor, descriptors: torch.Tensor | None = None,
                 n_ligands: int | None = None) -> torch.Tensor:
         """Scores of a batch of ligands.
@@ -72,7 +128,8 @@ class ContactScorer(nn.Module):
             n_ligands: B (default: from ``descriptors``, else ``owner.max() + 1``).
 
         Returns:
-            ``(B,)`` scores (pK units up to a per-series offset when trained with the centred loss).
+            ``(B,)`` scores: pK once :meth:`calibrate` has run (only differences within one receptor's
+            series are informative), raw training scores before.
         """
         if self.descriptor_head is not None and descriptors is None:
             raise ConfigError("this contact scorer has a descriptor term: pass the ligands' descriptors")
@@ -84,4 +141,4 @@ class ContactScorer(nn.Module):
         if self.descriptor_head is not None:
             normalised = (descriptors.to(dtype) - self.descriptor_mean) / self.descriptor_std
             score = score + self.descriptor_head(normalised).squeeze(-1)
-        return score
+        return self.scale * score + self.offset
