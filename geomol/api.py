@@ -134,7 +134,7 @@ def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[B
 
 
 def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measured: dict[str, float],
-                      model: ModelReference = "default", *, out: str | PathLike | None = None, name: str = "",
+                      model: ModelReference = "get-plb", *, out: str | PathLike | None = None, name: str = "",
                       steps: int = 100, lr: float = 1e-3, anchor: float = 1.0,
                       receptor_chains: Sequence[str] | None = None, overwrite: bool = False) -> AffinityModel:
     """Adapt an affinity model to one target from a handful of its measured ligands (few-shot).
@@ -147,7 +147,8 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
         receptor: the target's receptor, as for :func:`predict_affinity`.
         ligands: posed ligands, as for :func:`predict_affinity`; those named in ``measured`` are used.
         measured: measured pK by ligand name (≥ 2 usable).
-        model: the base affinity model (shipped name, directory, checkpoints or a loaded model).
+        model: the base GET affinity model (shipped name, directory, checkpoints or a loaded model; the
+            default contact scorer has no read-out to adapt).
         out: write the adapted model as a model directory here (card included), for
             ``predict_affinity(..., model=out)`` and ``geomol predict-affinity --model out``.
         name: the new model's name (default ``<base>-finetuned``).

@@ -22,12 +22,15 @@ def _values(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
-def affinity() -> dict[str, np.ndarray]:
-    """get-plb on the bundled TNKS2 example (first 4 ligands): pK mean and spread."""
+AFFINITY_MODELS = ("get-plb", "contact-corpus")
+
+
+def affinity(model: str) -> dict[str, np.ndarray]:
+    """A shipped affinity model on the bundled TNKS2 example (first 4 ligands): pK mean and spread."""
     from geomol.data.io import read_ligands
 
     ligands = read_ligands(EXAMPLE / "tnks2_ligands.sdf")[:4]
-    records = geomol.predict_affinity(EXAMPLE / "tnks2_protein.pdb", ligands, model="get-plb")
+    records = geomol.predict_affinity(EXAMPLE / "tnks2_protein.pdb", ligands, model=model)
     return {"pK": _values([r.pK for r in records]), "pK_std": _values([r.pK_std for r in records])}
 
 
@@ -69,7 +72,7 @@ def adk() -> np.ndarray:
 def record() -> dict[str, np.ndarray]:
     """``{'model/quantity': values}`` of every shipped model whose inputs are present."""
     torch.set_num_threads(1)
-    out = {f"get-plb/{key}": values for key, values in affinity().items()}
+    out = {f"{model}/{key}": values for model in AFFINITY_MODELS for key, values in affinity(model).items()}
     out.update({"egno-nbody/positions": nbody(), "egno-mocap-run/positions": mocap(), "egno-adk/positions": adk()})
     return {name: values for name, values in out.items() if values is not None}
 

@@ -101,17 +101,17 @@ def test_model_names_resolve_through_geomol_models(model_dir, monkeypatch):
     monkeypatch.setenv("GEOMOL_MODELS", str(model_dir.parent))
     assert geomol.load_model("tiny").name == "tiny"
     monkeypatch.setenv("GEOMOL_MODELS", str(model_dir.parent.parent / "nowhere"))
-    if (REPO / "models" / "get-plb" / "manifest.json").is_file():
-        assert geomol.load_model("default").name == "get-plb"
+    if (REPO / "models" / "contact-corpus" / "manifest.json").is_file():
+        assert geomol.load_model("default").name == "contact-corpus"
     else:
-        with pytest.raises(ModelLoadError, match=r"'default' \(alias of 'get-plb'\).*models"):
+        with pytest.raises(ModelLoadError, match=r"'default' \(alias of 'contact-corpus'\).*models"):
             geomol.load_model("default")
 
 
-def test_default_alias_finds_get_plb(tmp_path, model_dir, monkeypatch):
-    (tmp_path / "get-plb").mkdir()
+def test_default_alias_finds_contact_corpus(tmp_path, model_dir, monkeypatch):
+    (tmp_path / "contact-corpus").mkdir()
     for f in model_dir.iterdir():
-        (tmp_path / "get-plb" / f.name).write_bytes(f.read_bytes())
+        (tmp_path / "contact-corpus" / f.name).write_bytes(f.read_bytes())
     monkeypatch.setenv("GEOMOL_MODELS", str(tmp_path))
     assert len(geomol.load_model("default").members) == 2
 

@@ -23,8 +23,8 @@ _DEFAULTS = FinetuneSettings()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", nargs="+", default=["default"], metavar="NAME|PATH",
-                        help="base affinity model: shipped name, model directory or .ckpt file(s) (default: default)")
+    parser.add_argument("--model", nargs="+", default=["get-plb"], metavar="NAME|PATH",
+                        help="base GET affinity model: shipped name, model directory or .ckpt file(s) (default: get-plb)")
     parser.add_argument("--receptor", required=True, help="the target's receptor (PDB/mmCIF)")
     parser.add_argument("--ligands", nargs="+", required=True, help="posed ligands (SDF/MOL2 files)")
     parser.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")

@@ -1,6 +1,6 @@
 """``load_model`` (any model reference → a ready model) and ``export_model`` (checkpoints → a shipped model).
 
-A model reference is a shipped-model name (``"default"``, ``"get-plb"``), a shipped-model
+A model reference is a shipped-model name (``"default"``, ``"contact-corpus"``, ``"get-plb"``), a shipped-model
 directory or its ``manifest.json``, one Lightning ``.ckpt`` written by ``geomol fit``, a list of
 ``.ckpt`` files (an ensemble), or an already loaded model. What kind of model a file holds is
 read from it (the manifest's ``task``, the checkpoint's LightningModule class) and the class
@@ -69,7 +69,7 @@ def load_model(model: ModelReference = "default", *, device: str = "cpu") -> nn.
     """Load a trained model, safely (``torch.load(weights_only=True)`` only), in eval mode on ``device``.
 
     Args:
-        model: a shipped-model name (``"default"`` = ``"get-plb"``, found in ``$GEOMOL_MODELS``
+        model: a shipped-model name (``"default"`` = ``"contact-corpus"``, found in ``$GEOMOL_MODELS``
             or the repository's ``models/``), a shipped-model directory or its ``manifest.json``,
             a Lightning ``.ckpt`` from ``geomol fit``, a list of ``.ckpt`` files (one ensemble),
             or an already loaded model (returned as it is, moved to ``device``).

@@ -13,7 +13,7 @@ Every file is read with ``torch.load(weights_only=True)`` (Lightning checkpoints
 model file can carry tensors, numbers and strings but never code: loading a model from an
 untrusted source cannot run anything. Member files are checked against their SHA-256.
 
-Names resolve to directories: ``"default"`` is an alias of ``"get-plb"``; a name is looked up in
+Names resolve to directories: ``"default"`` is an alias of ``"contact-corpus"``; a name is looked up in
 each folder of ``$GEOMOL_MODELS`` (``os.pathsep``-separated), then in ``models/`` of the
 repository that holds the ``geomol`` package (an editable install).
 """
@@ -42,7 +42,7 @@ FORMAT = "geomol-model"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 CARD = "README.md"
-ALIASES = {"default": "get-plb"}
+ALIASES = {"default": "contact-corpus"}
 MODELS_ENV = "GEOMOL_MODELS"
 _LIGHTNING_PREFIXES = ("model._orig_mod.", "model.")  # torch.compile wraps the model in _orig_mod
 

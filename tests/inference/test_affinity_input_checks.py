@@ -59,7 +59,7 @@ def flat_in_pocket(pose: Chem.Mol, rotate: bool) -> Chem.Mol:
 
 
 def test_shipped_manifest_records_its_domain_and_loads_without_warning(model):
-    manifest = json.loads((REPO / "models" / "get-plb" / "manifest.json").read_text())
+    manifest = json.loads((REPO / "models" / "contact-corpus" / "manifest.json").read_text())
     domain = manifest["domain"]
     assert domain["pk_std_limit"] == pytest.approx(2 * domain["pk_std_q99"], abs=1e-3)
     assert 0 < domain["pk_std_median"] < domain["pk_std_q99"] < domain["pk_std_limit"]

@@ -26,7 +26,7 @@ TRAINING = ["lig_1a", "lig_3a", "lig_5a", "lig_5f", "lig_8a"]  # k = 5; lig_7 is
 
 @pytest.fixture(scope="module")
 def base():
-    return geomol.load_model("default")
+    return geomol.load_model("get-plb")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_readouts_with_their_own_offset_are_adapted_in_place(complexes):
     arguments = {"d_hidden": 16, "d_radial": 8, "n_rbf": 8, "d_edge": 8, "n_layers": 1, "n_head": 2, "readout": physics}
     torch.manual_seed(0)
     member = GETAffinity(GETConfig.from_mapping(arguments)).eval()
-    base_model = geomol.load_model("default")
+    base_model = geomol.load_model("get-plb")
     model = AffinityModel([member], arguments, base_model.recipe, name="physics-test")
     graphs, measured = [complexes[n] for n in TRAINING], [MEASURED[n] for n in TRAINING]
     tuned, report = finetune_model(model, graphs, measured, TRAINING, FinetuneSettings(steps=30, lr=1e-2))

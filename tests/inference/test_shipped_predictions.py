@@ -1,7 +1,7 @@
 """Loaded shipped models predict what they predicted when their weights were shipped.
 
 ``shipped_predictions.npz`` beside this file holds every value (float64) that ``python -m tests.shipped_predictions``
-computes: get-plb on four ligands of the bundled example, and one or two rollout windows of egno-nbody,
+computes: get-plb and contact-corpus on four ligands of the bundled example, and one or two rollout windows of egno-nbody,
 egno-mocap-run and egno-adk. Any change in how a shipped model is loaded or how its graphs are built shows up
 here. The values must agree to float32 round-off, not bit for bit: the same code gives results that differ in
 the last bits on different CPUs (AMD EPYC and Intel Xeon kernels sum in different orders; up to 1e-6 in pK).
@@ -17,7 +17,8 @@ from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixt
 from tests.conftest import REPO
 
 RECORDED = dict(np.load(Path(__file__).parent / "shipped_predictions.npz", allow_pickle=False))
-ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "egno-nbody/positions", "egno-adk/positions")
+ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "contact-corpus/pK", "contact-corpus/pK_std", "egno-nbody/positions",
+                  "egno-adk/positions")
 
 
 @pytest.mark.skipif(not (REPO / "models" / "get-plb" / "manifest.json").exists(), reason="no shipped models")
