@@ -56,7 +56,8 @@ def corpus_contacts(args) -> tuple[list[str], ContactData, list[dict]]:
     data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
                                   [item.series for item in items])
     records = module.corpus.items
-    folds, _ = checked_folds(records, item_clusters(records, module.clusters), args.folds, PROTOCOL_SEED)
+    folds, _ = checked_folds(records, item_clusters(records, module.clusters), args.folds, PROTOCOL_SEED,
+                             args.valid_fraction)
     position = {item.id: i for i, item in enumerate(items)}
     stored = [{part: [position[records[r].id] for r in idx if records[r].id in position] for part, idx in fold.items()}
               for fold in folds]
@@ -100,6 +101,8 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=0, help="processes building items missing from the store")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fold", type=int, nargs="*", default=None, help="only these folds (default all)")
+    parser.add_argument("--valid-fraction", type=float, default=0.1,
+                        help="share of each fold's training clusters held out to choose the epoch (the protocol's 0.1)")
     parser.add_argument("--loss", choices=sorted(CONTACT_LOSSES), default="ranking")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=5, help="models per fold, their scores averaged")

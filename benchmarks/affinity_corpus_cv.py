@@ -71,9 +71,10 @@ def load_items(root: Path, sources, series, cache_dir) -> tuple[list, list[str]]
     return corpus.items, item_clusters(corpus.items, clusters)
 
 
-def checked_folds(items, clusters: list[str], n_folds: int, seed: int) -> tuple[list[dict], np.ndarray]:
+def checked_folds(items, clusters: list[str], n_folds: int, seed: int, valid_fraction: float = 0.1
+                  ) -> tuple[list[dict], np.ndarray]:
     """Leave-cluster-out folds, each checked for leakage, and the test fold of every item."""
-    folds = leave_cluster_out_folds(clusters, n_folds, seed=seed)
+    folds = leave_cluster_out_folds(clusters, n_folds, valid_fraction=valid_fraction, seed=seed)
     for fold in folds:
         check_corpus_split(fold, items, clusters)
     check_corpus_split({f"fold{k}": fold["test"] for k, fold in enumerate(folds)}, items, clusters)

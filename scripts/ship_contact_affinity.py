@@ -23,12 +23,12 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "scripts")]  # the CV's data and folds; the GET card's tables
 from affinity_corpus_contact import corpus_contacts  # noqa: E402
-from ship_corpus_affinity import _f, data_section, per_target_table, training_graphs, variants_table, verdict  # noqa: E402
+from ship_corpus_affinity import (_f, corpus_domain_and_metrics, data_section, per_target_table,  # noqa: E402
+                                  variants_table, verdict)
 
 from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
 from geomol.data.recipe import ComplexRecipe  # noqa: E402
 from geomol.inference.affinity_model import AffinityModel  # noqa: E402
-from geomol.inference.domain import domain_from_graphs  # noqa: E402
 
 POCKET_CUTOFF = 10.0  # Å, the corpus store's recipe (configs/get_affinity_corpus.yaml)
 
@@ -134,7 +134,8 @@ def main(argv=None) -> Path:
     read = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
     cv, corpus, speed = read(args.cv), read(args.corpus), read(args.speed)
     clock = time.process_time()
-    data_args = argparse.Namespace(root=None, sources=None, series=None, cache_dir=args.cache_dir, workers=0, folds=5)
+    data_args = argparse.Namespace(root=None, sources=None, series=None, cache_dir=args.cache_dir, workers=0, folds=5,
+                                   valid_fraction=0.1)
     _, data, folds = corpus_contacts(data_args)
     members, origins = zip(*(train_member(data, fold, k, args) for k, fold in enumerate(folds)))
     cpu_seconds = time.process_time() - clock
@@ -142,13 +143,7 @@ def main(argv=None) -> Path:
                  "n_descriptors": int(data.descriptors.shape[1])}
     model = AffinityModel(list(members), arguments, ComplexRecipe(pocket_cutoff=POCKET_CUTOFF), origins=origins,
                           name=args.name)
-    graphs = training_graphs({})
-    model.domain = domain_from_graphs(model, graphs, spread_every=args.spread_every,
-                                      origin=f"the {len(graphs)} corpus complexes; ensemble spread on every "
-                                             f"{args.spread_every}-th")
-    row = {r["variant"]: r for r in cv["variants"]}[args.row]
-    metrics = {"cross_validation": {"expert_pose": row["expert_pose"], "all": row["all"]},
-               "cv_description": cv["description"]}
+    metrics = corpus_domain_and_metrics(model, cv, args.row, args.spread_every)
     out = Path(args.out) if args.out else REPO / "models" / args.name
     model.save(out, card=card(args, model, cv, corpus, speed, cpu_seconds), name=args.name,
                description="contact-scorer affinity ensemble trained on the affinity corpus (plb, FEP+, Uni-FEP, "

@@ -105,7 +105,6 @@ def card(args, model, cv: dict, folds: list[dict], corpus: dict, fewshot: dict |
     shipped = args.row
     row = {r["variant"]: r for r in cv["variants"]}[shipped]
     a = model.arguments
-    counts = corpus["counts"]
     epochs = folds[0]["epochs"]
     cpu_h = sum(f["train_cpu_seconds"] for f in folds) / 3600
     speed_text = (f"{speed['cpu_seconds_per_ligand']:.3f} CPU s per posed ligand end to end on one thread "
@@ -172,7 +171,6 @@ def main(argv=None) -> None:
     import torch
 
     from geomol.api import load_model
-    from geomol.inference.domain import domain_from_graphs
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-cv", required=True, help="folder of affinity_corpus_get.py (fold*_checkpoint/best.ckpt)")
@@ -193,13 +191,7 @@ def main(argv=None) -> None:
     read = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
     cv, corpus, fewshot, speed = read(args.cv), read(args.corpus), read(args.fewshot), read(args.speed)
     model = load_model(checkpoints)
-    graphs = training_graphs(folds[0])
-    model.domain = domain_from_graphs(model, graphs, spread_every=args.spread_every,
-                                      origin=f"the {len(graphs)} corpus complexes; ensemble spread on every "
-                                             f"{args.spread_every}-th")
-    row = {r["variant"]: r for r in cv["variants"]}[args.row]
-    metrics = {"cross_validation": {"expert_pose": row["expert_pose"], "all": row["all"]},
-               "cv_description": cv["description"]}
+    metrics = corpus_domain_and_metrics(model, cv, args.row, args.spread_every)
     out = REPO / "models" / args.name
     model.save(out, card=card(args, model, cv, folds, corpus, fewshot, speed), name=args.name,
                description="GET affinity ensemble trained on the affinity corpus (plb, FEP+, Uni-FEP, BindingDB; "
@@ -207,7 +199,20 @@ def main(argv=None) -> None:
     print(f"{len(checkpoints)} members → {out}")
 
 
-def training_graphs(fold: dict) -> list:
+def corpus_domain_and_metrics(model, cv: dict, row_name: str, spread_every: int) -> dict:
+    """Set ``model.domain`` from every corpus complex; return the manifest metrics of CV row ``row_name``."""
+    from geomol.inference.domain import domain_from_graphs
+
+    graphs = training_graphs()
+    model.domain = domain_from_graphs(model, graphs, spread_every=spread_every,
+                                      origin=f"the {len(graphs)} corpus complexes; ensemble spread on every "
+                                             f"{spread_every}-th")
+    row = {r["variant"]: r for r in cv["variants"]}[row_name]
+    return {"cross_validation": {"expert_pose": row["expert_pose"], "all": row["all"]},
+            "cv_description": cv["description"]}
+
+
+def training_graphs() -> list:
     """Every corpus complex (from the processed store), to measure the applicability domain on."""
     from geomol.data.datasets.corpus import read_corpus
     from geomol.data.datasets.corpus_dataset import CorpusDataset

@@ -167,3 +167,23 @@ def test_get_folds_train_on_the_protocol_folds_and_enter_the_table(cv, slice_run
     assert scored and scored <= test_series and all(row["k"] == 3 for row in few["rows"])
     assert all(-1 <= row[m] <= 1 for row in few["rows"] for m in fewshot.METHODS)
     assert json.loads((tmp_path / "fewshot.json").read_text())["summary"][0]["n_targets"] == len(few["rows"])
+
+
+def test_contact_scorer_folds_enter_the_table(cv, slice_run, slice_items, tmp_path):
+    """benchmarks/affinity_corpus_contact.py on the slice: every fold's seeds are chosen on its validation slice and
+    predict exactly that fold's test items; the folder is read as one out-of-fold prediction set."""
+    contact = benchmark_module("affinity_corpus_contact")
+    items, clusters = slice_items
+    _, fold_of = cv.checked_folds(items, clusters, 2, 0)
+    out = tmp_path / "contact"
+    records = contact.main(["--sources", "plb", "--series", *SERIES, "--folds", "2", "--seeds", "2", "--epochs", "3",
+                            "--valid-fraction", "0.5", "--cache-dir", str(slice_run[1] / "cache"), "--out-dir", str(out)])
+    assert [r["fold"] for r in records] == [0, 1]
+    for record in records:
+        assert record["test_items"] == int((fold_of == record["fold"]).sum()) and record["model"] == "contact scorer"
+        assert len(record["chosen_epochs"]) == 2 and all(0 <= e < 3 for e in record["chosen_epochs"])
+        assert record["split_sizes"]["valid"] > 0 and json.loads((out / f"fold{record['fold']}.json").read_text())
+    pred = cv.read_predictions(out, items, fold_of)  # refuses any item predicted outside its test fold
+    assert np.isfinite(pred).all() and np.std(pred) > 0
+    assert cv.fold_about(out).startswith("contact scorer contact: per-atom contact MLP")
+    assert cv.training_cpu(out) == pytest.approx(sum(r["train_cpu_seconds"] for r in records))
