@@ -1,4 +1,4 @@
-"""Train the shipped default affinity model (``models/get-plb``) and write its model card.
+"""Train the GET affinity model ``models/get-plb`` (the base of ``geomol finetune``) and write its model card.
 
 Recipe: ``configs/get_affinity_default.yaml`` trained on every labelled complex of
 ``../shared/data/plb`` and ``../shared/data/fep_benchmark`` (nothing held out), for a fixed number of
@@ -121,7 +121,7 @@ def _card(cv: dict, members: int, epochs: int, from_cv: bool = False, variants: 
     margin = s["mean_target_spearman"] - s["hac_mean_target_spearman"]
     verdict = (f"better than the heavy-atom count by {margin:.2f} in mean per-target Spearman, and well below FEP"
                if margin > 0.05 else "not reliably better than the heavy-atom count, and well below FEP")
-    return f"""# get-plb — GET binding-affinity model (default of `geomol predict-affinity`)
+    return f"""# get-plb — GET binding-affinity model trained on PLB + FEP+ (the default before `contact-corpus`; `--model get-plb`, and the base of `geomol finetune`)
 
 Predicts the binding affinity (pK = −log10 K/M) of a small molecule in its bound pose from a
 protein–ligand complex: an ensemble of {members} GET models (hidden {model['d_hidden']}, radial {model['d_radial']},

@@ -25,16 +25,15 @@ from geomol.data.contact_features import ATOM_CONTACT_FEATURES, COUNT_FEATURES, 
 from geomol.data.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError
 
-__all__ = ["ContactScorer", "contact_inputs", "has_ligand_chemistry"]
+__all__ = ["NO_CHEMISTRY", "ContactScorer", "contact_inputs", "has_ligand_chemistry"]
+
+NO_CHEMISTRY = "the contact scorer needs the ligand's chemistry (its descriptors): give the ligand as SDF, MOL2 or SMILES"
 
 
 def has_ligand_chemistry(graph) -> bool:
     """Whether a complex graph carries finite ``ligand_descriptors`` (built from a ligand molecule)."""
     values = getattr(graph, "ligand_descriptors", None)
     return values is not None and bool(torch.isfinite(values).all())
-
-
-NO_CHEMISTRY = "the contact scorer needs the ligand's chemistry (its descriptors): give the ligand as SDF, MOL2 or SMILES"
 
 
 def contact_inputs(graphs: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -48,6 +47,8 @@ def contact_inputs(graphs: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.
         ConfigError: a graph whose ligand has no descriptors (built without its chemistry, e.g. from PDB
             records), naming the graph.
     """
+    if not graphs:
+        raise ConfigError("no complexes to score")
     rows, descriptors = [], []
     for graph in graphs:
         if not has_ligand_chemistry(graph):
