@@ -23,8 +23,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "scripts")]  # the CV's data and folds; the GET card's tables
 from affinity_corpus_contact import corpus_contacts  # noqa: E402
-from ship_corpus_affinity import (_f, corpus_domain_and_metrics, data_section, per_target_table,  # noqa: E402
-                                  variants_table, verdict)
+from ship_corpus_affinity import (_f, corpus_domain_and_metrics, data_section, per_target_plot,  # noqa: E402
+                                  per_target_table, variants_table, verdict)
 
 from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
 from geomol.data.recipe import ComplexRecipe  # noqa: E402
@@ -94,6 +94,10 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 (PIGNet2) about 0.66, physics-based FEP+ about 0.76.
 
 ### Per expert-pose target (Spearman; the fold that held its protein out)
+![Spearman per expert-pose target: this model against the heavy-atom count](per_target.png)
+
+(Points above the diagonal: targets where it ranks better than ligand size; point size grows with the ligands.)
+
 {per_target_table(cv, args.row)}
 
 ## Speed
@@ -148,6 +152,7 @@ def main(argv=None) -> Path:
     model.save(out, card=card(args, model, cv, corpus, speed, cpu_seconds), name=args.name,
                description="contact-scorer affinity ensemble trained on the affinity corpus (plb, FEP+, Uni-FEP, "
                            "BindingDB): ranks the ligands of one receptor", metrics=metrics, overwrite=True)
+    per_target_plot(cv, args.row, out / "per_target.png", label=args.name)
     print(f"{len(members)} members → {out}")
     return out
 

@@ -59,6 +59,29 @@ def per_target_table(cv: dict, shipped: str, others=("hac", "rf")) -> str:
     return "\n".join(lines)
 
 
+def per_target_plot(cv: dict, shipped: str, path: Path, label: str | None = None) -> None:
+    """Scatter of each expert-pose target's Spearman: the heavy-atom count (x) against row ``shipped`` (y),
+    written as a PNG to ``path``; ``label`` names the model on the y axis (default the row's name)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    col = {name: i for i, name in enumerate(cv["per_target"]["fields"])}
+    rows = [r for r in cv["per_target"]["rows"] if r[col["source"]] in ("plb", "fep_benchmark")
+            and r[col["hac_spearman"]] is not None and r[col[f"{shipped}:spearman"]] is not None]
+    x, y = [r[col["hac_spearman"]] for r in rows], [r[col[f"{shipped}:spearman"]] for r in rows]
+    figure, axes = plt.subplots(figsize=(4.6, 4.4))
+    axes.plot([-1, 1], [-1, 1], color="grey", lw=0.8, label="as good as ligand size")
+    axes.scatter(x, y, s=[8 + r[col["n"]] for r in rows], alpha=0.7)
+    axes.set(xlim=(-1, 1), ylim=(-1, 1), xlabel="Spearman of the heavy-atom count",
+             ylabel=f"Spearman of {label or shipped}", title=f"{len(rows)} expert-pose targets, protein held out")
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def data_section(corpus: dict) -> str:
     """The corpus paragraph and its table of sources (from ``benchmarks/corpus.py``'s result)."""
     counts = corpus["counts"]

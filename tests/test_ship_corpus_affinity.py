@@ -47,3 +47,16 @@ def test_tables_show_the_shipped_row_and_only_expert_pose_targets(ship):
     per_target = ship.per_target_table(cv, "get_x")
     assert "plb/cdk2" in per_target and "uni_fep/x" not in per_target
     assert ship.fewshot_table(None) == "Not measured for this model."
+
+
+def test_per_target_plot_is_a_png_of_the_expert_pose_targets(ship, tmp_path, monkeypatch):
+    cv = _cv(0.40, 0.5)
+    plotted = []
+    import matplotlib.axes
+
+    original = matplotlib.axes.Axes.scatter
+    monkeypatch.setattr(matplotlib.axes.Axes, "scatter",
+                        lambda self, x, y, **kw: plotted.append((list(x), list(y))) or original(self, x, y, **kw))
+    ship.per_target_plot(cv, "get_x", tmp_path / "targets.png", label="get-corpus")
+    assert (tmp_path / "targets.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plotted == [([0.5], [0.1])]  # plb/cdk2 only: HAC 0.5, the model 0.1; the uni_fep target is not expert-pose
