@@ -42,11 +42,14 @@ FIELDS = ("id", "prediction", "fold", "y", "heavy_atoms")
 HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
 
 
-def corpus_contacts(args) -> tuple[list[str], ContactData, list[dict]]:
-    """Every stored complex of the corpus as contact features; the item ids; the protocol's folds as item indices."""
-    module = CorpusDataModule(root=args.root, sources=args.sources, series=args.series, pocket_cutoff=10.0,
-                              cache_dir=args.cache_dir)
-    dataset = module.make_dataset(args.workers)
+def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
+                    cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1
+                    ) -> tuple[list[str], ContactData, list[dict]]:
+    """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features; the item
+    ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held
+    out for model selection)."""
+    module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
+    dataset = module.make_dataset(workers)
     atom_rows, descriptors = [], []
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
@@ -56,8 +59,7 @@ def corpus_contacts(args) -> tuple[list[str], ContactData, list[dict]]:
     data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
                                   [item.series for item in items])
     records = module.corpus.items
-    folds, _ = checked_folds(records, item_clusters(records, module.clusters), args.folds, PROTOCOL_SEED,
-                             args.valid_fraction)
+    folds, _ = checked_folds(records, item_clusters(records, module.clusters), n_folds, PROTOCOL_SEED, valid_fraction)
     position = {item.id: i for i, item in enumerate(items)}
     stored = [{part: [position[records[r].id] for r in idx if records[r].id in position] for part, idx in fold.items()}
               for fold in folds]
@@ -118,7 +120,9 @@ def main(argv=None) -> list[dict]:
     args = build_args(argv)
     torch.set_num_threads(1)
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-    ids, data, folds = corpus_contacts(args)
+    ids, data, folds = corpus_contacts(root=args.root, sources=args.sources, series=args.series,
+                                       cache_dir=args.cache_dir, workers=args.workers, n_folds=args.folds,
+                                       valid_fraction=args.valid_fraction)
     chosen = range(args.folds) if args.fold is None else args.fold
     return [run_fold(k, ids, data, folds[k], args) for k in chosen]
 

@@ -70,9 +70,9 @@ class ContactData:
     def batch(self, idx: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(atoms (N_b, F), owner (N_b,), descriptors (B, D))`` of the items ``idx``, in that order."""
         idx = np.asarray(idx, dtype=np.int64)
-        starts, ends = self.offsets[idx], self.offsets[idx + 1]
-        rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)])
-        owner = np.repeat(np.arange(len(idx)), ends - starts)
+        starts, lengths = self.offsets[idx], self.offsets[idx + 1] - self.offsets[idx]
+        owner = np.repeat(np.arange(len(idx)), lengths)
+        rows = starts[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         return self.atoms[torch.from_numpy(rows)], torch.from_numpy(owner), self.descriptors[torch.from_numpy(idx)]
 
 
@@ -105,10 +105,15 @@ def predict_contact_scorer(model: ContactScorer, data: ContactData, idx: Sequenc
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _series_batches(train: np.ndarray, keys: np.ndarray, per_batch: int, rng: np.random.Generator):
-    """Whole series (of ≥ 2 items) in a random order, ``per_batch`` series at a time."""
-    groups = [train[keys[train] == key] for key in np.unique(keys[train])]
-    groups = [g for g in groups if len(g) >= 2]
+def _series_groups(train: np.ndarray, keys: np.ndarray) -> list[np.ndarray]:
+    """The training items of every series with ≥ 2 of them (series in sorted order)."""
+    _, series = np.unique(keys[train], return_inverse=True)
+    groups = [train[series == k] for k in range(int(series.max()) + 1)]
+    return [g for g in groups if len(g) >= 2]
+
+
+def _series_batches(groups: list[np.ndarray], per_batch: int, rng: np.random.Generator):
+    """The series of ``groups`` in a random order, ``per_batch`` whole series at a time."""
     order = rng.permutation(len(groups))
     for start in range(0, len(order), per_batch):
         yield np.concatenate([groups[j] for j in order[start:start + per_batch]])
@@ -142,10 +147,11 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_function = CONTACT_LOSSES[loss]
     members = target_members(data.keys[valid].tolist(), min_ligands)
+    groups = _series_groups(train, data.keys)
     best, curve = None, []
     for epoch in range(epochs):
         model.train()
-        for idx in _series_batches(train, data.keys, series_per_batch, rng):
+        for idx in _series_batches(groups, series_per_batch, rng):
             atoms, owner, batch_descriptors = data.batch(idx)
             pred = model(atoms, owner, batch_descriptors if descriptors else None, n_ligands=len(idx))
             value = loss_function(pred, torch.as_tensor(data.label[idx], dtype=pred.dtype), data.keys[idx].tolist())

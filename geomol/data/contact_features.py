@@ -57,8 +57,16 @@ COUNT_FEATURES: tuple[int, ...] = tuple(range(len(LIGAND_GROUPS), len(ATOM_CONTA
 """Columns that are sums over receptor atoms (non-negative, heavy-tailed): a model may ``log1p`` them."""
 
 
-def _lookup(z: np.ndarray, table: dict[int, float], default: float) -> np.ndarray:
-    return np.array([table.get(int(v), default) for v in z], dtype=np.float64)
+def _table(values: dict[int, float], default: float) -> np.ndarray:
+    """A per-element property as an array indexed by atomic number (0 … 118)."""
+    table = np.full(119, default, dtype=np.float64)
+    table[list(values)] = list(values.values())
+    return table
+
+
+_LIGAND_GROUP = _table(_LIGAND_GROUP_OF, 0).astype(np.int64)
+_RECEPTOR_GROUP = _table(_RECEPTOR_GROUP_OF, len(RECEPTOR_GROUPS) - 1).astype(np.int64)
+_VDW, _COVALENT = _table(VDW_RADII, _OTHER_RADIUS), _table(COVALENT_RADII, _OTHER_RADIUS)
 
 
 def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, ligand_z: np.ndarray,
@@ -75,7 +83,7 @@ def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, liga
     ligand_z, receptor_z = np.asarray(ligand_z, dtype=np.int64), np.asarray(receptor_z, dtype=np.int64)
     n_lig, n_feat = len(ligand_z), len(ATOM_CONTACT_FEATURES)
     out = np.zeros((n_lig, n_feat))
-    lig_group = _lookup(ligand_z, _LIGAND_GROUP_OF, 0).astype(np.int64)
+    lig_group = _LIGAND_GROUP[ligand_z]
     out[np.arange(n_lig), lig_group] = 1.0
     degree, hetero_bonds = _ligand_bonds(ligand_z, np.asarray(ligand_xyz, dtype=np.float64))
     out[:, -2], out[:, -1] = degree, hetero_bonds
@@ -85,11 +93,11 @@ def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, liga
     pairs = cKDTree(np.asarray(ligand_xyz, dtype=np.float64)).sparse_distance_matrix(
         cKDTree(np.asarray(receptor_xyz, dtype=np.float64)), CUTOFF, output_type="ndarray")
     i, j, d = pairs["i"], pairs["j"], pairs["v"]
-    rec_group = _lookup(receptor_z[j], _RECEPTOR_GROUP_OF, len(RECEPTOR_GROUPS) - 1).astype(np.int64)
+    rec_group = _RECEPTOR_GROUP[receptor_z[j]]
     first = len(LIGAND_GROUPS)
     for offset, mask in ((first, d < NEAR), (first + len(RECEPTOR_GROUPS), (d >= NEAR) & (d < SHELL))):
         np.add.at(out, (i[mask], offset + rec_group[mask]), 1.0)
-    s = d - _lookup(ligand_z[i], VDW_RADII, _OTHER_RADIUS) - _lookup(receptor_z[j], VDW_RADII, _OTHER_RADIUS)
+    s = d - _VDW[ligand_z[i]] - _VDW[receptor_z[j]]
     hydrophobic = hydrophobic_ligand[i] & np.isin(receptor_z[j], _HYDROPHOBIC_RECEPTOR)
     polar = np.isin(ligand_z[i], _POLAR) & np.isin(receptor_z[j], _POLAR)
     terms = (np.exp(-(s / 0.5) ** 2), np.exp(-(((s - 3.0) / 2.0) ** 2)), np.minimum(s, 0.0) ** 2,
@@ -105,7 +113,7 @@ def _ligand_bonds(z: np.ndarray, xyz: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """Per ligand atom, ``(bonds, bonds to N or O)`` perceived from distances (``(L,)`` each)."""
     if len(z) < 2:
         return np.zeros(len(z)), np.zeros(len(z))
-    radii = _lookup(z, COVALENT_RADII, _OTHER_RADIUS)
+    radii = _COVALENT[z]
     pairs = cKDTree(xyz).query_pairs(2 * max(radii) + BOND_TOLERANCE, output_type="ndarray")
     i, j = pairs[:, 0], pairs[:, 1]
     bonded = np.linalg.norm(xyz[i] - xyz[j], axis=1) < radii[i] + radii[j] + BOND_TOLERANCE
