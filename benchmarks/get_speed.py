@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from run_record import (REPO, interleaved_medians, official_checkout, peak_rss_gb, run_metadata, run_worker,
-                        write_result)
+                        start_step_memory, step_memory_gb, write_result)
 
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 PLB = SHARED / "plb"
@@ -178,9 +178,10 @@ def worker(name: str, mode: str, official_path: str | None, steps: int, n_batche
     fns = {impl: step_function(impl, m, batches, train) for impl, m in models.items()}
     warmup = 1
     if mode != "time":  # both sides run the same steps: the allocator's peak grows over the first ones
+        baseline = start_step_memory()
         for step in range(warmup + min(steps, RSS_STEPS)):
             fns[mode[4:]](step)
-        return {f"{mode[4:]}_rss_gb": peak_rss_gb()}
+        return {f"{mode[4:]}_rss_gb": peak_rss_gb(), f"{mode[4:]}_step_gb": step_memory_gb(baseline)}
     result = interleaved_medians(fns, steps, warmup)
     if "official" in models and not name.startswith("blocks_"):
         result["rel_diff_pk"] = parity(models, batches)
@@ -212,7 +213,8 @@ def _ratio(row: dict, key: str, ours_key: str | None = None):
 
 
 HEADER = (f"{'case':<13}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8} | {'official s':>10}{'geomol s':>9}"
-          f"{'ratio':>8}{'cpu ratio':>10} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | {'edge s':>7}"
+          f"{'ratio':>8}{'cpu ratio':>10} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | {'step GB off.':>12}{'geomol':>7}"
+          f"{'ratio':>8} | {'edge s':>7}"
           f"{'µs/edge':>8}{'Δ pK':>9}")
 
 
@@ -224,14 +226,18 @@ def row_line(r: dict) -> str:
             f"{_fmt(r.get('ours_seconds'), '.3f'):>9}{_fmt(_ratio(r, 'seconds'), '.2f', 'x'):>8}"
             f"{_fmt(_ratio(r, 'cpu_seconds'), '.2f', 'x'):>10} | {_fmt(r.get('official_rss_gb')):>12}"
             f"{_fmt(r.get('ours_rss_gb')):>7}{_fmt(_ratio(r, 'rss_gb'), '.2f', 'x'):>8} | "
+            f"{_fmt(r.get('official_step_gb'), '.3f'):>12}{_fmt(r.get('ours_step_gb'), '.3f'):>7}"
+            f"{_fmt(_ratio(r, 'step_gb'), '.2f', 'x'):>8} | "
             f"{_fmt(r.get('ours_edge_seconds'), '.3f'):>7}{_fmt(per_edge, '.1f'):>8}"
             f"{_fmt(r.get('rel_diff_pk'), '.1e'):>9}" + (f"  {r['error']}" if "error" in r else ""))
 
 
 FOOTER = ("per step (batch16/forward16: 16 complexes); seconds: wall medians, both sides alternated in one "
           "process, 1 thread; ratio, cpu ratio: official / geomol in wall and in CPU time (steadier on a shared "
-          "machine); RSS: peak GB, each side alone in a fresh process after the same steps; edge s: geomol's "
-          "block-edge building; µs/edge: geomol's CPU time per block edge; Δ pK: relative difference of the "
+          "machine); RSS: peak GB, each side alone in a fresh process after the same steps; step GB: the part of "
+          "that peak reached during the steps, above the resident memory just before them (interpreter, libraries, "
+          "model and inputs excluded); edge s: geomol's block-edge building; µs/edge: geomol's CPU time per block "
+          "edge; Δ pK: relative difference of the "
           "predicted pK (eval) between the two")
 
 
@@ -258,7 +264,8 @@ def main(argv=None):
     if args.show:
         print(HEADER + "\n" + "\n".join(row_line(r) for r in json.loads(Path(args.show).read_text())["rows"]))
         return
-    meta = {**run_metadata(), "official": str(official.relative_to(REPO.parent)) if official else None,
+    official_shown = official and (official.relative_to(REPO.parent) if official.is_relative_to(REPO.parent) else official)
+    meta = {**run_metadata(), "official": str(official_shown) if official else None,
             "steps": args.steps, "batches": args.batches}
     print(f"official code: {official or 'not found, official columns skipped'}; load {meta['load_average_before']}")
     print(HEADER + "\n" + "-" * len(HEADER))

@@ -48,6 +48,34 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
+def _status_gb(field: str) -> float | None:
+    """A kB field of /proc/self/status (VmRSS, VmHWM) in GB; None where there is no procfs."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    return None
+
+
+def start_step_memory() -> float | None:
+    """Reset the kernel's peak-RSS mark (Linux ``clear_refs`` 5) and return the resident GB now, the
+    baseline of :func:`step_memory_gb`; None where the mark cannot be reset."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    return _status_gb("VmRSS")
+
+
+def step_memory_gb(baseline: float | None) -> float | None:
+    """Peak resident GB since :func:`start_step_memory` above its baseline: the memory the measured steps
+    themselves took, without the interpreter, the libraries, the model and the inputs."""
+    peak = _status_gb("VmHWM")
+    return None if baseline is None or peak is None else peak - baseline
+
+
 def interleaved_medians(fns: dict[str, Callable[[int], object]], steps: int, warmup: int = 1) -> dict[str, float]:
     """Median wall and CPU seconds of each ``fn(step)``, called alternately (A B A B …) after
     ``warmup`` calls each: {"<name>_seconds": wall, "<name>_cpu_seconds": CPU time of this process}.

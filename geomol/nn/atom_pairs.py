@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from geomol.nn.ranges import chunk_bounds, expand_ranges, segment_starts
+from geomol.nn.ranges import chunk_bounds, expand_ranges, gather_rows, segment_starts
 
 __all__ = ["AtomPairs", "PairIndex", "PairChunk", "sparse_atom_pairs"]
 
@@ -114,7 +114,7 @@ def _nearest_neighbors(Z, group_atom, group_first, group_n, width, keep, chunk):
         atom, n = group_atom[begin:end], group_n[begin:end]
         valid = offsets < n.unsqueeze(1)
         cand = torch.where(valid, group_first[begin:end].unsqueeze(1) + offsets, atom.unsqueeze(1))
-        dist = torch.linalg.vector_norm(Z[atom].unsqueeze(1) - Z[cand], dim=-1).sum(-1)
+        dist = torch.linalg.vector_norm(Z.index_select(0, atom).unsqueeze(1) - gather_rows(Z, cand), dim=-1).sum(-1)
         nearest = dist.masked_fill(~valid, float("inf")).topk(keep, dim=1, largest=False).indices
         neighbor[begin:end] = cand.gather(1, nearest)
     return neighbor

@@ -181,7 +181,7 @@ class BilevelAttention(nn.Module):
     def forward(self, H: torch.Tensor, Z: torch.Tensor, pairs: AtomPairs,
                 edge_attr: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         query, sender, edge = self._atom_terms(H, edge_attr, pairs.edge_pairs.numel())
-        x = Z[pairs.pair_atom] - Z[pairs.pair_neighbor]  # [P, C, 3]
+        x = Z.index_select(0, pairs.pair_atom) - Z.index_select(0, pairs.pair_neighbor)  # [P, C, 3]
         fn = partial(attend, rbf=self.rbf, n_head=self.n_head)
         weights = self._kernel_weights()
         chunked = self.chunked
@@ -192,5 +192,5 @@ class BilevelAttention(nn.Module):
                             (c.atoms, c.atoms)) for c in pairs.chunks]
             G, dZ = chunked_recompute(fn, (x, sender, query, edge, *weights), chunks, (H.shape, Z.shape))
         else:
-            G, dZ = fn(pairs.full_index(), x, sender[pairs.pair_neighbor], query, edge, *weights)
+            G, dZ = fn(pairs.full_index(), x, sender.index_select(0, pairs.pair_neighbor), query, edge, *weights)
         return H + self.node_out_linear(G), Z + dZ

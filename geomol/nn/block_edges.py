@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from geomol.nn.ranges import chunk_bounds, expand_ranges, segment_starts
+from geomol.nn.ranges import chunk_bounds, expand_ranges, gather_rows, segment_starts
 from geomol.nn.scatter import scatter_max, scatter_mean
 
 __all__ = ["EDGE_INTRA", "EDGE_INTER", "EDGE_GLOBAL_NORMAL", "EDGE_GLOBAL_GLOBAL", "NUM_EDGE_TYPES",
@@ -70,7 +70,7 @@ def _flat_min_distance(Z, block_start, block_len, rows, cols, chunk):
         n_col = block_len[c][pair]
         a = block_start[r][pair] + torch.div(local, n_col, rounding_mode="floor")
         b = block_start[c][pair] + local % n_col
-        dist = torch.linalg.vector_norm(Z[a] - Z[b], dim=-1).amin(-1)
+        dist = torch.linalg.vector_norm(Z.index_select(0, a) - Z.index_select(0, b), dim=-1).amin(-1)
         out[begin:end] = out[begin:end].scatter_reduce(0, pair, dist, reduce="amin")
     return out
 
@@ -84,7 +84,7 @@ def _padded_min_distance(Z, block_start, block_len, rows, cols, width, chunk):
     n_blocks, C = block_len.numel(), Z.size(1)
     offsets = torch.arange(width, device=Z.device)
     valid = offsets < block_len.unsqueeze(1)
-    padded = Z[torch.where(valid, block_start.unsqueeze(1) + offsets, 0)]  # [Nb, width, C, 3]
+    padded = gather_rows(Z, torch.where(valid, block_start.unsqueeze(1) + offsets, 0))  # [Nb, width, C, 3]
     padded = padded.transpose(1, 2)  # [Nb, C, width, 3]
     hidden = ~valid.view(n_blocks, 1, width, 1)
     receivers, senders = padded.masked_fill(hidden, 1e6), padded.masked_fill(hidden, -1e6)

@@ -55,19 +55,24 @@ class EquivariantFFN(nn.Module):
         self.rbf = RadialBasis(n_rbf, FFN_CUTOFF)
 
     def _first_layer(self, H, block_mean, radial, block_id):
-        """Hidden pre-activations [N, 2·d_hidden] of both MLPs (h first, then z)."""
+        """Hidden pre-activations [N, 2·d_hidden] of both MLPs (h first, then z).
+
+        The block-mean part and the bias are computed once per block and gathered to the atoms;
+        the atom part is then accumulated into that buffer by the matmul itself (``addmm_``),
+        so no [N, 2·d_hidden] temporary is added or copied."""
         d = self.d_in
         weight = torch.cat([self.mlp_h[0].weight, self.mlp_z[0].weight])  # [2·d_hidden, 2d + C·R]
         bias = torch.cat([self.mlp_h[0].bias, self.mlp_z[0].bias])
-        per_block = block_mean @ weight[:, d:2 * d].T
-        return F.linear(torch.cat([H, radial], 1), torch.cat([weight[:, :d], weight[:, 2 * d:]], 1), bias) + per_block[block_id]
+        per_block = torch.addmm(bias, block_mean, weight[:, d:2 * d].T)
+        atom_weight = torch.cat([weight[:, :d], weight[:, 2 * d:]], 1)
+        return per_block.index_select(0, block_id).addmm_(torch.cat([H, radial], 1), atom_weight.T)
 
     def forward(self, H: torch.Tensor, Z: torch.Tensor, block_id: torch.Tensor, n_blocks: int):
-        centroid = scatter_mean(Z, block_id, n_blocks)[block_id]
+        centroid = scatter_mean(Z, block_id, n_blocks).index_select(0, block_id)
         offset = Z - centroid
         radial = self.rbf(torch.linalg.vector_norm(offset, dim=-1)).flatten(1)  # [N, C·R]
         hidden = self._first_layer(H, scatter_mean(H, block_id, n_blocks), radial, block_id)
-        hidden_h, hidden_z = self.mlp_h[2](F.silu(hidden)).chunk(2, dim=1)
+        hidden_h, hidden_z = self.mlp_h[2](F.silu(hidden, inplace=not torch.is_grad_enabled())).chunk(2, dim=1)
         out_h = self.mlp_h[6:](self.mlp_h[3:6](hidden_h))
         out_z = self.mlp_z[6:](self.mlp_z[3:6](hidden_z))
         return H + out_h, centroid + out_z.unsqueeze(-1) * offset

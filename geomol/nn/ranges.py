@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["expand_ranges", "segment_starts", "chunk_bounds"]
+__all__ = ["expand_ranges", "segment_starts", "chunk_bounds", "gather_rows"]
 
 
 def segment_starts(counts: torch.Tensor) -> torch.Tensor:
@@ -36,3 +36,12 @@ def chunk_bounds(costs: torch.Tensor, budget: int) -> list[tuple[int, int]]:
                                          return_counts=True)
     ends = torch.cumsum(counts, 0).tolist()
     return list(zip([0] + ends[:-1], ends))
+
+
+def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` for an integer ``index`` of any shape: [*index.shape, *table.shape[1:]].
+
+    Same values as advanced indexing, through ``index_select`` (several times faster on CPU for
+    the hundreds of thousands of rows gathered per GET step).
+    """
+    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
