@@ -11,6 +11,8 @@ Units: coordinates are in ångström (Å) throughout.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import chain
 from typing import Any, Sequence
 
 import numpy as np
@@ -54,8 +56,13 @@ class Block:
     label: str = ""
 
     def __post_init__(self):
-        coords = np.asarray(self.coords, dtype=np.float64).reshape(-1, 3)
-        object.__setattr__(self, "coords", coords)
+        coords = self.coords
+        if type(coords) is not np.ndarray or coords.dtype != np.float64 or coords.ndim != 2 or coords.shape[1] != 3:
+            coords = np.asarray(coords, dtype=np.float64).reshape(-1, 3)
+            object.__setattr__(self, "coords", coords)
+        for per_atom in ("elements", "positions"):  # tuples: hashable, so graph building memoises their lookups
+            if type(getattr(self, per_atom)) is not tuple:
+                object.__setattr__(self, per_atom, tuple(getattr(self, per_atom)))
         n = len(self.elements)
         if n == 0:
             raise ValueError(f"block {self.label or self.symbol!r} has no atoms")
@@ -71,9 +78,54 @@ class Block:
         return self.coords.mean(axis=0)
 
 
-def _global_block(atoms_xyz: np.ndarray) -> Block:
-    """The per-segment global block: one pseudo-atom at the segment centroid."""
-    return Block("&", ("g",), ("g",), atoms_xyz.mean(axis=0, keepdims=True), ("G",), "global")
+@lru_cache(maxsize=1 << 14)
+def _atom_types(elements: tuple[str, ...]) -> tuple[int, ...]:
+    """Atom-type index of each element of a block (``'g'``: the global pseudo-atom).
+
+    Memoised per element tuple: the blocks of a complex repeat a few hundred tuples (the atoms
+    of each residue type, single ligand atoms), so the per-atom lookups run once per tuple.
+    """
+    return tuple(ATOM_GLOBAL if e == "g" else atom_index(e) for e in elements)
+
+
+@lru_cache(maxsize=1 << 14)
+def _position_types(positions: tuple[str, ...]) -> tuple[int, ...]:
+    """Position-code index of each atom of a block (``'g'``: the global pseudo-atom); memoised per tuple."""
+    return tuple(POS_GLOBAL if p == "g" else position_index(p) for p in positions)
+
+
+class _Columns:
+    """The per-block pieces of a graph, gathered segment by segment before they become tensors."""
+
+    def __init__(self, vocab: BlockVocab, add_global: bool):
+        self.vocab, self.add_global = vocab, add_global
+        self.coords: list[np.ndarray] = []  # [n, 3] float64 (Å) per segment, its global atom first
+        self.atom_types: list[tuple[int, ...]] = []  # per block, one index per atom
+        self.position_types: list[tuple[int, ...]] = []  # per block, one index per atom
+        self.block_types: list[int] = []
+        self.block_len: list[int] = []
+        self.segment: list[int] = []
+
+    def add_segment(self, seg_id: int, blocks: Sequence[Block]) -> None:
+        """Append the blocks of segment ``seg_id``, after its global block (at their centroid) if wanted."""
+        coords = np.concatenate([b.coords for b in blocks])
+        if self.add_global:
+            self.coords.append(coords.mean(axis=0, keepdims=True))
+            self.atom_types.append((ATOM_GLOBAL,))
+            self.position_types.append((POS_GLOBAL,))
+            self.block_types.append(BLOCK_GLOBAL)
+            self.block_len.append(1)
+        self.coords.append(coords)
+        self.atom_types += [_atom_types(b.elements) for b in blocks]
+        self.position_types += [_position_types(b.positions) for b in blocks]
+        self.block_types += [BLOCK_GLOBAL if b.symbol == "&" else self.vocab.index(b.symbol) for b in blocks]
+        self.block_len += [len(b.elements) for b in blocks]
+        self.segment += [seg_id] * (len(self.block_len) - len(self.segment))
+
+
+def _concatenated(per_block: list[tuple[int, ...]], count: int) -> torch.Tensor:
+    """[count] long tensor of the per-block index tuples laid end to end (``count`` atoms in all)."""
+    return torch.from_numpy(np.fromiter(chain.from_iterable(per_block), dtype=np.int64, count=count))
 
 
 class BlockGraph(Data):
@@ -133,30 +185,23 @@ class BlockGraph(Data):
         Raises:
             EmptySelectionError: a segment has no blocks (no silent empty graphs).
         """
-        X, A, P, B, L, S = [], [], [], [], [], []
+        columns = _Columns(vocab, add_global)
         for seg_id, blocks in enumerate(segments):
             if len(blocks) == 0:
                 raise EmptySelectionError(f"segment {seg_id} has no blocks", source=name)
-            if add_global:
-                blocks = [_global_block(np.concatenate([b.coords for b in blocks]))] + list(blocks)
-            for block in blocks:
-                X.append(block.coords)
-                A.extend(atom_index(e) if e != "g" else ATOM_GLOBAL for e in block.elements)
-                P.extend(position_index(p) if p != "g" else POS_GLOBAL for p in block.positions)
-                B.append(vocab.index(block.symbol) if block.symbol != "&" else BLOCK_GLOBAL)
-                L.append(len(block))
-                S.append(seg_id)
-        if not B:
+            columns.add_segment(seg_id, blocks)
+        if not columns.block_types:
             raise EmptySelectionError("complex has no segments", source=name)
-        block_len = torch.tensor(L, dtype=torch.long)
+        block_len = np.asarray(columns.block_len, dtype=np.int64)
+        num_atoms = int(block_len.sum())
         graph = cls(
-            X=torch.from_numpy(np.concatenate(X)).to(dtype),
-            A=torch.tensor(A, dtype=torch.long),
-            atom_pos=torch.tensor(P, dtype=torch.long),
-            block_id=torch.repeat_interleave(torch.arange(len(L)), block_len),
-            B=torch.tensor(B, dtype=torch.long),
-            block_len=block_len,
-            segment=torch.tensor(S, dtype=torch.long),
+            X=torch.from_numpy(np.concatenate(columns.coords)).to(dtype),
+            A=_concatenated(columns.atom_types, num_atoms),
+            atom_pos=_concatenated(columns.position_types, num_atoms),
+            block_id=torch.from_numpy(np.repeat(np.arange(len(block_len), dtype=np.int64), block_len)),
+            B=torch.tensor(columns.block_types, dtype=torch.long),
+            block_len=torch.from_numpy(block_len),
+            segment=torch.tensor(columns.segment, dtype=torch.long),
             y=torch.tensor([float("nan") if y is None else float(y)], dtype=dtype),
         )
         if name is not None:

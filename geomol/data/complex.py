@@ -31,7 +31,7 @@ from geomol.data.blocks import Block, BlockGraph
 from geomol.data.io import Structure, StructureWarning, detect_format, read_structure
 from geomol.data.io.ligand import Fragmenter, ligand_blocks, structure_ligand_blocks
 from geomol.data.io.molecule import molecule_source, read_ligand
-from geomol.data.pocket import DEFAULT_CUTOFF, blocks_within, heavy_or_all, partner_atoms, select_pocket
+from geomol.data.pocket import DEFAULT_CUTOFF, blocks_near, heavy_or_all, partner_atoms, select_pocket
 from geomol.data.vocab import VOCAB, BlockVocab, residue_block_symbol
 from geomol.errors import ConfigError, EmptySelectionError, LigandNotFoundError
 
@@ -64,8 +64,7 @@ def pocket_blocks(structure: Structure, partner: np.ndarray | Sequence[Block], c
     """
     if not isinstance(partner, np.ndarray):
         partner = partner_atoms(partner)
-    chosen = blocks_within(structure.coords, structure.atom_block, structure.is_heavy, structure.num_blocks,
-                           partner, cutoff)
+    chosen = blocks_near(*structure.distance_atoms, structure.num_blocks, partner, cutoff)
     return structure.blocks(chosen, keep_hydrogens=keep_hydrogens)
 
 

@@ -21,8 +21,8 @@ import numpy as np
 from geomol.data.blocks import Block
 from geomol.errors import ConfigError, EmptySelectionError
 
-__all__ = ["atoms_within", "blocks_within", "distance_mask", "heavy_or_all", "partner_atoms", "select_pocket",
-           "select_interface", "DEFAULT_CUTOFF"]
+__all__ = ["atoms_within", "blocks_near", "blocks_within", "distance_mask", "heavy_or_all", "partner_atoms",
+           "select_pocket", "select_interface", "DEFAULT_CUTOFF"]
 
 DEFAULT_CUTOFF = 10.0
 _MAX_PAIRS = 1 << 21
@@ -30,9 +30,16 @@ _CHUNK_ATOMS = 1024
 
 
 def _inside_box(points: np.ndarray, around: np.ndarray, margin: float) -> np.ndarray:
-    """[len(points)] bool: points inside the bounding box of ``around`` grown by ``margin``."""
+    """[len(points)] bool: points inside the bounding box of ``around`` grown by ``margin``.
+
+    Compared one axis at a time: a reduction across the three columns of an [N, 3] array is
+    several times slower than six comparisons of columns.
+    """
     lo, hi = around.min(axis=0) - margin, around.max(axis=0) + margin
-    return ((points >= lo) & (points <= hi)).all(axis=1)
+    inside = (points[:, 0] >= lo[0]) & (points[:, 0] <= hi[0])
+    for axis in (1, 2):
+        inside &= (points[:, axis] >= lo[axis]) & (points[:, axis] <= hi[axis])
+    return inside
 
 
 def atoms_within(atoms: np.ndarray, reference: np.ndarray, cutoff: float, *, max_pairs: int = _MAX_PAIRS) -> np.ndarray:
@@ -82,13 +89,25 @@ def _any_within(atoms: np.ndarray, partners: np.ndarray, cutoff2: float, max_pai
     for j in range(0, len(partners), cols):
         part, sq_part = partners[j:j + cols], sq_partners[j:j + cols]
         for i in range(0, len(atoms), rows):
-            d2 = sq_atoms[i:i + rows, None] + sq_part[None, :] - 2.0 * (atoms[i:i + rows] @ part.T)
-            hit[i:i + rows] |= (d2 <= cutoff2 - tolerance).any(axis=1)
-            a, b = np.nonzero(np.abs(d2 - cutoff2) <= tolerance)
-            if len(a):
-                diff = atoms[i + a] - part[b]
-                exact = np.einsum("ij,ij->i", diff, diff) <= cutoff2
-                hit[i + a[exact]] = True
+            hit[i:i + rows] |= _piece_within(atoms[i:i + rows], sq_atoms[i:i + rows], part, sq_part, cutoff2, tolerance)
+    return hit
+
+
+def _piece_within(atoms: np.ndarray, sq_atoms: np.ndarray, partners: np.ndarray, sq_partners: np.ndarray,
+                  cutoff2: float, tolerance: float) -> np.ndarray:
+    """[n] bool: which of ``atoms`` [n, 3] lie within the cutoff of any of ``partners`` [m, 3].
+
+    ``sq_*`` are the squared norms of the rows, ``cutoff2`` the squared cutoff (Å²) and
+    ``tolerance`` the bound on the rounding error of the expanded squared distances. These are
+    laid out [m, n], so that the reduction over partners runs along whole rows.
+    """
+    d2 = sq_partners[:, None] + sq_atoms[None, :] - 2.0 * (atoms @ partners.T).T
+    hit = (d2 <= cutoff2 - tolerance).any(axis=0)
+    border = np.abs(d2 - cutoff2) <= tolerance
+    if border.any():
+        p, a = np.nonzero(border)
+        diff = atoms[a] - partners[p]
+        hit[a[np.einsum("ij,ij->i", diff, diff) <= cutoff2]] = True
     return hit
 
 
@@ -108,8 +127,20 @@ def blocks_within(coords: np.ndarray, atom_block: np.ndarray, is_heavy: np.ndarr
             is_heavy: [N] bool, False for hydrogens.
     """
     counted = distance_mask(is_heavy, atom_block, num_blocks)
-    near = atoms_within(coords[counted], partner, cutoff)
-    return np.unique(atom_block[counted][near])
+    return blocks_near(coords[counted], atom_block[counted], num_blocks, partner, cutoff)
+
+
+def blocks_near(coords: np.ndarray, atom_block: np.ndarray, num_blocks: int, partner: np.ndarray,
+                cutoff: float) -> np.ndarray:
+    """Sorted indices of the blocks with an atom within ``cutoff`` Å of ``partner`` [M, 3].
+
+    Args:
+        coords: [N, 3] coordinates (Å) of the atoms that count (see :func:`distance_mask`).
+        atom_block: [N] block of each of these atoms, below ``num_blocks``.
+    """
+    near = np.zeros(num_blocks, dtype=bool)
+    near[atom_block[atoms_within(coords, partner, cutoff)]] = True
+    return np.flatnonzero(near)
 
 
 def _flatten(blocks: Sequence[Block]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

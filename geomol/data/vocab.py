@@ -17,6 +17,7 @@ an unknown symbol is an *error* is the reader's job, not the vocabulary's.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 __all__ = [
@@ -188,6 +189,7 @@ def residue_block_symbol(resname: str) -> str | None:
     return _NUCLEIC_TO_SYMBOL.get(name)
 
 
+@lru_cache(maxsize=1024)
 def element_block_symbol(element: str) -> str:
     """Block symbol of a single-atom block: the lower-case element (``'Cl'`` → ``'cl'``)."""
     return format_element(element).lower()

@@ -57,18 +57,20 @@ def _checked_atoms(mol: Chem.Mol | None, source: str) -> tuple[list[Chem.Atom], 
     return atoms, [a.GetSymbol() for a in atoms], coords
 
 
-def _atom_names(atoms: Sequence[Chem.Atom], elements: Sequence[str]) -> list[str]:
-    """MOL2/PDB atom names when the molecule has them, else element + 1-based index (``'C12'``)."""
-    names = []
-    for i, (atom, element) in enumerate(zip(atoms, elements)):
-        info = atom.GetPDBResidueInfo()
-        if atom.HasProp("_TriposAtomName"):
-            names.append(atom.GetProp("_TriposAtomName"))
-        elif info is not None:
-            names.append(info.GetName().strip())
-        else:
-            names.append(f"{element}{i + 1}")
-    return names
+def _atom_names(atoms: Sequence[Chem.Atom], elements: Sequence[str], keep: Sequence[bool]) -> list[str]:
+    """MOL2/PDB atom names when the molecule has them, else element + 1-based index (``'C12'``).
+
+    Atoms not kept (``keep[i]`` False) get ``''``: their names are never used.
+    """
+    return [_atom_name(atom, element, i) if kept else ""
+            for i, (atom, element, kept) in enumerate(zip(atoms, elements, keep))]
+
+
+def _atom_name(atom: Chem.Atom, element: str, index: int) -> str:
+    if atom.HasProp("_TriposAtomName"):
+        return atom.GetProp("_TriposAtomName")
+    info = atom.GetPDBResidueInfo()
+    return info.GetName().strip() if info is not None else f"{element}{index + 1}"
 
 
 def _fragment_blocks(mol, fragments: Fragmenter, elements, coords, names, keep, label, source) -> list[Block]:
@@ -105,8 +107,8 @@ def ligand_blocks(mol: Chem.Mol, *, fragments: Fragmenter | None = None, keep_hy
     source = molecule_source(mol) if mol is not None else "molecule"
     atoms, elements, coords = _checked_atoms(mol, source)
     label = label or (mol.GetProp("_Name").strip() if mol.HasProp("_Name") else "") or "LIG"
-    names = _atom_names(atoms, elements)
     keep = [keep_hydrogens or e != "H" for e in elements]
+    names = _atom_names(atoms, elements, keep)
     if fragments is not None:
         blocks = _fragment_blocks(mol, fragments, elements, coords, names, keep, label, source)
     else:

@@ -47,7 +47,7 @@ from Bio.PDB import MMCIFParser, PDBParser
 
 from geomol.data.io._source import detect_format, read_text, third_party_errors, warn_counted
 from geomol.data.io.mol2 import read_mol2_structure
-from geomol.data.io.pdb_columns import read_clean_records
+from geomol.data.io.pdb_columns import AtomLineTable, read_clean_records, single_model_atom_table
 from geomol.data.io.structure import Structure, is_polymer_residue
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import StructureReadError, UnknownElementError
@@ -161,7 +161,67 @@ def _coordinate_records(text: str, source, model: int, keep_hydrogens: bool) -> 
     Also returns each kept line's number in the file (1-based: Biopython numbers the lines of the
     text it is given, which are only these) and the keys (:func:`_atom_key`) of atoms whose element
     column says ``X``: Biopython would replace that marker by a guess from the atom name (``UNK`` → uranium).
+
+    A file of one model with plain newlines (nearly every receptor) is sifted column by column
+    (:func:`_single_model_records`); any other goes line by line, with the same result.
     """
+    if model == 0:
+        table = single_model_atom_table(text)
+        if table is not None:
+            return _single_model_records(table, source, keep_hydrogens)
+    return _coordinate_records_by_line(text, source, model, keep_hydrogens)
+
+
+def _single_model_records(table: AtomLineTable, source, keep_hydrogens: bool) -> tuple[list[str], list[int], set]:
+    """What :func:`_coordinate_records_by_line` gives for model 0 of a file without models, from its atom lines."""
+    if table.num_atoms == 0:
+        raise StructureReadError("no ATOM/HETATM records", source=source)
+    water = table.per_code(17, 21, lambda code: code.strip() in WATER_NAMES, bool)
+    column = table.per_code(76, 78, lambda code: code.strip().upper(), object)  # element column, upper case
+    valid = table.per_code(76, 78, lambda code: code.strip().upper() in _CANONICAL, bool)
+    bad = np.flatnonzero(~water & ~valid)
+    if table.truncated_tail and (len(bad) == 0 or bad[0] == table.num_atoms - 1):
+        raise StructureReadError("file ends in the middle of a record (truncated?)", source=source,
+                                 record=f"line {table.line_number(table.num_atoms - 1)}")
+    if len(bad):
+        line = table.line(bad[0])
+        raise UnknownElementError(
+            f"element {column[bad[0]]!r} of atom {line[12:16].strip()!r} ({line[21:22]}:{line[22:27].strip()}:"
+            f"{line[17:20].strip()}) is not a chemical element", source=source,
+            record=f"line {table.line_number(bad[0])}")
+    blank = table.per_code(76, 78, lambda code: not code.strip(), bool)
+    lines = _with_blank_elements_filled(table, np.flatnonzero(~water & blank), column)
+    dropped = water.copy()
+    if not keep_hydrogens:
+        dropped |= table.per_code(76, 78, lambda code: code.strip().upper() in _HYDROGEN, bool)
+        for i in lines:  # hydrogens of polymer residues whose element column was blank
+            dropped[i] |= column[i] in _HYDROGEN
+    kept = np.flatnonzero(~dropped)
+    records = table.lines(kept)
+    for k in np.flatnonzero(np.isin(kept, list(lines))).tolist():
+        records[k] = lines[int(kept[k])]
+    marked_unknown = {_atom_key(records[k][21], records[k][22:26], records[k][26], records[k][12:16])
+                      for k in np.flatnonzero(column[kept] == _UNKNOWN_ELEMENT).tolist()}
+    return records, table.line_numbers(kept), marked_unknown
+
+
+def _with_blank_elements_filled(table: AtomLineTable, blank: np.ndarray, column: np.ndarray) -> dict[int, str]:
+    """The atom lines ``blank`` with an empty element column, given the element :func:`_blank_element` finds.
+
+    Also writes that element into ``column`` (their element column, upper case).
+    """
+    lines = {}
+    for i in blank.tolist():
+        line = table.line(i)
+        element = _blank_element(line[12:16].strip(), line[17:21].strip().upper())
+        if element:
+            lines[i], column[i] = f"{line[:76]:<76}{element:>2}{line[78:]}", element
+    return lines
+
+
+def _coordinate_records_by_line(text: str, source, model: int,
+                                keep_hydrogens: bool) -> tuple[list[str], list[int], set]:
+    """:func:`_coordinate_records` for any file, one line after the other."""
     lines = text.splitlines()
     truncated_tail = not text.endswith(("\n", "\r"))
     kept: list[str] = []

@@ -29,18 +29,127 @@ import numpy as np
 
 from geomol.data.io.structure import Structure
 
-__all__ = ["read_clean_records"]
+__all__ = ["AtomLineTable", "read_clean_records", "single_model_atom_table"]
 
 _WIDTH = 80
+
+
+_ATOM_RECORDS = (b"ATOM  ", b"HETATM")
+_MODEL_RECORDS = (b"MODEL ", b"ENDMDL")
+_OTHER_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # str.splitlines cuts at these too
+
+
+class AtomLineTable:
+    """The ATOM/HETATM lines of a PDB text whose lines end in plain newlines, located by byte offsets.
+
+    Fields of these lines are read for all lines at once, as columns of bytes; a line is made a
+    ``str`` only when asked for. Built by :func:`single_model_atom_table`.
+    """
+
+    def __init__(self, text: str, padded: np.ndarray, starts: np.ndarray, stops: np.ndarray, line_numbers: np.ndarray,
+                 truncated_tail: bool):
+        self.text = text
+        self._padded = padded  # [len(text) + _WIDTH] uint8: the text, then newlines (no field reaches past a line)
+        self._starts, self._stops = starts, stops  # [n] offsets of each atom line in the text, stop exclusive
+        self._line_numbers = line_numbers  # [n] 1-based line number in the text
+        self.truncated_tail = truncated_tail
+        self._codes: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
+
+    @property
+    def num_atoms(self) -> int:
+        return len(self._starts)
+
+    def line(self, i: int) -> str:
+        return self.text[self._starts[i]:self._stops[i]]
+
+    def lines(self, indices: Sequence[int]) -> list[str]:
+        return [self.text[a:b] for a, b in zip(self._starts[indices].tolist(), self._stops[indices].tolist())]
+
+    def line_number(self, i: int) -> int:
+        return int(self._line_numbers[i])
+
+    def line_numbers(self, indices: Sequence[int]) -> list[int]:
+        return self._line_numbers[indices].tolist()
+
+    def per_code(self, start: int, stop: int, meaning, dtype) -> np.ndarray:
+        """[n] ``meaning(field)`` of columns ``start:stop`` (0-based) of each line, as ``line[start:stop]``
+        would give it but with columns past the line's end read as spaces; computed once per distinct field.
+        """
+        codes, inverse = self._distinct_codes(start, stop)
+        return np.array([meaning(code) for code in codes], dtype=dtype)[inverse]
+
+    def _distinct_codes(self, start: int, stop: int) -> tuple[list[str], np.ndarray]:
+        """(distinct values of columns ``start:stop``, index of each line's value among them)."""
+        if (start, stop) not in self._codes:
+            columns = self._starts[:, None] + np.arange(start, stop)
+            field = self._padded[columns]
+            field[columns >= self._stops[:, None]] = ord(" ")
+            first, inverse = _distinct(field)
+            self._codes[start, stop] = [field[i].tobytes().decode("latin-1") for i in first], inverse
+        return self._codes[start, stop]
+
+
+def single_model_atom_table(text: str) -> AtomLineTable | None:
+    """The ATOM/HETATM lines of ``text``; None when it has MODEL/ENDMDL records, line breaks other
+    than plain newlines, or characters beyond Latin-1 (such texts are read line by line)."""
+    if any(mark in text for mark in _OTHER_LINE_BREAKS):
+        return None
+    try:
+        data = np.frombuffer(text.encode("latin-1") + b"\n" * _WIDTH, dtype=np.uint8)
+    except UnicodeEncodeError:
+        return None
+    size = len(text)
+    newlines = np.flatnonzero(data[:size] == ord("\n"))
+    starts, stops = np.append(0, newlines + 1), np.append(newlines, size)
+    if starts[-1] == size:  # nothing after the last newline: no line there (as str.splitlines)
+        starts, stops = starts[:-1], stops[:-1]
+    record = np.ascontiguousarray(data[starts[:, None] + np.arange(6)]).view("S6").ravel()
+    if np.isin(record, _MODEL_RECORDS).any():
+        return None
+    atom_lines = np.flatnonzero(np.isin(record, _ATOM_RECORDS))
+    lengths = stops[atom_lines] - starts[atom_lines]
+    truncated_tail = (not text.endswith("\n") and len(atom_lines) > 1 and atom_lines[-1] == len(starts) - 1
+                      and lengths[-1] < lengths[-2])
+    return AtomLineTable(text, data, starts[atom_lines], stops[atom_lines], atom_lines + 1, bool(truncated_tail))
 
 
 def _columns(records: Sequence[str]) -> np.ndarray | None:
     """[n, 80] bytes of the records, padded or cut to 80 columns; None for non-ASCII text."""
     try:
-        text = "".join(f"{line:<{_WIDTH}.{_WIDTH}}" for line in records).encode("ascii")
+        if set(map(len, records)) == {_WIDTH}:  # the usual case: no padding or cutting needed
+            text = "".join(records).encode("ascii")
+        else:
+            text = "".join(f"{line:<{_WIDTH}.{_WIDTH}}" for line in records).encode("ascii")
     except UnicodeEncodeError:
         return None
     return np.frombuffer(text, dtype="S1").reshape(len(records), _WIDTH)
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the first occurrence of each distinct value, index of each entry's value among them)
+    of a [n] byte-string field or [n, width] uint8 field."""
+    width = keys.dtype.itemsize if keys.ndim == 1 else keys.shape[1]
+    keys = np.ascontiguousarray(keys).view(f"<u{width}" if width in (1, 2, 4, 8) else f"V{width}").ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
+def _per_distinct(field: np.ndarray, meaning) -> tuple[list, np.ndarray]:
+    """(``meaning(value)`` of each distinct value of a field, index of each entry's value among them).
+
+    ``field`` is [n] byte strings (values as NumPy gives them, trailing NULs dropped) or an
+    [n, width] block of byte columns (each row given as the ``str`` of all its bytes).
+    """
+    first, inverse = _distinct(field)
+    return [meaning(field[i] if field.ndim == 1 else field[i].tobytes().decode("latin-1")) for i in first], inverse
+
+
+def _expanded(values: list, inverse: np.ndarray) -> list:
+    """``[values[k] for k in inverse]``, gathered by NumPy."""
+    table = np.empty(len(values), dtype=object)
+    for k, value in enumerate(values):
+        table[k] = value
+    return table[inverse].tolist()
 
 
 def _field(table: np.ndarray, start: int, stop: int) -> np.ndarray:
@@ -80,6 +189,34 @@ def _resolve_altlocs(atoms: range, names: Sequence[str], fullnames: Sequence[str
     return chosen
 
 
+def _names_unique_per_residue(names: Sequence[str], name_of_atom: np.ndarray, residue_sizes: np.ndarray) -> bool:
+    """Whether no atom name comes twice within a residue.
+
+    Args:
+        names: the distinct atom names (two may be equal: names of different name columns).
+        name_of_atom: [N] index of each atom's entry in ``names``.
+        residue_sizes: atoms of each residue (residues are consecutive runs of atoms).
+    """
+    number = {name: k for k, name in enumerate(names)}
+    name_id = np.array([number[name] for name in names], dtype=np.int64)[name_of_atom]
+    residue = np.repeat(np.arange(len(residue_sizes), dtype=np.int64), residue_sizes)
+    return len(np.unique(residue * len(names) + name_id)) == len(name_id)
+
+
+def _with_altlocs_resolved(order: Sequence[int], starts: np.ndarray, stops: np.ndarray, names: Sequence[str],
+                           fullnames: Sequence[str], altlocs: np.ndarray,
+                           occupancy: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(atoms kept, in residue ``order``; residue offsets among them), or (None, None) when not clean."""
+    atom_order, offsets = [], [0]
+    for r in order:
+        chosen = _resolve_altlocs(range(starts[r], stops[r]), names, fullnames, altlocs, occupancy)
+        if chosen is None:
+            return None, None
+        atom_order.extend(chosen)
+        offsets.append(len(atom_order))
+    return np.asarray(atom_order, dtype=np.int64), np.asarray(offsets)
+
+
 def read_clean_records(records: Sequence[str], source, canonical: Mapping[str, str],
                        keep_hydrogens: bool) -> Structure | None:
     """The structure of ATOM/HETATM ``records`` (one model, waters removed), or None if they are not clean.
@@ -94,7 +231,7 @@ def read_clean_records(records: Sequence[str], source, canonical: Mapping[str, s
     table = _columns(records) if records else None
     if table is None:
         return None
-    given = [e.strip().decode().upper() for e in _field(table, 76, 78)]
+    given, element_of_atom = _per_distinct(_field(table, 76, 78), lambda e: e.strip().decode().upper())
     elements = [canonical.get(e) for e in given]
     # a blank element column (Biopython guesses from the name), or an atom marked unknown ('X')
     if "" in given or None in elements or "X" in elements:
@@ -121,20 +258,21 @@ def read_clean_records(records: Sequence[str], source, canonical: Mapping[str, s
             return None
         seen.add(identity)
         residues.setdefault(chain, []).append(r)
-    fullnames = [line[12:16] for line in records]
-    names = [full.strip() if len(full.split()) == 1 else full for full in fullnames]
-    altlocs = _field(table, 16, 17)
+    fullnames, name_of_atom = _per_distinct(table[:, 12:16], str)
+    names = [full.strip() if len(full.split()) == 1 else full for full in fullnames]  # as Biopython names atoms
     order = [r for chain_residues in residues.values() for r in chain_residues]
-    atom_order, offsets = [], [0]
-    for r in order:
-        chosen = _resolve_altlocs(range(starts[r], stops[r]), names, fullnames, altlocs, occupancy)
-        if chosen is None:
+    if _names_unique_per_residue(names, name_of_atom, stops - starts):  # no alternative locations to choose from
+        sizes = (stops - starts)[order]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        keep = np.arange(offsets[-1]) + np.repeat(starts[order] - offsets[:-1], sizes)  # residue runs in order
+    else:
+        keep, offsets = _with_altlocs_resolved(order, starts, stops, _expanded(names, name_of_atom),
+                                               _expanded(fullnames, name_of_atom), _field(table, 16, 17), occupancy)
+        if keep is None:
             return None
-        atom_order.extend(chosen)
-        offsets.append(len(atom_order))
-    keep = np.asarray(atom_order, dtype=np.int64)
     first_atoms = starts[order]
-    return Structure(str(source), xyz[keep].astype(np.float32).astype(np.float64), [elements[i] for i in keep],
-                     [names[i] for i in keep], np.asarray(offsets), [chain_col[i].decode().strip() for i in first_atoms],
+    return Structure(str(source), xyz[keep].astype(np.float32).astype(np.float64),
+                     _expanded(elements, element_of_atom[keep]), _expanded(names, name_of_atom[keep]), offsets,
+                     [chain_col[i].decode().strip() for i in first_atoms],
                      [int(resseq[i]) for i in first_atoms], [icode_col[i].decode().strip() for i in first_atoms],
                      [resnames[i].decode().strip() for i in first_atoms], hydrogens_kept=keep_hydrogens)

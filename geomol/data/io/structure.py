@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from geomol.data.blocks import Block
+from geomol.data.pocket import distance_mask
 from geomol.errors import EmptySelectionError
 from geomol.data.vocab import element_block_symbol, position_code, residue_block_symbol
 
@@ -168,6 +169,16 @@ class Structure:
         """[N] block index of each atom (blocks as made by :meth:`blocks`)."""
         starts = self._block_table[0]
         return np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+
+    @cached_property
+    def distance_atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(coordinates [M, 3] in Å, block of each [M]) of the atoms that count for pocket distances.
+
+        Heavy atoms, and the atoms of hydrogen-only blocks (:func:`~geomol.data.pocket.distance_mask`);
+        computed once, as a pocket is selected again for every ligand of a receptor.
+        """
+        counted = distance_mask(self.is_heavy, self.atom_block, self.num_blocks)
+        return self.coords[counted], self.atom_block[counted]
 
     def blocks(self, indices: Sequence[int] | np.ndarray | None = None, *, keep_hydrogens: bool = True) -> list[Block]:
         """The blocks at ``indices`` (all blocks when None), in the given order.
