@@ -38,8 +38,9 @@ class EGNO(nn.Module):
         time_embedding_dim: D_t of the sinusoidal slice embedding.
         use_time_conv: apply the temporal convolutions (the official MD17 run has them off).
         node_attr_norm: how :meth:`forward` scales ``node_attr`` (see :func:`dynamics_inputs`).
-        edge_chunk_elements: large graphs are processed in checkpointed edge chunks of this many
-            elements per [edges, P, H] tensor (:class:`~geomol.nn.egnn.EGNNLayer`); results are unchanged.
+        edge_chunk_elements: with gradients, above this many elements per [edges, P, H] tensor the edge
+            activations are recomputed in the backward pass instead of being stored
+            (:class:`~geomol.nn.egnn.EGNNLayer`); results are unchanged.
 
     :meth:`forward` takes a batched trajectory BlockGraph; :meth:`forward_tensors` the raw tensors.
     """

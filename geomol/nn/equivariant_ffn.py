@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from geomol.nn.dense import dense, linear, linears, silu_linear
 from geomol.nn.dropout import FastDropout
 from geomol.nn.radial import RadialBasis
 from geomol.nn.scatter import scatter_mean
@@ -42,8 +43,8 @@ class EquivariantFFN(nn.Module):
 
     Shapes (``forward``): H [N, d], Z [N, C, 3], block_id [N] → H [N, d], Z [N, C, 3].
 
-    Both MLPs read the same input [H_a ‖ mean_block(H) ‖ RBF(|Z_a − c_b|)], so their first layers
-    run as one matmul, and the block-mean part is computed once per block.
+    Both MLPs read the same input [H_a ‖ mean_block(H) ‖ RBF(|Z_a − c_b|)]; their products run through
+    oneDNN (:mod:`geomol.nn.dense`), with the SiLUs fused into them when no gradient is needed.
     """
 
     def __init__(self, d_in: int, d_hidden: int, n_channel: int, n_rbf: int, dropout: float = 0.1):
@@ -54,25 +55,25 @@ class EquivariantFFN(nn.Module):
         self.mlp_z = _mlp3(d_input, d_hidden, n_channel, dropout)
         self.rbf = RadialBasis(n_rbf, FFN_CUTOFF)
 
-    def _first_layer(self, H, block_mean, radial, block_id):
-        """Hidden pre-activations [N, 2·d_hidden] of both MLPs (h first, then z).
+    def _first_layers(self, inputs: torch.Tensor) -> list[torch.Tensor]:
+        """SiLU of both MLPs' first layers [N, d_hidden] each (h, z), one oneDNN pass each without autograd."""
+        maps = (self.mlp_h[0], self.mlp_z[0])
+        if torch.is_grad_enabled():
+            return [F.silu(t) for t in linears(inputs, [m.weight for m in maps], [m.bias for m in maps])]
+        return [dense(inputs, m.weight, m.bias, activation="silu") for m in maps]
 
-        The block-mean part and the bias are computed once per block and gathered to the atoms;
-        the atom part is then accumulated into that buffer by the matmul itself (``addmm_``),
-        so no [N, 2·d_hidden] temporary is added or copied."""
-        d = self.d_in
-        weight = torch.cat([self.mlp_h[0].weight, self.mlp_z[0].weight])  # [2·d_hidden, 2d + C·R]
-        bias = torch.cat([self.mlp_h[0].bias, self.mlp_z[0].bias])
-        per_block = torch.addmm(bias, block_mean, weight[:, d:2 * d].T)
-        atom_weight = torch.cat([weight[:, :d], weight[:, 2 * d:]], 1)
-        return per_block.index_select(0, block_id).addmm_(torch.cat([H, radial], 1), atom_weight.T)
+    @staticmethod
+    def _rest(mlp: nn.Sequential, hidden: torch.Tensor) -> torch.Tensor:
+        """Dropout → Linear → SiLU → Dropout → Linear → Dropout (layers 2–7 of :func:`_mlp3`)."""
+        hidden = mlp[5](silu_linear(mlp[2](hidden), mlp[3].weight, mlp[3].bias))
+        return mlp[7](linear(hidden, mlp[6].weight, mlp[6].bias))
 
     def forward(self, H: torch.Tensor, Z: torch.Tensor, block_id: torch.Tensor, n_blocks: int):
         centroid = scatter_mean(Z, block_id, n_blocks).index_select(0, block_id)
         offset = Z - centroid
         radial = self.rbf(torch.linalg.vector_norm(offset, dim=-1)).flatten(1)  # [N, C·R]
-        hidden = self._first_layer(H, scatter_mean(H, block_id, n_blocks), radial, block_id)
-        hidden_h, hidden_z = self.mlp_h[2](F.silu(hidden, inplace=not torch.is_grad_enabled())).chunk(2, dim=1)
-        out_h = self.mlp_h[6:](self.mlp_h[3:6](hidden_h))
-        out_z = self.mlp_z[6:](self.mlp_z[3:6](hidden_z))
+        block_mean = scatter_mean(H, block_id, n_blocks).index_select(0, block_id)
+        hidden_h, hidden_z = self._first_layers(torch.cat([H, block_mean, radial], 1))
+        out_h = self._rest(self.mlp_h, hidden_h)
+        out_z = self._rest(self.mlp_z, hidden_z)
         return H + out_h, centroid + out_z.unsqueeze(-1) * offset

@@ -27,6 +27,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from geomol.nn.dense import linear
+
 __all__ = ["timestep_embedding", "kept_modes", "circular_kernel", "spectral_time_conv", "ScalarTimeConv",
            "VectorTimeConv"]
 
@@ -110,7 +112,7 @@ def _fourier_tables(num_modes: int, num_slices: int, dtype: torch.dtype, device:
 
 
 def _mode_mixing(coef: torch.Tensor, weight: torch.Tensor, modes: tuple, num_slices: int) -> torch.Tensor:
-    """Per-mode complex channel mixing Y_k = U_k W_k in real form, coef [N, J, C_in] → [N, J, C_out].
+    """Per-mode complex channel mixing Y_k = U_k W_k in real form, coef [J, N, C_in] → [J, N, C_out].
 
     A real bin (DC, Nyquist) is one real matrix product; a complex bin is [Re U, Im U] times
     [[Re W, Im W], [−Im W, Re W]]. Mixing each mode separately skips the zero blocks of the full
@@ -120,13 +122,14 @@ def _mode_mixing(coef: torch.Tensor, weight: torch.Tensor, modes: tuple, num_sli
     for k in modes:
         w_re, w_im = weight[:, :, k, 0], weight[:, :, k, 1]
         if 0 < 2 * k < num_slices:
+            pair = torch.cat([coef[j], coef[j + 1]], 1)  # [N, 2·C_in]: Re U, Im U
             block = torch.cat([torch.cat([w_re, w_im], 1), torch.cat([-w_im, w_re], 1)], 0)
-            out.append((coef[:, j:j + 2].reshape(coef.size(0), -1) @ block).view(coef.size(0), 2, -1))
+            out.extend(linear(pair, block.t()).chunk(2, 1))  # Re Y, Im Y
             j += 2
         else:
-            out.append((coef[:, j] @ w_re).unsqueeze(1))
+            out.append(linear(coef[j], w_re.t()))
             j += 1
-    return torch.cat(out, 1)
+    return torch.stack(out)
 
 
 def spectral_time_conv(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -144,8 +147,8 @@ def spectral_time_conv(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """
     p = u.size(1)
     analysis, synthesis, modes = _fourier_tables(weight.size(2), p, u.dtype, u.device)
-    coef = torch.einsum("js,nsc->njc", analysis, u)  # [N, J, C_in]
-    return torch.einsum("tj,njo->nto", synthesis, _mode_mixing(coef, weight, modes, p))
+    coef = torch.einsum("js,nsc->jnc", analysis, u)  # [J, N, C_in]: one contiguous block per coefficient
+    return torch.einsum("tj,jno->nto", synthesis, _mode_mixing(coef, weight, modes, p))
 
 
 class ScalarTimeConv(nn.Module):

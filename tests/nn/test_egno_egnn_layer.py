@@ -75,3 +75,19 @@ def test_chunked_checkpointed_edges_give_the_same_values_and_gradients():
         assert torch.allclose(no_grad[0], x_out, atol=1e-12)
     for a, b in zip(*outs):
         assert torch.allclose(a, b, atol=1e-10)
+
+
+def test_float32_fast_path_matches_float64_values_and_gradients():
+    """Float32 runs the oneDNN products and the shared backward of the node maps; float64 the plain ones."""
+    x, h, v, ei, e = _graph(n=9, m=40, seed=3)
+    layer64 = EGNNLayer(8, 3).double()
+    layer32 = EGNNLayer(8, 3)
+    layer32.load_state_dict(layer64.state_dict())
+    outs = []
+    for layer, dtype in ((layer64, torch.float64), (layer32, torch.float32)):
+        xg, hg = x.to(dtype).detach().requires_grad_(), h.to(dtype).detach().requires_grad_()
+        x_out, h_out = layer(xg, hg, v.to(dtype), ei, e.to(dtype), in_degree(ei[0], len(x), dtype))
+        (x_out.pow(2).sum() + h_out.sin().sum()).backward()
+        outs.append([x_out, h_out, xg.grad, hg.grad] + [p.grad for p in layer.parameters()])
+    for a, b in zip(*outs):
+        assert torch.allclose(b.double(), a, rtol=1e-4, atol=1e-5)
