@@ -166,6 +166,7 @@ class _EdgeSums(torch.autograd.Function):
         return force, agg
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, g_force, g_agg):
         x, h_row, h_col, edge_term, row, col, *rest = ctx.saved_tensors
         n = len(EdgeWeights._fields)
