@@ -39,9 +39,10 @@ __all__ = ["EGNNLayer", "EdgeWeights", "edge_sums", "in_degree", "CHUNK_ELEMENTS
 # the activations of a chunk stay in the L2 cache, which makes the element-wise passes (SiLU, gathers,
 # sums) several times cheaper than on whole-graph tensors (measured best of 2^15 … 2^20 on N-body shapes).
 CHUNK_ELEMENTS = 1 << 17
-# A graph whose whole [edges, P, H] tensor has at most this many elements goes in one chunk: there the
-# fixed cost of each extra chunk's calls outweighs the cache gain (N-body, 2,000 edges: 70 → 64 ms a step).
-SINGLE_CHUNK_ELEMENTS = 1 << 20
+# A graph with at most this many edges goes in one chunk: there the fixed cost of each extra chunk's calls
+# outweighs the cache gain (N-body, 2,000 edges: 70 → 64 ms a step; a 16,000-edge graph with P = 1, whose
+# tensors are as large, is 30 % slower in one chunk than in chunks of CHUNK_ELEMENTS).
+SINGLE_CHUNK_EDGES = 4096
 
 
 # ------------------------------------------------------------------------------------------ edge messages
@@ -199,7 +200,7 @@ def edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, edge_te
         x: [N, P, 3]; h_row, h_col: [N, P, H] node terms (W_i h) and (W_j h) of the first message Linear;
         edge_term: [M, H] W_e e + b₁; edge_index: [2, M] (row = receiver); weights: the edge MLPs.
         chunk: elements per [edges, P, H] chunk (edges are processed ⌈M·P·H / chunk⌉ at a time); a graph
-            with M·P·H ≤ :data:`SINGLE_CHUNK_ELEMENTS` goes in one chunk.
+            with M ≤ :data:`SINGLE_CHUNK_EDGES` goes in one chunk.
         store_limit: with gradients, the activations of the edges ([M, P, H] ×6) are stored when
             M·P·H ≤ store_limit, else recomputed chunk by chunk in the backward pass (memory O(N·P·H + chunk)).
 
@@ -208,7 +209,7 @@ def edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, edge_te
     """
     row, col = edge_index[0], edge_index[1]
     per_edge = h_row.size(1) * h_row.size(2)
-    if row.numel() * per_edge <= SINGLE_CHUNK_ELEMENTS:
+    if row.numel() <= SINGLE_CHUNK_EDGES:
         chunk = max(chunk, row.numel() * per_edge)
     step = max(1, min(chunk, store_limit) // per_edge)
     tensors = (x, h_row, h_col, edge_term) + tuple(weights)
