@@ -50,7 +50,6 @@ class EquivariantFFN(nn.Module):
     def __init__(self, d_in: int, d_hidden: int, n_channel: int, n_rbf: int, dropout: float = 0.1):
         super().__init__()
         d_input = 2 * d_in + n_channel * n_rbf
-        self.d_in = d_in
         self.mlp_h = _mlp3(d_input, d_hidden, d_in, dropout)
         self.mlp_z = _mlp3(d_input, d_hidden, n_channel, dropout)
         self.rbf = RadialBasis(n_rbf, FFN_CUTOFF)
