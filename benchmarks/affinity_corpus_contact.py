@@ -34,6 +34,7 @@ from geomol.contact_models import CONTACT_LOSSES, ContactData, fit_contact_score
 from geomol.data.contact_features import graph_atom_contacts  # noqa: E402
 from geomol.data.corpus_split import item_clusters  # noqa: E402
 from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
+from geomol.inference.finetune import FinetuneSettings  # noqa: E402
 from geomol.provenance import provenance  # noqa: E402
 from geomol.tasks import CorpusDataModule  # noqa: E402
 
@@ -43,17 +44,17 @@ HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
 
 
 def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
-                    cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1
-                    ) -> tuple[list[str], ContactData, list[dict]]:
-    """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features; the item
-    ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held
-    out for model selection)."""
+                    cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1,
+                    chemistry: bool = False) -> tuple[list[str], ContactData, list[dict]]:
+    """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
+    interaction-role columns when ``chemistry``); the item ids; the protocol's ``n_folds`` folds as item indices
+    (``valid_fraction`` of each fold's training clusters held out for model selection)."""
     module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
     dataset = module.make_dataset(workers)
     atom_rows, descriptors = [], []
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
-        atom_rows.append(graph_atom_contacts(graph))
+        atom_rows.append(graph_atom_contacts(graph, chemistry=chemistry))
         descriptors.append(graph.ligand_descriptors[0].numpy())
     items = dataset.corpus_items
     data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
@@ -69,7 +70,8 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
 def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dict:
     """Train the seeds of fold ``k``, write its predictions and record; return the record."""
     clock = time.process_time()
-    fits = [fit_contact_scorer(data, fold["train"], fold["valid"], loss=args.loss, epochs=args.epochs,
+    train = training_items(data, fold, args.train_sources)
+    fits = [fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs,
                                seed=args.seed + 100 * k + s, hidden=args.hidden, descriptors=not args.no_descriptors)
             for s in range(args.seeds)]
     test = np.asarray(fold["test"], dtype=np.int64)
@@ -82,16 +84,63 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
         writer.writerows([ids[i], f"{p:.4f}", k, f"{data.label[i]:.4f}", int(data.descriptors[i, HEAVY])]
                          for i, p in zip(test, pred))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
-              "about": f"per-atom contact MLP + descriptors, {args.loss} loss within series, mean of {args.seeds} seeds",
+              "about": f"per-atom contact MLP{' with interaction roles' if args.chemistry else ''} + descriptors, "
+                       f"{args.loss} loss within series, mean of {args.seeds} seeds",
               "epochs": args.epochs, "loss": args.loss, "hidden": args.hidden, "descriptors": not args.no_descriptors,
-              "seeds": args.seeds, "chosen_epochs": [fit.epoch for fit in fits],
+              "chemistry": args.chemistry, "atom_features": int(data.atoms.shape[1]), "seeds": args.seeds, "chosen_epochs": [fit.epoch for fit in fits],
               "valid_mean_target_spearman": [fit.score for fit in fits],
-              "split_sizes": {part: len(idx) for part, idx in fold.items()},
+              "split_sizes": {**{part: len(idx) for part, idx in fold.items()}, "train": len(train)},
+              "train_sources": args.train_sources,
               "train_cpu_seconds": cpu, "test_items": len(test), "provenance": provenance()}
+    if args.fewshot:
+        record["fewshot_rows"] = fewshot_rows(fits[0].model, data, train, test, k, args)
     (out / f"fold{k}.json").write_text(json.dumps(record, indent=1))
     print(f"fold {k}: epochs {record['chosen_epochs']}, validation "
           f"{np.mean(record['valid_mean_target_spearman']):.3f}, {cpu:.0f} CPU s", flush=True)
     return record
+
+
+def fewshot_rows(model, data: ContactData, train: list[int], test: np.ndarray, fold: int, args) -> list[dict]:
+    """Few-shot rows of a fold (``benchmarks/affinity_fewshot.py``'s protocol, for the contact scorer): the fold's
+    seed-0 scorer, calibrated on its training items, adapted to k measured ligands of each expert-pose test target
+    as ``geomol finetune`` does (:func:`~geomol.inference.finetune.adapt_contact_scorer`), scored on the others."""
+    from affinity_fewshot import draw_scores
+    from geomol.contact_models import calibrate_contact_scorer
+    from geomol.inference.finetune import adapt_contact_scorer
+    from geomol.target_metrics import EXPERT_POSE_SOURCES
+
+    calibrate_contact_scorer(model, data, train)
+    settings, rng = FinetuneSettings(), np.random.default_rng(fold)
+    rows = []
+    for key in sorted(set(data.keys[test].tolist())):
+        items = test[data.keys[test] == key]
+        source = str(key).split("/", 1)[0]
+        if source not in EXPERT_POSE_SOURCES:
+            continue
+        atoms, owner, descriptors = data.batch(items)
+        y = torch.as_tensor(data.label[items])
+        base = predict_contact_scorer(model, data, items)
+
+        def finetuned(chosen: np.ndarray, rest: np.ndarray) -> np.ndarray:
+            keep = torch.from_numpy(np.isin(owner.numpy(), chosen))
+            index = torch.full((len(items),), -1, dtype=torch.long)
+            index[torch.from_numpy(chosen)] = torch.arange(len(chosen))
+            tuned = adapt_contact_scorer(model, atoms[keep], index[owner[keep]], descriptors[torch.from_numpy(chosen)],
+                                         y[chosen], settings)
+            return predict_contact_scorer(tuned, data, items[rest])
+
+        for k in args.fewshot:
+            if len(items) >= k + 5:
+                scores = draw_scores(data.label[items], data.descriptors[items, HEAVY].double().numpy(), base,
+                                     finetuned, k, args.fewshot_draws, rng)
+                rows.append({"target": str(key), "source": source, "fold": fold, "n": len(items), "k": k,
+                             **{m: round(float(v), 4) for m, v in scores.items()}})
+    return rows
+
+
+def training_items(data: ContactData, fold: dict, sources: list[str] | None = None) -> list[int]:
+    """The fold's training items, only those of ``sources`` (series keys ``'<source>/...'``) when given."""
+    return [i for i in fold["train"] if sources is None or str(data.keys[i]).split("/", 1)[0] in sources]
 
 
 def build_args(argv=None) -> argparse.Namespace:
@@ -105,12 +154,19 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--fold", type=int, nargs="*", default=None, help="only these folds (default all)")
     parser.add_argument("--valid-fraction", type=float, default=0.1,
                         help="share of each fold's training clusters held out to choose the epoch (the protocol's 0.1)")
+    parser.add_argument("--train-sources", nargs="+", default=None,
+                        help="train on these sources' items only (validation and test items unchanged)")
     parser.add_argument("--loss", choices=sorted(CONTACT_LOSSES), default="ranking")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=5, help="models per fold, their scores averaged")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--no-descriptors", action="store_true", help="per-atom contacts only")
+    parser.add_argument("--chemistry", action="store_true",
+                        help="add the interaction-role columns (donors, acceptors, charges, aromatic; CHEMISTRY_CONTACT_FEATURES)")
+    parser.add_argument("--fewshot", type=int, nargs="*", default=None, metavar="K",
+                        help="also measure few-shot fine-tuning on K measured ligands of each expert-pose test target")
+    parser.add_argument("--fewshot-draws", type=int, default=5, help="draws of K ligands per target")
     parser.add_argument("--variant", default="contact", help="name recorded in the fold records")
     parser.add_argument("--out-dir", required=True)
     return parser.parse_args(argv)
@@ -122,9 +178,22 @@ def main(argv=None) -> list[dict]:
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     ids, data, folds = corpus_contacts(root=args.root, sources=args.sources, series=args.series,
                                        cache_dir=args.cache_dir, workers=args.workers, n_folds=args.folds,
-                                       valid_fraction=args.valid_fraction)
+                                       valid_fraction=args.valid_fraction, chemistry=args.chemistry)
     chosen = range(args.folds) if args.fold is None else args.fold
-    return [run_fold(k, ids, data, folds[k], args) for k in chosen]
+    records = [run_fold(k, ids, data, folds[k], args) for k in chosen]
+    if args.fewshot:
+        from affinity_fewshot import format_summary, summarise
+
+        rows = [row for record in records for row in record["fewshot_rows"]]
+        summary = summarise(rows, args.fewshot)
+        print(format_summary(summary))
+        (Path(args.out_dir) / "fewshot.json").write_text(json.dumps(
+            {"description": "few-shot fine-tuning of each fold's seed-0 contact scorer on k measured ligands of each "
+                            "expert-pose test target; Spearman on the target's other ligands, mean over draws, then "
+                            "over targets", "variant": args.variant, "k": args.fewshot, "draws": args.fewshot_draws,
+             "settings": vars(FinetuneSettings()), "summary": summary, "rows": rows, "provenance": provenance()},
+            indent=1) + "\n")
+    return records
 
 
 if __name__ == "__main__":

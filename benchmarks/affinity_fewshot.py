@@ -61,18 +61,31 @@ def score_draws(model, graphs: list, k: int, draws: int, rng: np.random.Generato
     from geomol.inference.finetune import finetune_model
 
     y = np.array([float(g.y) for g in graphs])
-    hac = np.array([heavy_atoms(g) for g in graphs], dtype=float)
-    base = model.predict(graphs)[0].numpy()
-    scores = {m: [] for m in METHODS}
-    for _ in range(draws):
-        chosen = rng.choice(len(graphs), size=k, replace=False)
-        rest = np.setdiff1d(np.arange(len(graphs)), chosen)
+
+    def finetuned(chosen: np.ndarray, rest: np.ndarray) -> np.ndarray:
         tuned, _ = finetune_model(model, [graphs[i] for i in chosen], y[chosen].tolist(),
                                   [graphs[i].name for i in chosen], settings)
-        tuned_pred = tuned.predict([graphs[i] for i in rest])[0].numpy()
+        return tuned.predict([graphs[i] for i in rest])[0].numpy()
+
+    return draw_scores(y, np.array([heavy_atoms(g) for g in graphs], dtype=float), model.predict(graphs)[0].numpy(),
+                       finetuned, k, draws, rng)
+
+
+def draw_scores(y: np.ndarray, hac: np.ndarray, base: np.ndarray, finetuned, k: int, draws: int,
+                rng: np.random.Generator) -> dict[str, float]:
+    """Mean Spearman over ``draws`` draws of k measured ligands of one target, on its other ligands, per method.
+
+    Args:
+        y, hac, base: ``(n,)`` measured pK, heavy-atom counts and the model's predictions of the target's ligands.
+        finetuned: ``finetuned(chosen, rest)`` -> ``(len(rest),)`` predictions of a model fitted on ``chosen``.
+    """
+    scores = {m: [] for m in METHODS}
+    for _ in range(draws):
+        chosen = rng.choice(len(y), size=k, replace=False)
+        rest = np.setdiff1d(np.arange(len(y)), chosen)
         sign = np.sign(spearman(hac[chosen], y[chosen])) if np.ptp(hac[chosen]) > 0 else 1.0
         sign = 1.0 if np.isnan(sign) or sign == 0 else sign
-        for method, pred in (("base", base[rest]), ("finetuned", tuned_pred), ("hac", hac[rest]),
+        for method, pred in (("base", base[rest]), ("finetuned", finetuned(chosen, rest)), ("hac", hac[rest]),
                              ("hac_k_fit", sign * hac[rest])):
             scores[method].append(spearman(pred, y[rest]))
     return {m: mean_of(v) for m, v in scores.items()}

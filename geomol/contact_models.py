@@ -27,7 +27,8 @@ from geomol.models.contact_scorer import ContactScorer
 from geomol.target_metrics import MIN_TARGET_LIGANDS, target_members
 from geomol.tasks.objectives import centred_loss, ranking_loss
 
-__all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "fit_contact_scorer", "predict_contact_scorer"]
+__all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "fit_contact_scorer",
+           "predict_contact_scorer"]
 
 CONTACT_LOSSES = {"ranking": ranking_loss, "centred": centred_loss}
 
@@ -165,3 +166,14 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
             best = ContactFit(copy.deepcopy(model), epoch, score)
     best.curve = curve
     return best
+
+
+def calibrate_contact_scorer(model: ContactScorer, data: ContactData, train: Sequence[int]) -> None:
+    """Calibrate a fitted scorer to pK on its training items, in place (:meth:`ContactScorer.calibrate`: the
+    slope of the items' pK on their scores within series, and the offset to their mean pK)."""
+    train = np.asarray(train, dtype=np.int64)
+    model.scale.fill_(1.0)
+    model.offset.fill_(0.0)
+    raw = torch.as_tensor(predict_contact_scorer(model, data, train))
+    _, groups = np.unique(data.keys[train], return_inverse=True)
+    model.calibrate(raw, torch.as_tensor(data.label[train]), torch.as_tensor(groups))

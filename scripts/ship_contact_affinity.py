@@ -17,16 +17,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "scripts")]  # the CV's data and folds; the GET card's tables
-from affinity_corpus_contact import corpus_contacts  # noqa: E402
+from affinity_corpus_contact import corpus_contacts, training_items  # noqa: E402
 from ship_corpus_affinity import (_f, corpus_domain_and_metrics, data_section, per_target_plot,  # noqa: E402
                                   per_target_table, variants_table, verdict)
 
-from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
+from geomol.contact_models import ContactData, calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
 from geomol.data.recipe import ComplexRecipe  # noqa: E402
 from geomol.inference.affinity_model import AffinityModel  # noqa: E402
 
@@ -35,14 +34,12 @@ POCKET_CUTOFF = 10.0  # Å, the corpus store's recipe (configs/get_affinity_corp
 
 def train_member(data: ContactData, fold: dict, k: int, args) -> tuple[torch.nn.Module, dict]:
     """Fold ``k``'s member, calibrated to pK on its training items, and what it was trained on."""
-    fit = fit_contact_scorer(data, fold["train"], fold["valid"], loss=args.loss, epochs=args.epochs, seed=100 * k,
+    train = training_items(data, fold, args.train_sources)
+    fit = fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs, seed=100 * k,
                              hidden=args.hidden)
-    train = np.asarray(fold["train"], dtype=np.int64)
-    raw = torch.as_tensor(predict_contact_scorer(fit.model, data, train))
-    _, groups = np.unique(data.keys[train], return_inverse=True)
-    fit.model.calibrate(raw, torch.as_tensor(data.label[train]), torch.as_tensor(groups))
+    calibrate_contact_scorer(fit.model, data, train)
     origin = {"fold": k, "epoch": fit.epoch, "valid_mean_target_spearman": round(fit.score, 4),
-              "train_items": len(fold["train"]), "valid_items": len(fold["valid"]),
+              "train_items": len(train), "valid_items": len(fold["valid"]),
               "scale": round(float(fit.model.scale), 4), "offset": round(float(fit.model.offset), 4)}
     print(f"member {k}: epoch {fit.epoch}, validation {fit.score:.3f}, scale {float(fit.model.scale):.3f}", flush=True)
     return fit.model, origin
@@ -130,6 +127,8 @@ def main(argv=None) -> Path:
     parser.add_argument("--loss", default="ranking")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--chemistry", action="store_true", help="members read the atoms' interaction roles too")
+    parser.add_argument("--train-sources", nargs="+", default=None, help="train on these sources' items only")
     parser.add_argument("--spread-every", type=int, default=20, help="ensemble spread on every k-th training complex")
     parser.add_argument("--cache-dir", default=None, help="processed store (default $GEOMOL_CACHE)")
     args = parser.parse_args(argv)
@@ -138,7 +137,7 @@ def main(argv=None) -> Path:
     read = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
     cv, corpus, speed = read(args.cv), read(args.corpus), read(args.speed)
     clock = time.process_time()
-    _, data, folds = corpus_contacts(cache_dir=args.cache_dir)
+    _, data, folds = corpus_contacts(cache_dir=args.cache_dir, chemistry=args.chemistry)
     members, origins = zip(*(train_member(data, fold, k, args) for k, fold in enumerate(folds)))
     cpu_seconds = time.process_time() - clock
     arguments = {"hidden": args.hidden, "n_atom_features": int(data.atoms.shape[1]),

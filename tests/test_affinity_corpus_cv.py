@@ -187,3 +187,25 @@ def test_contact_scorer_folds_enter_the_table(cv, slice_run, slice_items, tmp_pa
     assert np.isfinite(pred).all() and np.std(pred) > 0
     assert cv.fold_about(out).startswith("contact scorer contact: per-atom contact MLP")
     assert cv.training_cpu(out) == pytest.approx(sum(r["train_cpu_seconds"] for r in records))
+
+
+def test_contact_scorer_with_roles_and_few_shot_rows(cv, slice_run, slice_items, tmp_path):
+    """The interaction-role columns widen the input; few-shot rows come from each fold's expert-pose test targets,
+    fine-tuned as ``geomol finetune`` does, and are summarised in fewshot.json."""
+    contact, fewshot = benchmark_module("affinity_corpus_contact"), benchmark_module("affinity_fewshot")
+    items, clusters = slice_items
+    _, fold_of = cv.checked_folds(items, clusters, 2, 0)
+    out = tmp_path / "contact_roles"
+    records = contact.main(["--sources", "plb", "--series", *SERIES, "--folds", "2", "--seeds", "1", "--epochs", "2",
+                            "--valid-fraction", "0.5", "--cache-dir", str(slice_run[1] / "cache"), "--out-dir", str(out),
+                            "--chemistry", "--train-sources", "plb", "--fewshot", "3", "--fewshot-draws", "2"])
+    from geomol.models.contact_scorer import WITH_CHEMISTRY
+
+    assert all(r["atom_features"] == WITH_CHEMISTRY and r["chemistry"] for r in records)
+    assert cv.fold_about(out).startswith("contact scorer contact: per-atom contact MLP with interaction roles")
+    rows = [row for r in records for row in r["fewshot_rows"]]
+    test_series = {items[i].series: int(fold_of[i]) for i in range(len(items))}
+    assert rows and all(test_series[row["target"]] == row["fold"] and row["k"] == 3 for row in rows)
+    assert all(-1 <= row[m] <= 1 for row in rows for m in fewshot.METHODS)
+    summary = json.loads((out / "fewshot.json").read_text())["summary"]
+    assert summary[0]["n_targets"] == len(rows) and summary[0]["targets"] == "expert_pose"

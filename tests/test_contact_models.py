@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer
-from geomol.data.contact_features import ATOM_CONTACT_FEATURES
+from geomol.data.contact_features import ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES
 from geomol.errors import ConfigError
 from geomol.metrics import spearman
-from geomol.models.contact_scorer import ContactScorer
+from geomol.models.contact_scorer import WITH_CHEMISTRY, ContactScorer
 
 POLAR = ATOM_CONTACT_FEATURES.index("polar")
 N_FEATURES = len(ATOM_CONTACT_FEATURES)
@@ -98,3 +98,13 @@ def test_descriptor_term_needs_descriptors():
     with pytest.raises(ConfigError, match="descriptors"):
         ContactScorer()(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long))
     assert ContactScorer(n_descriptors=0)(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long)).shape == (1,)
+
+
+def test_role_columns_widen_the_input_and_count_columns_are_logged():
+    plain, roles = ContactScorer(), ContactScorer(n_atom_features=WITH_CHEMISTRY)
+    assert not plain.reads_chemistry and roles.reads_chemistry
+    assert WITH_CHEMISTRY == N_FEATURES + len(CHEMISTRY_CONTACT_FEATURES)
+    assert plain.log_columns.tolist() == roles.log_columns[:N_FEATURES].tolist()  # the element columns as before
+    logged = [name for name, on in zip(ATOM_CONTACT_FEATURES + CHEMISTRY_CONTACT_FEATURES, roles.log_columns) if on]
+    assert "hbond_donated" in logged and "metal" in logged and "lig_donor" not in logged and "lig_C" not in logged
+    assert len(logged) == len(COUNT_FEATURES)

@@ -47,7 +47,7 @@ __all__ = [
     "close_environment",
 ]
 
-CACHE_FORMAT = 2  # 2: complex graphs carry ligand_descriptors and ligand_morgan
+CACHE_FORMAT = 3  # 2: complex graphs carry ligand_descriptors and ligand_morgan; 3: and ligand_chemistry
 """Bumped whenever the stored layout or a builder's output changes meaning; part of every key."""
 
 _MAGIC = b"GMR1"

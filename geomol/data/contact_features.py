@@ -19,6 +19,16 @@ Row of one ligand atom (:data:`ATOM_CONTACT_FEATURES`, float64):
 * ``degree`` and ``hetero_bonds``: the atom's bonds to other ligand heavy atoms, and those to N or O,
   perceived from distances (bonded when closer than the sum of covalent radii, :data:`COVALENT_RADII`, + 0.4 Å).
 
+With the ligand's chemistry (``graph_atom_contacts(graph, chemistry=True)``), :data:`CHEMISTRY_CONTACT_FEATURES`
+follow: the atom's interaction roles (``lig_<role>``, :data:`~geomol.data.atom_chemistry.LIGAND_CHEMISTRY`) and
+role-aware sums over receptor heavy atoms within 8 Å (receptor roles from residue, element and position code,
+:func:`~geomol.data.atom_chemistry.receptor_atom_roles`): ``hbond_donated`` (ligand donor on a receptor
+acceptor) and ``hbond_accepted`` (ligand acceptor from a receptor donor), each Σ clip(−s/0.7, 0, 1);
+``salt_bridge`` (opposite charges) Σ clip((5 − d)/1.5, 0, 1) and ``like_charges`` Σ clip((6 − d)/2, 0, 1);
+``aromatic_contacts`` (ligand aromatic atom on a receptor ring carbon) Σ clip(5 − d, 0, 1);
+``polar_on_carbon`` (a ligand donor or acceptor against receptor carbon, a desolvation cost)
+Σ clip(1.5 − s, 0, 1); ``metal`` (a ligand acceptor or anion on a metal) Σ clip((3.2 − d)/0.6, 0, 1).
+
 A ligand atom is hydrophobic as in Vina: a halogen, or a carbon with no bond to N or O; receptor C and S
 count as hydrophobic whatever their neighbours (a coarser rule than Vina's, from elements alone: what the
 graph of sets stores). Hydrogens and the graph's global atoms are left out on both sides.
@@ -26,13 +36,16 @@ graph of sets stores). Hydrogens and the graph's global atoms are left out on bo
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy.spatial import cKDTree
 
+from geomol.data.atom_chemistry import LIGAND_CHEMISTRY, RECEPTOR_ROLES, receptor_atom_roles
 from geomol.data.vocab import atom_index
-from geomol.errors import EmptySelectionError
+from geomol.errors import ConfigError, EmptySelectionError
 
-__all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "COUNT_FEATURES",
-           "atom_contact_features", "graph_atom_contacts"]
+__all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "CHEMISTRY_CONTACT_FEATURES",
+           "COUNT_FEATURES", "atom_contact_features", "chemistry_contact_features", "graph_atom_contacts",
+           "ligand_heavy_atoms"]
 
 LIGAND_GROUPS = ("C", "N", "O", "SP", "F", "ClBrI")
 _LIGAND_GROUP_OF = {6: 0, 7: 1, 8: 2, 15: 3, 16: 3, 9: 4, 17: 5, 35: 5, 53: 5}  # atomic number -> group
@@ -53,8 +66,14 @@ ATOM_CONTACT_FEATURES: tuple[str, ...] = (
     *(f"lig_{g}" for g in LIGAND_GROUPS), *(f"near_{g}" for g in RECEPTOR_GROUPS),
     *(f"shell_{g}" for g in RECEPTOR_GROUPS), "gauss1", "gauss2", "repulsion", "hydrophobic", "polar", "burial",
     "degree", "hetero_bonds")
-COUNT_FEATURES: tuple[int, ...] = tuple(range(len(LIGAND_GROUPS), len(ATOM_CONTACT_FEATURES)))
-"""Columns that are sums over receptor atoms (non-negative, heavy-tailed): a model may ``log1p`` them."""
+CHEMISTRY_CONTACT_FEATURES: tuple[str, ...] = (
+    *(f"lig_{name}" for name in LIGAND_CHEMISTRY), "hbond_donated", "hbond_accepted", "salt_bridge", "like_charges",
+    "aromatic_contacts", "polar_on_carbon", "metal")
+COUNT_FEATURES: tuple[int, ...] = (*range(len(LIGAND_GROUPS), len(ATOM_CONTACT_FEATURES)),
+                                   *range(len(ATOM_CONTACT_FEATURES) + len(LIGAND_CHEMISTRY),
+                                          len(ATOM_CONTACT_FEATURES) + len(CHEMISTRY_CONTACT_FEATURES)))
+"""Columns (of the rows with chemistry) that are sums over receptor atoms (non-negative, heavy-tailed): a model
+may ``log1p`` them."""
 
 
 def _table(values: dict[int, float], default: float) -> np.ndarray:
@@ -124,17 +143,67 @@ def _ligand_bonds(z: np.ndarray, xyz: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return degree, np.bincount(ends, weights=hetero, minlength=len(z))
 
 
-def graph_atom_contacts(graph) -> np.ndarray:
+def ligand_heavy_atoms(graph) -> torch.Tensor:
+    """``(N,)`` bool: a complex graph's ligand heavy atoms (segment 1; no hydrogens, padding or global atoms)."""
+    return (graph.A - _TYPE_OFFSET >= 2) & (graph.segment[graph.block_id] == 1)
+
+
+def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarray, receptor_xyz: np.ndarray,
+                               ligand_chemistry: np.ndarray, ligand_z: np.ndarray, ligand_xyz: np.ndarray) -> np.ndarray:
+    """:data:`CHEMISTRY_CONTACT_FEATURES` of every ligand atom: its roles and the role-aware pair terms.
+
+    Args:
+        receptor_roles: ``(R, len(RECEPTOR_ROLES))`` bool (:func:`~geomol.data.atom_chemistry.receptor_atom_roles`);
+            receptor_z: ``(R,)`` atomic numbers; receptor_xyz: ``(R, 3)`` Å.
+        ligand_chemistry: ``(L, len(LIGAND_CHEMISTRY))`` (:func:`~geomol.data.atom_chemistry.ligand_atom_chemistry`);
+            ligand_z: ``(L,)``; ligand_xyz: ``(L, 3)`` Å.
+
+    Returns:
+        ``(L, len(CHEMISTRY_CONTACT_FEATURES))`` float64.
+    """
+    ligand_z, receptor_z = np.asarray(ligand_z, dtype=np.int64), np.asarray(receptor_z, dtype=np.int64)
+    chem = np.asarray(ligand_chemistry, dtype=np.float64)
+    out = np.zeros((len(ligand_z), len(CHEMISTRY_CONTACT_FEATURES)))
+    out[:, :len(LIGAND_CHEMISTRY)] = chem
+    if len(ligand_z) == 0 or len(receptor_z) == 0:
+        return out
+    pairs = cKDTree(np.asarray(ligand_xyz, dtype=np.float64)).sparse_distance_matrix(
+        cKDTree(np.asarray(receptor_xyz, dtype=np.float64)), CUTOFF, output_type="ndarray")
+    i, j, d = pairs["i"], pairs["j"], pairs["v"]
+    s = d - _VDW[ligand_z[i]] - _VDW[receptor_z[j]]
+    lig = {name: chem[i, k] > 0 for k, name in enumerate(LIGAND_CHEMISTRY[:-1])}
+    rec = {name: np.asarray(receptor_roles)[j, k] for k, name in enumerate(RECEPTOR_ROLES)}
+    hbond = np.clip(-s / 0.7, 0.0, 1.0)
+    polar_ligand = lig["donor"] | lig["acceptor"]
+    terms = (
+        np.where(lig["donor"] & rec["acceptor"], hbond, 0.0),
+        np.where(lig["acceptor"] & rec["donor"], hbond, 0.0),
+        np.where(lig["cation"] & rec["anion"] | lig["anion"] & rec["cation"], np.clip((5.0 - d) / 1.5, 0.0, 1.0), 0.0),
+        np.where(lig["cation"] & rec["cation"] | lig["anion"] & rec["anion"], np.clip((6.0 - d) / 2.0, 0.0, 1.0), 0.0),
+        np.where(lig["aromatic"] & rec["aromatic"], np.clip(5.0 - d, 0.0, 1.0), 0.0),
+        np.where(polar_ligand & (receptor_z[j] == 6), np.clip(1.5 - s, 0.0, 1.0), 0.0),
+        np.where((lig["acceptor"] | lig["anion"]) & (_RECEPTOR_GROUP[receptor_z[j]] == len(RECEPTOR_GROUPS) - 1),
+                 np.clip((3.2 - d) / 0.6, 0.0, 1.0), 0.0),
+    )
+    for k, term in enumerate(terms):
+        out[:, len(LIGAND_CHEMISTRY) + k] = np.bincount(i, weights=term, minlength=len(ligand_z))
+    return out
+
+
+def graph_atom_contacts(graph, chemistry: bool = False) -> np.ndarray:
     """:func:`atom_contact_features` of a complex graph (segment 0 receptor, segment 1 ligand).
 
     Args:
         graph: a :class:`~geomol.data.blocks.BlockGraph` of one complex (not a batch).
+        chemistry: append :func:`chemistry_contact_features` (the graph must carry ``ligand_chemistry``).
 
     Returns:
-        ``(L, len(ATOM_CONTACT_FEATURES))`` float64, one row per ligand heavy atom in graph order.
+        ``(L, F)`` float64, one row per ligand heavy atom in graph order; F = ``len(ATOM_CONTACT_FEATURES)``,
+        plus ``len(CHEMISTRY_CONTACT_FEATURES)`` with ``chemistry``.
 
     Raises:
         EmptySelectionError: the graph has no ligand heavy atom.
+        ConfigError: ``chemistry`` asked of a graph without ``ligand_chemistry`` (built by an older geomol).
     """
     atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
     segment = graph.segment[graph.block_id].numpy()
@@ -143,4 +212,15 @@ def graph_atom_contacts(graph) -> np.ndarray:
     receptor, ligand = heavy & (segment == 0), heavy & (segment == 1)
     if not ligand.any():
         raise EmptySelectionError("the complex has no ligand heavy atom", source=getattr(graph, "name", None))
-    return atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand])
+    rows = atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand])
+    if not chemistry:
+        return rows
+    ligand_chemistry = getattr(graph, "ligand_chemistry", None)
+    if ligand_chemistry is None or len(ligand_chemistry) != int(ligand.sum()):
+        raise ConfigError("the graph has no ligand_chemistry rows for its ligand atoms: rebuild it with this geomol",
+                          source=getattr(graph, "name", None))
+    roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
+                                graph.atom_pos.numpy()[receptor])
+    extra = chemistry_contact_features(roles, atomic_number[receptor], xyz[receptor], ligand_chemistry.numpy(),
+                                       atomic_number[ligand], xyz[ligand])
+    return np.concatenate([rows, extra], axis=1)

@@ -73,7 +73,7 @@ def swap_ligand(graph: BlockGraph, donor: BlockGraph, generator: torch.Generator
     """``graph``'s pocket with ``donor``'s ligand centred on ``graph``'s ligand centroid, randomly turned.
 
     The decoy keeps ``graph``'s name and labels (so a loss can pair it with ``graph``) and takes the
-    donor's ligand chemistry (``ligand_descriptors``, ``ligand_morgan``).
+    donor's ligand chemistry (``ligand_descriptors``, ``ligand_morgan``, ``ligand_chemistry``).
     """
     pocket_atoms, donor_atoms = ~_ligand_atoms(graph), _ligand_atoms(donor)
     pocket_blocks, donor_blocks = graph.segment == 0, donor.segment == 1
@@ -89,7 +89,7 @@ def swap_ligand(graph: BlockGraph, donor: BlockGraph, generator: torch.Generator
     decoy.segment = torch.cat([graph.segment[pocket_blocks], donor.segment[donor_blocks]])
     decoy.block_id = torch.repeat_interleave(torch.arange(decoy.B.numel()), decoy.block_len)
     decoy.num_nodes = decoy.X.size(0)
-    for key in ("ligand_descriptors", "ligand_morgan"):
+    for key in ("ligand_descriptors", "ligand_morgan", "ligand_chemistry"):
         if key in donor:
             decoy[key] = donor[key].clone()
     return decoy

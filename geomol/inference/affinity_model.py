@@ -140,7 +140,7 @@ class AffinityModel(ShippedModel):
         """
         if self.is_contact_scorer:
             graphs = [graphs] if isinstance(graphs, BlockGraph) else list(graphs)
-            atoms, owner, descriptors = (t.to(self.device) for t in contact_inputs(graphs))
+            atoms, owner, descriptors = (t.to(self.device) for t in contact_inputs(graphs, self.members[0].reads_chemistry))
             per_member = torch.stack([m(atoms, owner, descriptors, n_ligands=len(graphs)) for m in self.members])
         else:
             # Members share k_neighbors, sparse_k and dtype, so the edges and atom pairs built once serve them all.

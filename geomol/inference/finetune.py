@@ -1,16 +1,20 @@
 """Few-shot adaptation of an affinity model to one user's target, from a handful of measured ligands.
 
 A user with k measured ligands of their own protein (k = 3 to 10, typically) wants the model's
-ranking of the *other* ligands of that protein. With so few labels only the read-out may move, and
-only a little: for every ensemble member the encoder is frozen (its outputs for the k complexes are
-computed once), and the read-out's weights plus a constant offset (started at the mean residual)
-are trained on the k measured pK by full-batch Adam, with an L2 pull of the weights towards their
-shipped values (``anchor`` × Σ ‖θ − θ₀‖², "L2-SP") so that k points cannot undo what the corpus
-taught. The offset alone fixes the model's level on this target (RMSE); the weights' small update is
-what can change the ranking. For the official energy read-out the weights are its energy MLP
-(``energy_ffn``) and the offset is new (:class:`~geomol.models.readouts.ShiftedEnergyReadout`);
-read-outs that have an ``offset`` of their own (physics-shaped, size-aware, hybrid) keep their class
-and adapt all their parameters.
+ranking of the *other* ligands of that protein. With so few labels only the last layers may move, and
+only a little, pulled towards their shipped values (``anchor`` × Σ ‖θ − θ₀‖², "L2-SP") so that k points
+cannot undo what the corpus taught; a constant offset fixes the model's level on this target (RMSE),
+the weights' small update is what can change the ranking.
+
+* GET: for every ensemble member the encoder is frozen (its outputs for the k complexes are computed
+  once), and the read-out's weights plus the offset (started at the mean residual) are trained on the k
+  measured pK by full-batch Adam. For the official energy read-out the weights are its energy MLP
+  (``energy_ffn``) and the offset is new (:class:`~geomol.models.readouts.ShiftedEnergyReadout`);
+  read-outs that have an ``offset`` of their own (physics-shaped, size-aware, hybrid) keep their class
+  and adapt all their parameters.
+* Contact scorer (the default model): the per-atom MLP's hidden layers are frozen; its last layer and the
+  descriptor term are fitted to the k ligands' differences, then the offset to their level
+  (:func:`adapt_contact_scorer`).
 
 The result is an ordinary :class:`~geomol.inference.affinity_model.AffinityModel` (same recipe,
 domain and member count; an energy read-out becomes ``ShiftedEnergyReadout`` in its hyperparameters), written as
@@ -19,6 +23,7 @@ entry (``metrics.finetune``) recording the base model, the ligands, the settings
 """
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import asdict, dataclass
@@ -33,10 +38,12 @@ from geomol.inference.affinity import build_complexes
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import ligand_inputs
 from geomol.metrics import rmse, spearman
+from geomol.models.contact_scorer import ContactScorer, contact_inputs
 from geomol.models.get import GETAffinity, GETConfig, as_batch
 from geomol.models.readouts import ShiftedEnergyReadout
 
-__all__ = ["SHIFTED_READOUT", "FinetuneSettings", "FinetuneReport", "adapted_readout", "finetune_model",
+__all__ = ["SHIFTED_READOUT", "FinetuneSettings", "FinetuneReport", "adapted_readout", "adapt_contact_scorer",
+           "finetune_model",
            "finetune_on_ligands", "finetune_card"]
 
 ENERGY_READOUT = "geomol.models.readouts.EnergyReadout"
@@ -125,6 +132,43 @@ def _adapted(member: GETAffinity, arguments: dict, graphs: Sequence[BlockGraph],
     return new.eval()
 
 
+def adapt_contact_scorer(member: ContactScorer, atoms: torch.Tensor, owner: torch.Tensor,
+                         descriptors: torch.Tensor | None, measured: torch.Tensor,
+                         settings: FinetuneSettings = FinetuneSettings()) -> ContactScorer:
+    """A copy of a contact scorer fitted to k measured ligands of one target.
+
+    The per-atom MLP's hidden layers stay frozen; its last layer and the descriptor term move by Adam on
+    the squared error of the *centred* residuals (the ranking within the target) with the L2 pull
+    ``settings.anchor`` × Σ ‖θ − θ₀‖² towards the base weights, then the offset is refitted so that the
+    mean prediction on the k ligands is their mean measured pK.
+
+    Args:
+        member: a calibrated :class:`~geomol.models.contact_scorer.ContactScorer`.
+        atoms, owner, descriptors: the k complexes (:func:`~geomol.models.contact_scorer.contact_inputs`).
+        measured: ``(k,)`` pK.
+    """
+    new = copy.deepcopy(member).to(measured.dtype).eval()
+    atoms, descriptors = atoms.to(measured.dtype), None if descriptors is None else descriptors.to(measured.dtype)
+    head = [*new.atom_mlp[-1].parameters(), *(new.descriptor_head.parameters() if new.descriptor_head else ())]
+    anchors = [p.detach().clone() for p in head]
+    new.requires_grad_(False)
+    for p in head:
+        p.requires_grad_(True)
+    optimiser = torch.optim.Adam(head, lr=settings.lr)
+    predict = lambda: new(atoms, owner, descriptors, n_ligands=len(measured))  # noqa: E731
+    for _ in range(settings.steps):
+        optimiser.zero_grad()
+        residual = predict() - measured
+        pull = sum(((p - a) ** 2).sum() for p, a in zip(head, anchors))
+        loss = ((residual - residual.mean()) ** 2).mean() + settings.anchor * pull
+        loss.backward()
+        optimiser.step()
+    new.requires_grad_(False)
+    with torch.no_grad():
+        new.offset -= (predict() - measured).mean()
+    return new
+
+
 def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured: Sequence[float], names: Sequence[str],
                    settings: FinetuneSettings = FinetuneSettings(), *, name: str = "") -> tuple[AffinityModel,
                                                                                                  FinetuneReport]:
@@ -136,19 +180,21 @@ def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured:
         name: the new model's name (default ``<base>-finetuned``).
 
     Raises:
-        ConfigError: fewer than 2 complexes, a read-out this cannot adapt, or a contact-scorer model.
+        ConfigError: fewer than 2 complexes, or a GET read-out this cannot adapt.
     """
-    if model.is_contact_scorer:
-        raise ConfigError(f"fine-tuning adapts the read-out of GET models; {model.name or 'this model'} is a contact "
-                          "scorer (use --model get-plb, or a GET model of your own)")
     if len(graphs) < 2 or len(graphs) != len(measured) or len(names) != len(graphs):
         raise ConfigError(f"fine-tuning needs at least 2 measured complexes (one name and pK each), got "
                           f"{len(graphs)} complexes, {len(measured)} values, {len(names)} names")
-    readout = adapted_readout(model.arguments)
     target = torch.tensor(list(measured), dtype=model.dtype)
     before = model.predict(list(graphs))[0].tolist()
-    members = [_adapted(m, model.arguments, graphs, target, settings) for m in model.members]
-    tuned = AffinityModel(members, {**model.arguments, "readout": readout}, model.recipe, domain=model.domain,
+    if model.is_contact_scorer:
+        inputs = contact_inputs(list(graphs), model.members[0].reads_chemistry)
+        members = [adapt_contact_scorer(m, *inputs, target, settings) for m in model.members]
+        arguments = dict(model.arguments)
+    else:
+        members = [_adapted(m, model.arguments, graphs, target, settings) for m in model.members]
+        arguments = {**model.arguments, "readout": adapted_readout(model.arguments)}
+    tuned = AffinityModel(members, arguments, model.recipe, domain=model.domain,
                           name=name or f"{model.name or 'model'}-finetuned", origins=model.origins,
                           description=f"{model.name or 'an affinity model'} fine-tuned on {len(graphs)} measured "
                                       "ligands of one target")
@@ -177,6 +223,14 @@ def finetune_on_ligands(model: AffinityModel, receptor, ligands, measured: Mappi
                           settings, name=name)
 
 
+def _what_moved(tuned: AffinityModel) -> str:
+    if tuned.is_contact_scorer:
+        return ("in every member the per-atom MLP's hidden layers are unchanged; its last layer and the ligand-descriptor "
+                "term")
+    return (f"the encoder of every member is unchanged; the read-out's weights "
+            f"(read-out `{tuned.arguments['readout'].rpartition('.')[2]}`)")
+
+
 def finetune_card(tuned: AffinityModel, report: FinetuneReport, receptor: str) -> str:
     """The model card of a fine-tuned model: what it was adapted on, how, and what that means."""
     fit = report.to_dict()
@@ -185,10 +239,9 @@ def finetune_card(tuned: AffinityModel, report: FinetuneReport, receptor: str) -
              f"`{report.base_model}` fine-tuned on {fit['ligands']} measured ligands of one target "
              f"(receptor `{receptor}`) with `geomol finetune`.", "",
              "## What changed", "",
-             "- the encoder of every member is unchanged; the read-out's weights moved by "
+             f"- {_what_moved(tuned)} moved by "
              f"{settings['steps']} Adam steps (learning rate {settings['lr']:g}) with an L2 pull of weight "
-             f"{settings['anchor']:g} towards the base weights, and its constant offset was refitted "
-             f"(read-out `{tuned.arguments['readout'].rpartition('.')[2]}`);",
+             f"{settings['anchor']:g} towards the base weights, and the constant offset was refitted;",
              f"- on the {fit['ligands']} measured ligands: RMSE {fit['rmse_before']} → {fit['rmse_after']} pK, "
              f"Spearman {fit['spearman_before']} → {fit['spearman_after']} (a fit, not a test).", "",
              "## Measured ligands used", "", "| ligand | measured pK | before | after |", "|---|---|---|---|"]

@@ -21,12 +21,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from geomol.data.contact_features import ATOM_CONTACT_FEATURES, COUNT_FEATURES, graph_atom_contacts
+from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES,
+                                          graph_atom_contacts)
 from geomol.data.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError
 
-__all__ = ["NO_CHEMISTRY", "ContactScorer", "contact_inputs", "has_ligand_chemistry"]
+__all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactScorer", "contact_inputs", "has_ligand_chemistry"]
 
+WITH_CHEMISTRY = len(ATOM_CONTACT_FEATURES) + len(CHEMISTRY_CONTACT_FEATURES)
+"""Per-atom input width of a scorer that reads the interaction roles too (``graph_atom_contacts(chemistry=True)``)."""
 NO_CHEMISTRY = "the contact scorer needs the ligand's chemistry (its descriptors): give the ligand as SDF, MOL2 or SMILES"
 
 
@@ -36,12 +39,13 @@ def has_ligand_chemistry(graph) -> bool:
     return values is not None and bool(torch.isfinite(values).all())
 
 
-def contact_inputs(graphs: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def contact_inputs(graphs: Sequence, chemistry: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(atoms (N, F), owner (N,), descriptors (B, D))`` of complex graphs, for :meth:`ContactScorer.forward`.
 
     Args:
         graphs: :class:`~geomol.data.blocks.BlockGraph` complexes (receptor segment 0, ligand segment 1)
             carrying ``ligand_descriptors`` (every graph geomol builds from a ligand molecule does).
+        chemistry: with the interaction-role columns (for a scorer with :attr:`ContactScorer.reads_chemistry`).
 
     Raises:
         ConfigError: a graph whose ligand has no descriptors (built without its chemistry, e.g. from PDB
@@ -53,7 +57,7 @@ def contact_inputs(graphs: Sequence) -> tuple[torch.Tensor, torch.Tensor, torch.
     for graph in graphs:
         if not has_ligand_chemistry(graph):
             raise ConfigError(NO_CHEMISTRY, source=getattr(graph, "name", None))
-        rows.append(graph_atom_contacts(graph))
+        rows.append(graph_atom_contacts(graph, chemistry=chemistry))
         descriptors.append(graph.ligand_descriptors.reshape(-1))
     owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
     return (torch.from_numpy(np.concatenate(rows)), torch.from_numpy(owner),
@@ -76,14 +80,19 @@ class ContactScorer(nn.Module):
                                       nn.SiLU(), nn.Linear(hidden, 1))
         self.descriptor_head = nn.Linear(n_descriptors, 1) if n_descriptors else None
         log_columns = torch.zeros(n_atom_features, dtype=torch.bool)
-        if n_atom_features == len(ATOM_CONTACT_FEATURES):
-            log_columns[list(COUNT_FEATURES)] = True
+        if n_atom_features in (len(ATOM_CONTACT_FEATURES), WITH_CHEMISTRY):
+            log_columns[[c for c in COUNT_FEATURES if c < n_atom_features]] = True
         self.register_buffer("log_columns", log_columns)
         for name, width in (("atom", n_atom_features), ("descriptor", n_descriptors)):
             self.register_buffer(f"{name}_mean", torch.zeros(width))
             self.register_buffer(f"{name}_std", torch.ones(width))
         self.register_buffer("scale", torch.ones(()))
         self.register_buffer("offset", torch.zeros(()))
+
+    @property
+    def reads_chemistry(self) -> bool:
+        """Whether the per-atom input has the interaction-role columns (:data:`WITH_CHEMISTRY` wide)."""
+        return self.atom_mlp[0].in_features == WITH_CHEMISTRY
 
     def _atom_inputs(self, atoms: torch.Tensor) -> torch.Tensor:
         return torch.where(self.log_columns, torch.log1p(atoms.clamp_min(0)), atoms)

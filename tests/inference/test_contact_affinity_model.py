@@ -10,7 +10,6 @@ import torch
 
 import geomol
 from geomol.data import complex_from_structure, read_ligands, read_structure
-from geomol.data.contact_features import ATOM_CONTACT_FEATURES
 from geomol.data.recipe import ComplexRecipe
 from geomol.errors import ConfigError, ModelLoadError
 from geomol.inference.affinity_model import AffinityModel
@@ -30,14 +29,15 @@ def graphs():
     return [complex_from_structure(receptor, mol, pocket_cutoff=10.0) for mol in read_ligands(LIGANDS)]
 
 
-@pytest.fixture(scope="module")
-def model(graphs):
+@pytest.fixture(scope="module", params=[False, True], ids=["elements", "roles"])
+def model(request, graphs):
+    """Three calibrated members reading element contacts, or contacts with the atoms' interaction roles."""
     torch.manual_seed(0)
     members = []
-    atoms, owner, descriptors = contact_inputs(graphs)
+    atoms, owner, descriptors = contact_inputs(graphs, chemistry=request.param)
     measured = torch.linspace(6.0, 9.0, len(graphs))
     for _ in range(3):
-        member = ContactScorer(hidden=8)
+        member = ContactScorer(hidden=8, n_atom_features=atoms.shape[1])
         member.fit_normalisation(atoms, descriptors)
         with torch.no_grad():
             raw = member(atoms, owner, descriptors)
@@ -45,7 +45,8 @@ def model(graphs):
         with torch.no_grad():
             assert float(member(atoms, owner, descriptors).mean()) == pytest.approx(7.5, abs=1e-4)
         members.append(member)
-    arguments = {"hidden": 8, "n_atom_features": len(ATOM_CONTACT_FEATURES), "n_descriptors": descriptors.shape[1]}
+    assert members[0].reads_chemistry == request.param
+    arguments = {"hidden": 8, "n_atom_features": atoms.shape[1], "n_descriptors": descriptors.shape[1]}
     return AffinityModel(members, arguments, ComplexRecipe(pocket_cutoff=10.0), name="contact-test")
 
 

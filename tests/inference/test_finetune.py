@@ -103,3 +103,30 @@ def test_readouts_with_their_own_offset_are_adapted_in_place(complexes):
     assert report.to_dict()["rmse_after"] < report.to_dict()["rmse_before"]
     with pytest.raises(ConfigError, match="offset"):
         adapted_readout({**arguments, "readout": "geomol.models.readouts.GraphReadout"})
+
+
+@pytest.fixture(scope="module")
+def contact_base():
+    return geomol.load_model("contact-corpus")
+
+
+def test_contact_scorer_offset_only_keeps_the_ranking(contact_base, complexes):
+    graphs, measured = [complexes[n] for n in TRAINING], [MEASURED[n] for n in TRAINING]
+    _, report = finetune_model(contact_base, graphs, measured, TRAINING, FinetuneSettings(steps=0))
+    shift = torch.tensor(report.after) - torch.tensor(report.before)
+    torch.testing.assert_close(shift, shift.mean().expand(5), atol=1e-4, rtol=0)
+    assert float(shift.mean()) == pytest.approx(sum(measured) / 5 - sum(report.before) / 5, abs=1e-4)
+
+
+def test_contact_scorer_adapts_its_last_layers_only_and_reloads(contact_base, complexes, tmp_path):
+    graphs, measured = [complexes[n] for n in TRAINING], [MEASURED[n] for n in TRAINING]
+    tuned, report = finetune_model(contact_base, graphs, measured, TRAINING, FinetuneSettings(steps=200, lr=1e-2))
+    before, after = contact_base.members[0].state_dict(), tuned.members[0].state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved == {"atom_mlp.4.weight", "atom_mlp.4.bias", "descriptor_head.weight", "descriptor_head.bias", "offset"}
+    fit = report.to_dict()
+    assert fit["rmse_after"] < fit["rmse_before"] and fit["spearman_after"] >= fit["spearman_before"]
+    out = tuned.save(tmp_path / "contact-tuned", card="fine-tuned\n", name="contact-tuned")
+    reloaded = geomol.load_model(out)
+    torch.testing.assert_close(reloaded.predict(graphs)[0], tuned.predict(graphs)[0])
+    assert reloaded.is_contact_scorer and reloaded.arguments == contact_base.arguments
