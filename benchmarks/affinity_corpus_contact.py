@@ -107,7 +107,7 @@ def fewshot_rows(model, data: ContactData, train: list[int], test: np.ndarray, f
     from affinity_fewshot import draw_scores
     from geomol.contact_models import calibrate_contact_scorer
     from geomol.inference.finetune import adapt_contact_scorer
-    from geomol.target_metrics import EXPERT_POSE_SOURCES
+    from geomol.target_metrics import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 
     calibrate_contact_scorer(model, data, train)
     settings, rng = FinetuneSettings(), np.random.default_rng(fold)
@@ -130,7 +130,7 @@ def fewshot_rows(model, data: ContactData, train: list[int], test: np.ndarray, f
             return predict_contact_scorer(tuned, data, items[rest])
 
         for k in args.fewshot:
-            if len(items) >= k + 5:
+            if len(items) >= max(k + 5, MIN_TARGET_LIGANDS):  # targets of the protocol, 5 ligands left to score
                 scores = draw_scores(data.label[items], data.descriptors[items, HEAVY].double().numpy(), base,
                                      finetuned, k, args.fewshot_draws, rng)
                 rows.append({"target": str(key), "source": source, "fold": fold, "n": len(items), "k": k,

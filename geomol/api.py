@@ -134,21 +134,22 @@ def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[B
 
 
 def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measured: dict[str, float],
-                      model: ModelReference = "get-plb", *, out: str | PathLike | None = None, name: str = "",
+                      model: ModelReference = "default", *, out: str | PathLike | None = None, name: str = "",
                       steps: int = 100, lr: float = 1e-3, anchor: float = 1.0,
                       receptor_chains: Sequence[str] | None = None, overwrite: bool = False) -> AffinityModel:
     """Adapt an affinity model to one target from a handful of its measured ligands (few-shot).
 
-    Every member's encoder stays as it is; its read-out MLP takes ``steps`` small Adam steps on the
-    measured pK, pulled towards its shipped weights (``anchor``), and gains a constant offset
+    Every member's encoder stays as it is (a contact scorer: its hidden layers); its read-out (a contact
+    scorer: its last per-atom layer and descriptor term) takes ``steps`` small Adam steps on the measured
+    pK, pulled towards its shipped weights (``anchor``), and its constant offset is refitted
     (:mod:`geomol.inference.finetune`).
 
     Args:
         receptor: the target's receptor, as for :func:`predict_affinity`.
         ligands: posed ligands, as for :func:`predict_affinity`; those named in ``measured`` are used.
         measured: measured pK by ligand name (≥ 2 usable).
-        model: the base GET affinity model (shipped name, directory, checkpoints or a loaded model; the
-            default contact scorer has no read-out to adapt).
+        model: the base affinity model (shipped name, model directory, GET checkpoints or a loaded model;
+            default: the default model, ``contact-corpus``).
         out: write the adapted model as a model directory here (card included), for
             ``predict_affinity(..., model=out)`` and ``geomol predict-affinity --model out``.
         name: the new model's name (default ``<base>-finetuned``).

@@ -45,6 +45,25 @@ def train_member(data: ContactData, fold: dict, k: int, args) -> tuple[torch.nn.
     return fit.model, origin
 
 
+ROLES_TEXT = ("; and what each atom can do, its interaction roles: hydrogen-bond donor or acceptor, charge at pH 7, "
+              "aromatic, from the ligand's bond orders, with hydrogen bonds split by direction, salt bridges, like "
+              "charges, aromatic contacts, polar atoms on receptor carbon and metal contacts, receptor roles from "
+              "residue and atom name; `geomol.data.atom_chemistry`")
+
+
+def fewshot_text(path: str | None) -> str:
+    """The card's line on few-shot fine-tuning, from the CV's ``fewshot.json`` (none: say it was not measured)."""
+    if not path:
+        return "- `geomol finetune` adapts it to a handful of your measured ligands; the gain was not measured for this model."
+    result = json.loads(Path(path).read_text())
+    rows = [r for r in result["summary"] if r["targets"] == "expert_pose"]
+    gains = ", ".join(f"k = {r['k']}: {_f(r['base'])} → {_f(r['finetuned'])} ({r['n_targets']} targets)" for r in rows)
+    return ("- A handful of measured ligands of your target help more than anything above: `geomol finetune` (last "
+            "layer and descriptor term refitted, pulled towards the shipped weights) raised the mean Spearman on the "
+            f"held-out expert-pose targets' other ligands as follows ({result['draws']} draws of k per target; "
+            f"`{result['provenance']['command']}`): {gains}. Check an adapted model on ligands you held out.")
+
+
 def card(args, model: AffinityModel, cv: dict, corpus: dict, speed: dict | None, cpu_seconds: float) -> str:
     row = {r["variant"]: r for r in cv["variants"]}[args.row]
     origins = model.origins
@@ -56,8 +75,8 @@ def card(args, model: AffinityModel, cv: dict, corpus: dict, speed: dict | None,
 Ranks small molecules in their bound poses by predicted binding affinity (pK = −log10 K/M). An ensemble of
 {len(model.members)} contact scorers (`geomol.models.contact_scorer`): for every ligand heavy atom, what it touches in the
 receptor (receptor heavy atoms within 4 Å and 4–6 Å by element, Vina-shaped gauss / repulsion / hydrophobic / polar
-terms, burial, its bonds; `geomol.data.contact_features`) goes through an MLP (hidden {model.arguments['hidden']}), the atoms'
-contributions are summed and a linear term of {model.arguments['n_descriptors']} ligand descriptors (heavy atoms, logP, TPSA,
+terms, burial, its bonds{ROLES_TEXT if args.chemistry else ''}; `geomol.data.contact_features`) goes through an MLP
+(hidden {model.arguments['hidden']}), the atoms' contributions are summed and a linear term of {model.arguments['n_descriptors']} ligand descriptors (heavy atoms, logP, TPSA,
 rotatable bonds, ...) is added. Trained to order the ligands of each series (a pairwise {args.loss} loss within
 series), so it learns what makes one analogue bind better than another, not a protein's pK level; each member
 was then calibrated (a scale so that differences within a series are pK differences, an offset to the corpus'
@@ -110,7 +129,7 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 - It scores the pose it is given, in the receptor's frame; it does not dock. Poses generated from SMILES
   (`--reference` with SMILES ligands) are good for close analogues of the reference only.
 - It needs the ligand's chemistry (SDF, MOL2 or SMILES input; a ligand taken from PDB records is refused).
-  Fine-tuning (`geomol finetune`) adapts GET models only (use `--model get-plb`).
+{fewshot_text(args.fewshot)}
 - Trained on small-molecule ligands of proteins; nucleic-acid receptors, protein–protein complexes and covalent
   ligands are outside its data. `pK_std` is the members' disagreement, not a calibrated error bar.
 """
@@ -129,6 +148,7 @@ def main(argv=None) -> Path:
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--chemistry", action="store_true", help="members read the atoms' interaction roles too")
     parser.add_argument("--train-sources", nargs="+", default=None, help="train on these sources' items only")
+    parser.add_argument("--fewshot", default=None, help="fewshot.json of this variant's cross-validation")
     parser.add_argument("--spread-every", type=int, default=20, help="ensemble spread on every k-th training complex")
     parser.add_argument("--cache-dir", default=None, help="processed store (default $GEOMOL_CACHE)")
     args = parser.parse_args(argv)

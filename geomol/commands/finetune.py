@@ -6,8 +6,8 @@ Example::
     geomol predict-affinity --model my-model --receptor protein.pdb --ligands new_ligands.sdf
 
 The ligands named in the measured-values CSV (columns ``name`` and ``pK`` or ``dG_kcal_mol``, as
-for ``predict-affinity --measured``) are used; each member's read-out is fitted to them with its
-encoder frozen and its weights pulled towards the base model's (see ``docs/predict.md``). The output
+for ``predict-affinity --measured``) are used; each member's last layers are fitted to them with the rest
+frozen and their weights pulled towards the base model's (see ``docs/predict.md``). The output
 is a model directory (manifest, members, README.md card recording the fine-tuning).
 """
 from __future__ import annotations
@@ -23,8 +23,9 @@ _DEFAULTS = FinetuneSettings()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", nargs="+", default=["get-plb"], metavar="NAME|PATH",
-                        help="base GET affinity model: shipped name, model directory or .ckpt file(s) (default: get-plb)")
+    parser.add_argument("--model", nargs="+", default=["default"], metavar="NAME|PATH",
+                        help="base affinity model: shipped name, model directory or GET .ckpt file(s) "
+                             "(default: the default model, contact-corpus)")
     parser.add_argument("--receptor", required=True, help="the target's receptor (PDB/mmCIF)")
     parser.add_argument("--ligands", nargs="+", required=True, help="posed ligands (SDF/MOL2 files)")
     parser.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")

@@ -16,7 +16,6 @@ from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTA
                                           chemistry_contact_features, graph_atom_contacts, ligand_heavy_atoms)
 from geomol.data.vocab import VOCAB, position_index
 from geomol.errors import ConfigError
-from geomol.testing import apply_e3, random_e3
 from tests.builders import plb_target
 
 ROLE = {name: k for k, name in enumerate(LIGAND_CHEMISTRY)}
@@ -120,16 +119,6 @@ def test_real_complex_rows(cdk2_graph):
     np.testing.assert_array_equal(rows[:, base:base + len(LIGAND_CHEMISTRY)], expected)
     assert rows[:, base + PAIR["hbond_donated"]].sum() > 0.5  # the hinge hydrogen bonds of a CDK2 inhibitor
     assert ligand_heavy_atoms(graph).sum() == len(rows)
-
-
-@pytest.mark.parametrize("reflect", [False, True])
-def test_role_terms_invariant_to_e3(cdk2_graph, reflect):
-    graph, _ = cdk2_graph
-    moved = graph.clone()
-    q, t = random_e3(reflect, generator=torch.Generator().manual_seed(5))
-    moved.X = apply_e3(graph.X, q, t)
-    np.testing.assert_allclose(graph_atom_contacts(moved, chemistry=True), graph_atom_contacts(graph, chemistry=True),
-                               rtol=1e-9, atol=1e-9)
 
 
 def test_graph_without_roles_is_refused_by_name(cdk2_graph):

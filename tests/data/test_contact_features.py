@@ -61,13 +61,15 @@ def test_real_complex_one_row_per_ligand_heavy_atom(cdk2_graph):
                                                         for a in heavy]
 
 
+@pytest.mark.parametrize("chemistry", [False, True], ids=["elements", "roles"])
 @pytest.mark.parametrize("reflect", [False, True])
-def test_invariant_to_rotations_reflections_translations(cdk2_graph, reflect):
+def test_invariant_to_rotations_reflections_translations(cdk2_graph, reflect, chemistry):
     graph, _ = cdk2_graph
     moved = graph.clone()
     q, t = random_e3(reflect, generator=torch.Generator().manual_seed(3))
     moved.X = apply_e3(graph.X, q, t)
-    np.testing.assert_allclose(graph_atom_contacts(moved), graph_atom_contacts(graph), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(graph_atom_contacts(moved, chemistry), graph_atom_contacts(graph, chemistry),
+                               rtol=1e-9, atol=1e-9)
 
 
 def test_graph_without_ligand_atoms_is_an_error(cdk2_graph):
