@@ -45,10 +45,10 @@ def train_member(data: ContactData, fold: dict, k: int, args) -> tuple[torch.nn.
     return fit.model, origin
 
 
-ROLES_TEXT = ("; and what each atom can do, its interaction roles: hydrogen-bond donor or acceptor, charge at pH 7, "
-              "aromatic, from the ligand's bond orders, with hydrogen bonds split by direction, salt bridges, like "
-              "charges, aromatic contacts, polar atoms on receptor carbon and metal contacts, receptor roles from "
-              "residue and atom name; `geomol.data.atom_chemistry`")
+ROLES_TEXT = ("; and each atom's interaction roles (`geomol.data.atom_chemistry`): hydrogen-bond donor or acceptor, "
+              "charge at pH 7 and aromaticity from the ligand's bond orders, receptor roles from residue and atom name, "
+              "giving hydrogen bonds split by direction, salt bridges, like charges, aromatic contacts, polar ligand "
+              "atoms on receptor carbon and metal contacts")
 
 
 def fewshot_text(path: str | None) -> str:
@@ -58,9 +58,9 @@ def fewshot_text(path: str | None) -> str:
     result = json.loads(Path(path).read_text())
     rows = [r for r in result["summary"] if r["targets"] == "expert_pose"]
     gains = ", ".join(f"k = {r['k']}: {_f(r['base'])} → {_f(r['finetuned'])} ({r['n_targets']} targets)" for r in rows)
-    return ("- A handful of measured ligands of your target help more than anything above: `geomol finetune` (last "
-            "layer and descriptor term refitted, pulled towards the shipped weights) raised the mean Spearman on the "
-            f"held-out expert-pose targets' other ligands as follows ({result['draws']} draws of k per target; "
+    return ("- `geomol finetune` adapts it to k measured ligands of your target (last layer and descriptor term "
+            "refitted, pulled towards the shipped weights). In the cross-validation it changed the mean Spearman on "
+            f"the held-out expert-pose targets' other ligands as follows ({result['draws']} draws of k per target; "
             f"`{result['provenance']['command']}`): {gains}. Check an adapted model on ligands you held out.")
 
 

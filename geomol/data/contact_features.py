@@ -40,6 +40,7 @@ import torch
 from scipy.spatial import cKDTree
 
 from geomol.data.atom_chemistry import LIGAND_CHEMISTRY, RECEPTOR_ROLES, receptor_atom_roles
+from geomol.data.blocks import ligand_atom_mask
 from geomol.data.vocab import atom_index
 from geomol.errors import ConfigError, EmptySelectionError
 
@@ -145,7 +146,7 @@ def _ligand_bonds(z: np.ndarray, xyz: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def ligand_heavy_atoms(graph) -> torch.Tensor:
     """``(N,)`` bool: a complex graph's ligand heavy atoms (segment 1; no hydrogens, padding or global atoms)."""
-    return (graph.A - _TYPE_OFFSET >= 2) & (graph.segment[graph.block_id] == 1)
+    return ligand_atom_mask(graph) & (graph.A - _TYPE_OFFSET >= 2)
 
 
 def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarray, receptor_xyz: np.ndarray,
