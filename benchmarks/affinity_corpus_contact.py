@@ -85,7 +85,9 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
                          for i, p in zip(test, pred))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
               "about": f"per-atom contact MLP{' with interaction roles' if args.chemistry else ''} + descriptors, "
-                       f"{args.loss} loss within series, mean of {args.seeds} seeds",
+                       f"{args.loss} loss within series, mean of {args.seeds} seeds"
+                       + (f", hidden {args.hidden}" if args.hidden != 32 else "")
+                       + (f", trained on {' '.join(args.train_sources)} only" if args.train_sources else ""),
               "epochs": args.epochs, "loss": args.loss, "hidden": args.hidden, "descriptors": not args.no_descriptors,
               "chemistry": args.chemistry, "atom_features": int(data.atoms.shape[1]), "seeds": args.seeds, "chosen_epochs": [fit.epoch for fit in fits],
               "valid_mean_target_spearman": [fit.score for fit in fits],
