@@ -81,24 +81,21 @@ def ligand_atom_chemistry(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray]:
         heavy = Chem.RemoveHs(mol, sanitize=False)
         heavy.UpdatePropertyCache(strict=False)
         Chem.FastFindRings(heavy)
-        atoms = list(heavy.GetAtoms())
-        z = np.array([a.GetAtomicNum() for a in atoms])
-        hydrogens = np.array([a.GetTotalNumHs() for a in atoms])
+        ring, sp3 = heavy.GetRingInfo(), Chem.HybridizationType.SP3
+        z, hydrogens, aromatic, in_ring, is_sp3 = np.array(
+            [(a.GetAtomicNum(), a.GetTotalNumHs(), a.GetIsAromatic(), ring.NumAtomRings(a.GetIdx()) > 0,
+              a.GetHybridization() == sp3) for a in heavy.GetAtoms()], dtype=np.int64).reshape(-1, 5).T
         cation = _matched(heavy, "cation", _CATIONS)
         anion = _matched(heavy, "anion", _ANIONS) & ~cation
         acceptor = ((z == 8) & ~cation) | _matched(heavy, "acceptor", (_ACCEPTOR_N,)) | (anion & (z == 7))
         rows = np.stack([
             np.isin(z, (7, 8)) & (hydrogens > 0) | cation & (z == 7),
             acceptor & ~(cation & (z == 7)),
-            np.array([a.GetIsAromatic() for a in atoms]),
-            cation, anion,
-            np.array([heavy.GetRingInfo().NumAtomRings(a.GetIdx()) > 0 for a in atoms]),
-            np.array([a.GetHybridization() == Chem.HybridizationType.SP3 for a in atoms]),
-            np.minimum(hydrogens, 3),
+            aromatic, cation, anion, in_ring, is_sp3, np.minimum(hydrogens, 3),
         ], axis=1).astype(np.uint8)
     finally:
         RDLogger.EnableLog("rdApp.*")
-    xyz = heavy.GetConformer().GetPositions() if heavy.GetNumConformers() else np.zeros((len(atoms), 3))
+    xyz = heavy.GetConformer().GetPositions() if heavy.GetNumConformers() else np.zeros((len(z), 3))
     return rows, np.asarray(xyz, dtype=np.float64)
 
 

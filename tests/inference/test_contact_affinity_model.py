@@ -82,8 +82,10 @@ def test_ligand_without_chemistry_is_refused_by_name(model, graphs):
     model.check_graph(graphs[0], "fine.sdf")  # a ligand read from SDF passes
 
 
-def test_bad_manifest_arguments_and_finetuning_are_errors(model, graphs):
+def test_bad_manifest_arguments_and_a_single_measurement_are_errors(model, graphs):
     with pytest.raises(ModelLoadError, match="integer"):
         AffinityModel.build_network("ContactScorer", {"hidden": "wide"}, "manifest.json")
-    with pytest.raises(ConfigError, match="contact scorer"):
-        finetune_model(model, graphs[:3], [6.0, 7.0, 8.0], ["a", "b", "c"])
+    with pytest.raises(ConfigError, match="at least 2"):
+        finetune_model(model, graphs[:1], [6.0], ["a"])
+    tuned, _ = finetune_model(model, graphs[:3], [6.0, 7.0, 8.0], ["a", "b", "c"])
+    assert tuned.is_contact_scorer and tuned.members[0].reads_chemistry == model.members[0].reads_chemistry
