@@ -66,11 +66,12 @@ def _matched(mol: Chem.Mol, name: str, smarts: tuple[str, ...]) -> np.ndarray:
     return hit
 
 
-def ligand_atom_chemistry(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray]:
+def ligand_atom_chemistry(mol: Chem.Mol, heavy: Chem.Mol | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Interaction roles of a molecule's heavy atoms.
 
     Args:
         mol: RDKit molecule (with or without explicit hydrogens; with a conformer for the positions).
+        heavy: ``mol`` already without hydrogens and sanitised (``Chem.RemoveHs(mol)``), when the caller has it.
 
     Returns:
         ``(rows, xyz)``: ``(L, len(LIGAND_CHEMISTRY))`` uint8 rows and ``(L, 3)`` float64 positions (Å, zeros
@@ -78,13 +79,14 @@ def ligand_atom_chemistry(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray]:
     """
     RDLogger.DisableLog("rdApp.*")
     try:
-        heavy = Chem.RemoveHs(mol, sanitize=False)
-        heavy.UpdatePropertyCache(strict=False)
-        Chem.FastFindRings(heavy)
-        ring, sp3 = heavy.GetRingInfo(), Chem.HybridizationType.SP3
+        if heavy is None:
+            heavy = Chem.RemoveHs(mol, sanitize=False)
+            heavy.UpdatePropertyCache(strict=False)
+            Chem.FastFindRings(heavy)
+        sp3 = Chem.HybridizationType.SP3
         z, hydrogens, aromatic, in_ring, is_sp3 = np.array(
-            [(a.GetAtomicNum(), a.GetTotalNumHs(), a.GetIsAromatic(), ring.NumAtomRings(a.GetIdx()) > 0,
-              a.GetHybridization() == sp3) for a in heavy.GetAtoms()], dtype=np.int64).reshape(-1, 5).T
+            [(a.GetAtomicNum(), a.GetTotalNumHs(), a.GetIsAromatic(), a.IsInRing(), a.GetHybridization() == sp3)
+             for a in heavy.GetAtoms()], dtype=np.int64).reshape(-1, 5).T
         cation = _matched(heavy, "cation", _CATIONS)
         anion = _matched(heavy, "anion", _ANIONS) & ~cation
         acceptor = ((z == 8) & ~cation) | _matched(heavy, "acceptor", (_ACCEPTOR_N,)) | (anion & (z == 7))
@@ -99,12 +101,14 @@ def ligand_atom_chemistry(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray]:
     return rows, np.asarray(xyz, dtype=np.float64)
 
 
-def graph_ligand_chemistry(ligand_xyz: np.ndarray, mol: Chem.Mol | None, tolerance: float = 1e-2) -> np.ndarray:
+def graph_ligand_chemistry(ligand_xyz: np.ndarray, mol: Chem.Mol | None, tolerance: float = 1e-2,
+                           heavy: Chem.Mol | None = None) -> np.ndarray:
     """:func:`ligand_atom_chemistry` rows in the order of a graph's ligand heavy atoms.
 
     Args:
         ligand_xyz: ``(L, 3)`` Å, the graph's ligand heavy atoms.
         mol: the molecule the graph's ligand was built from (``None``: all rows zero).
+        heavy: ``mol`` sanitised without hydrogens, when the caller has it (saves perceiving it again).
         tolerance: Å, how far a graph atom may sit from its molecule atom (coordinates stored as float32).
 
     Returns:
@@ -115,13 +119,16 @@ def graph_ligand_chemistry(ligand_xyz: np.ndarray, mol: Chem.Mol | None, toleran
     if mol is None or len(ligand_xyz) == 0:
         return out
     try:
-        rows, xyz = ligand_atom_chemistry(mol)
+        rows, xyz = ligand_atom_chemistry(mol, heavy)
     except (RuntimeError, ValueError):  # RDKit's perception errors on an unsanitisable record
         return out
-    distance, nearest = cKDTree(xyz).query(np.asarray(ligand_xyz, dtype=np.float64))
-    if len(rows) != len(ligand_xyz) or (distance > tolerance).any():
+    ligand_xyz = np.asarray(ligand_xyz, dtype=np.float64)
+    if len(rows) != len(ligand_xyz):
         return out
-    return rows[nearest]
+    if np.abs(xyz - ligand_xyz).max() <= tolerance:  # one block per atom: the molecule's own order
+        return rows
+    distance, nearest = cKDTree(xyz).query(ligand_xyz)
+    return out if (distance > tolerance).any() else rows[nearest]
 
 
 _FIRST_AMINO_ACID = VOCAB.index(AMINO_ACIDS[0][0])  # vocabulary index of the first residue block (AMINO_ACIDS order)

@@ -97,13 +97,11 @@ def _with_ligand_chemistry(graph: BlockGraph, mol: Chem.Mol | None) -> BlockGrap
     interaction roles of its ligand heavy atoms (``ligand_chemistry``, ``(L, 8)`` uint8 in graph order,
     :func:`~geomol.data.atom_chemistry.graph_ligand_chemistry`; zeros without a molecule), so that every
     complex graph has the same attributes and graphs of any input batch together."""
-    from geomol.data.atom_chemistry import graph_ligand_chemistry
     from geomol.data.contact_features import ligand_heavy_atoms
     from geomol.data.ligand_features import graph_ligand_features
 
-    for key, values in graph_ligand_features(mol).items():
+    for key, values in graph_ligand_features(mol, graph.X[ligand_heavy_atoms(graph)].numpy()).items():
         setattr(graph, key, torch.from_numpy(values))
-    graph.ligand_chemistry = torch.from_numpy(graph_ligand_chemistry(graph.X[ligand_heavy_atoms(graph)].numpy(), mol))
     return graph
 
 

@@ -77,7 +77,7 @@ GRAPH_MORGAN_BITS = 1024
 """Length of the Morgan count fingerprint a complex graph carries (``ligand_morgan``)."""
 
 
-def graph_ligand_features(mol: Chem.Mol | None) -> dict[str, np.ndarray]:
+def graph_ligand_features(mol: Chem.Mol | None, ligand_xyz: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """What a complex graph carries of its ligand's chemistry, for read-outs that use it.
 
     ``ligand_descriptors``: [1, len(DESCRIPTOR_NAMES)] float32 (rotatable bonds for an entropy penalty,
@@ -86,9 +86,16 @@ def graph_ligand_features(mol: Chem.Mol | None) -> dict[str, np.ndarray]:
     with explicit hydrogens (an SDF) gets the counts of its SMILES. Without a molecule (a ligand read
     from PDB records, a protein partner) or when RDKit cannot compute them (an unsanitisable record),
     descriptors are NaN and counts 0: read-outs that need them refuse such graphs.
+
+    With ``ligand_xyz`` (``(L, 3)`` Å, the graph's ligand heavy atoms) also ``ligand_chemistry``: the atoms'
+    interaction roles in that order (:func:`~geomol.data.atom_chemistry.graph_ligand_chemistry`), perceived on
+    the same hydrogen-free molecule.
     """
+    from geomol.data.atom_chemistry import graph_ligand_chemistry
+
     descriptors = np.full((1, len(DESCRIPTOR_NAMES)), np.nan, dtype=np.float32)
     counts = np.zeros((1, GRAPH_MORGAN_BITS), dtype=np.uint8)
+    heavy = None
     if mol is not None:
         RDLogger.DisableLog("rdApp.*")
         try:
@@ -96,10 +103,13 @@ def graph_ligand_features(mol: Chem.Mol | None) -> dict[str, np.ndarray]:
             descriptors[0] = ligand_descriptors(heavy)
             counts[0] = np.minimum(morgan_counts(heavy, n_bits=GRAPH_MORGAN_BITS), 255)
         except (RuntimeError, ValueError):  # RDKit's sanitisation errors (Chem.AtomValenceException, ...)
-            descriptors[:], counts[:] = np.nan, 0
+            descriptors[:], counts[:], heavy = np.nan, 0, None
         finally:
             RDLogger.EnableLog("rdApp.*")
-    return {"ligand_descriptors": descriptors, "ligand_morgan": counts}
+    out = {"ligand_descriptors": descriptors, "ligand_morgan": counts}
+    if ligand_xyz is not None:
+        out["ligand_chemistry"] = graph_ligand_chemistry(ligand_xyz, mol, heavy=heavy)
+    return out
 
 
 def morgan_counts(mol: Chem.Mol, radius: int = 2, n_bits: int = 1024) -> np.ndarray:
