@@ -102,13 +102,34 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
     return record
 
 
+def fewshot_scores(model, data: ContactData, items: np.ndarray, k: int, draws: int, rng: np.random.Generator,
+                   settings) -> dict[str, float]:
+    """Mean Spearman over ``draws`` draws of k measured ligands among one target's ``items``, on its other ligands:
+    the calibrated ``model`` as is, fine-tuned as ``geomol finetune`` does
+    (:func:`~geomol.inference.finetune.adapt_contact_scorer`), the heavy-atom count and its k-fitted sign."""
+    from affinity_fewshot import draw_scores
+    from geomol.inference.finetune import adapt_contact_scorer
+
+    atoms, owner, descriptors = data.batch(items)
+    y = torch.as_tensor(data.label[items])
+
+    def finetuned(chosen: np.ndarray, rest: np.ndarray) -> np.ndarray:
+        keep = torch.from_numpy(np.isin(owner.numpy(), chosen))
+        index = torch.full((len(items),), -1, dtype=torch.long)
+        index[torch.from_numpy(chosen)] = torch.arange(len(chosen))
+        tuned = adapt_contact_scorer(model, atoms[keep], index[owner[keep]], descriptors[torch.from_numpy(chosen)],
+                                     y[chosen], settings)
+        return predict_contact_scorer(tuned, data, items[rest])
+
+    return draw_scores(data.label[items], data.descriptors[items, HEAVY].double().numpy(),
+                       predict_contact_scorer(model, data, items), finetuned, k, draws, rng)
+
+
 def fewshot_rows(model, data: ContactData, train: list[int], test: np.ndarray, fold: int, args) -> list[dict]:
     """Few-shot rows of a fold (``benchmarks/affinity_fewshot.py``'s protocol, for the contact scorer): the fold's
     seed-0 scorer, calibrated on its training items, adapted to k measured ligands of each expert-pose test target
-    as ``geomol finetune`` does (:func:`~geomol.inference.finetune.adapt_contact_scorer`), scored on the others."""
-    from affinity_fewshot import draw_scores
+    as ``geomol finetune`` does, scored on the others (:func:`fewshot_scores`)."""
     from geomol.contact_models import calibrate_contact_scorer
-    from geomol.inference.finetune import adapt_contact_scorer
     from geomol.target_metrics import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 
     calibrate_contact_scorer(model, data, train)
@@ -119,22 +140,9 @@ def fewshot_rows(model, data: ContactData, train: list[int], test: np.ndarray, f
         source = str(key).split("/", 1)[0]
         if source not in EXPERT_POSE_SOURCES:
             continue
-        atoms, owner, descriptors = data.batch(items)
-        y = torch.as_tensor(data.label[items])
-        base = predict_contact_scorer(model, data, items)
-
-        def finetuned(chosen: np.ndarray, rest: np.ndarray) -> np.ndarray:
-            keep = torch.from_numpy(np.isin(owner.numpy(), chosen))
-            index = torch.full((len(items),), -1, dtype=torch.long)
-            index[torch.from_numpy(chosen)] = torch.arange(len(chosen))
-            tuned = adapt_contact_scorer(model, atoms[keep], index[owner[keep]], descriptors[torch.from_numpy(chosen)],
-                                         y[chosen], settings)
-            return predict_contact_scorer(tuned, data, items[rest])
-
         for k in args.fewshot:
             if len(items) >= max(k + 5, MIN_TARGET_LIGANDS):  # targets of the protocol, 5 ligands left to score
-                scores = draw_scores(data.label[items], data.descriptors[items, HEAVY].double().numpy(), base,
-                                     finetuned, k, args.fewshot_draws, rng)
+                scores = fewshot_scores(model, data, items, k, args.fewshot_draws, rng, settings)
                 rows.append({"target": str(key), "source": source, "fold": fold, "n": len(items), "k": k,
                              **{m: round(float(v), 4) for m, v in scores.items()}})
     return rows

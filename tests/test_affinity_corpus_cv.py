@@ -209,3 +209,16 @@ def test_contact_scorer_with_roles_and_few_shot_rows(cv, slice_run, slice_items,
     assert all(-1 <= row[m] <= 1 for row in rows for m in fewshot.METHODS)
     summary = json.loads((out / "fewshot.json").read_text())["summary"]
     assert summary[0]["n_targets"] == len(rows) and summary[0]["targets"] == "expert_pose"
+
+
+def test_fewshot_settings_are_compared_on_validation_targets(slice_run, tmp_path):
+    """benchmarks/affinity_fewshot_settings.py: every setting is scored on the same draws of validation targets."""
+    settings = benchmark_module("affinity_fewshot_settings")
+    result = settings.main(["--sources", "plb", "--series", *SERIES, "--folds", "2", "--valid-fraction", "0.5",
+                            "--cache-dir", str(slice_run[1] / "cache"), "--anchors", "0", "1000", "--k", "3",
+                            "--draws", "1", "--min-ligands", "10", "--output", str(tmp_path / "settings.json")])
+    rows = {row["anchor"]: row for row in result["rows"]}
+    assert set(rows) == {0.0, 1000.0} and all(row["targets"] > 0 and row["k"] == 3 for row in rows.values())
+    assert rows[0.0]["targets"] == rows[1000.0]["targets"] and all(np.isfinite(r["mean_gain"]) for r in rows.values())
+    assert rows[0.0]["mean_gain"] != rows[1000.0]["mean_gain"]  # the pull changes what k ligands can teach
+    assert json.loads((tmp_path / "settings.json").read_text())["rows"] == result["rows"]

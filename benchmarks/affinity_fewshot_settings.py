@@ -1,0 +1,95 @@
+"""Few-shot settings of the contact scorer, compared on validation targets only (never on test folds).
+
+For every fold of the corpus protocol (``docs/evaluation.md``) the shipped recipe's seed-0 scorer is trained on
+the fold's training clusters and calibrated (as ``scripts/ship_contact_affinity.py`` does), then fine-tuned as
+``geomol finetune`` does on k measured ligands of targets of the fold's *validation* slice (series with at least
+``--min-ligands`` ligands, up to ``--max-targets`` per fold), for every ``anchor × lr`` of the grid. Prints and
+writes the mean gain in Spearman on each target's other ligands over the model as it is, per setting and k::
+
+    OMP_NUM_THREADS=1 python benchmarks/affinity_fewshot_settings.py --chemistry --hidden 64 \\
+        --output benchmarks/results/affinity_fewshot_settings.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from affinity_corpus_contact import corpus_contacts, fewshot_scores, training_items  # noqa: E402
+from geomol.contact_models import calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
+from geomol.inference.finetune import FinetuneSettings  # noqa: E402
+from geomol.metrics import mean_of  # noqa: E402
+from geomol.provenance import provenance  # noqa: E402
+
+
+def run(args) -> dict:
+    torch.set_num_threads(1)
+    _, data, folds = corpus_contacts(sources=args.sources, series=args.series, cache_dir=args.cache_dir,
+                                     n_folds=args.folds, valid_fraction=args.valid_fraction, chemistry=args.chemistry)
+    grid = [FinetuneSettings(anchor=a, lr=lr) for a in args.anchors for lr in args.lrs]
+    gains = {(s.anchor, s.lr, k): [] for s in grid for k in args.k}
+    clock = time.process_time()
+    for f, fold in enumerate(folds):
+        train = training_items(data, fold)
+        model = fit_contact_scorer(data, train, fold["valid"], hidden=args.hidden, seed=100 * f).model
+        calibrate_contact_scorer(model, data, train)
+        valid = np.asarray(fold["valid"])
+        keys = [k for k in sorted(set(data.keys[valid].tolist())) if (data.keys[valid] == k).sum() >= args.min_ligands]
+        for key in keys[:args.max_targets]:
+            items = valid[data.keys[valid] == key]
+            for settings in grid:
+                for k in args.k:
+                    scores = fewshot_scores(model, data, items, k, args.draws, np.random.default_rng(f), settings)
+                    gains[settings.anchor, settings.lr, k].append(scores["finetuned"] - scores["base"])
+        print(f"fold {f}: {min(len(keys), args.max_targets)} validation targets", flush=True)
+    rows = [{"anchor": a, "lr": lr, "k": k, "targets": len(v), "mean_gain": round(mean_of(v), 4)}
+            for (a, lr, k), v in gains.items()]
+    print(f"{'anchor':>8}{'lr':>8}" + "".join(f"{'k=' + str(k):>9}" for k in args.k))
+    for s in grid:
+        print(f"{s.anchor:>8g}{s.lr:>8g}" + "".join(
+            f"{next(r['mean_gain'] for r in rows if (r['anchor'], r['lr'], r['k']) == (s.anchor, s.lr, k)):>9.3f}"
+            for k in args.k))
+    return {"description": "mean gain in Spearman of few-shot fine-tuning over the calibrated seed-0 contact scorer, "
+                           "on validation targets of each fold (never test)", "chemistry": args.chemistry,
+            "hidden": args.hidden, "draws": args.draws, "min_ligands": args.min_ligands,
+            "max_targets_per_fold": args.max_targets, "rows": rows, "cpu_seconds": time.process_time() - clock,
+            "provenance": provenance()}
+
+
+def build_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chemistry", action="store_true", help="scorers read the atoms' interaction roles")
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--anchors", type=float, nargs="+", default=[0.1, 1.0, 10.0])
+    parser.add_argument("--lrs", type=float, nargs="+", default=[1e-3])
+    parser.add_argument("--k", type=int, nargs="+", default=[3, 5, 10])
+    parser.add_argument("--draws", type=int, default=3)
+    parser.add_argument("--min-ligands", type=int, default=15, help="validation series with at least this many ligands")
+    parser.add_argument("--max-targets", type=int, default=40, help="validation targets per fold")
+    parser.add_argument("--sources", nargs="+", default=None, help="corpus sources (default all four)")
+    parser.add_argument("--series", nargs="+", default=None, help="only these series (a quick slice)")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--valid-fraction", type=float, default=0.1)
+    parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--output", type=Path, default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = build_args(argv)
+    result = run(args)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.output}")
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main() and 0)
