@@ -168,12 +168,17 @@ def build_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def save_result(result: dict, path: Path) -> None:
+    """Write a result JSON (its folder made if needed) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
 def main(argv=None) -> dict:
     args = build_args(argv)
     result = run(args)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.output}")
+    save_result(result, args.output)
     return result
 
 

@@ -12,7 +12,6 @@ writes the mean gain in Spearman on each target's other ligands over the model a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -82,12 +81,12 @@ def build_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> dict:
+    from affinity_fewshot import save_result
+
     args = build_args(argv)
     result = run(args)
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.output}")
+        save_result(result, args.output)
     return result
 
 
