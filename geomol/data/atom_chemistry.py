@@ -48,19 +48,14 @@ _ANIONS = (
     "[#8-;!$([#8-]~[#7+])]", "[#7-,#16-]",  # drawn charged (not a nitro or N-oxide O)
 )
 _ACCEPTOR_N = "[#7;X1,X2;H0;+0]"  # nitrile, imine, pyridine-like N; an amine N is a cation, an amide N neither
-_PATTERNS: dict[str, list[Chem.Mol]] = {}
+_CATION_PATTERNS, _ANION_PATTERNS, _ACCEPTOR_N_PATTERNS = (
+    [Chem.MolFromSmarts(s) for s in group] for group in (_CATIONS, _ANIONS, (_ACCEPTOR_N,)))
 
 
-def _patterns(name: str, smarts: tuple[str, ...]) -> list[Chem.Mol]:
-    if name not in _PATTERNS:
-        _PATTERNS[name] = [Chem.MolFromSmarts(s) for s in smarts]
-    return _PATTERNS[name]
-
-
-def _matched(mol: Chem.Mol, name: str, smarts: tuple[str, ...]) -> np.ndarray:
-    """``(n_atoms,)`` bool: atoms in any match of the named SMARTS."""
+def _matched(mol: Chem.Mol, patterns: list[Chem.Mol]) -> np.ndarray:
+    """``(n_atoms,)`` bool: atoms in any match of the patterns."""
     hit = np.zeros(mol.GetNumAtoms(), dtype=bool)
-    for pattern in _patterns(name, smarts):
+    for pattern in patterns:
         for match in mol.GetSubstructMatches(pattern, uniquify=False):
             hit[list(match)] = True
     return hit
@@ -87,9 +82,9 @@ def ligand_atom_chemistry(mol: Chem.Mol, heavy: Chem.Mol | None = None) -> tuple
         z, hydrogens, aromatic, in_ring, is_sp3 = np.array(
             [(a.GetAtomicNum(), a.GetTotalNumHs(), a.GetIsAromatic(), a.IsInRing(), a.GetHybridization() == sp3)
              for a in heavy.GetAtoms()], dtype=np.int64).reshape(-1, 5).T
-        cation = _matched(heavy, "cation", _CATIONS)
-        anion = _matched(heavy, "anion", _ANIONS) & ~cation
-        acceptor = ((z == 8) & ~cation) | _matched(heavy, "acceptor", (_ACCEPTOR_N,)) | (anion & (z == 7))
+        cation = _matched(heavy, _CATION_PATTERNS)
+        anion = _matched(heavy, _ANION_PATTERNS) & ~cation
+        acceptor = ((z == 8) & ~cation) | _matched(heavy, _ACCEPTOR_N_PATTERNS) | (anion & (z == 7))
         rows = np.stack([
             np.isin(z, (7, 8)) & (hydrogens > 0) | cation & (z == 7),
             acceptor & ~(cation & (z == 7)),

@@ -45,7 +45,7 @@ from geomol.data.vocab import atom_index
 from geomol.errors import ConfigError, EmptySelectionError
 
 __all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "CHEMISTRY_CONTACT_FEATURES",
-           "COUNT_FEATURES", "atom_contact_features", "chemistry_contact_features", "graph_atom_contacts",
+           "COUNT_FEATURES", "atom_contact_features", "chemistry_contact_features", "contact_pairs", "graph_atom_contacts",
            "ligand_heavy_atoms"]
 
 LIGAND_GROUPS = ("C", "N", "O", "SP", "F", "ClBrI")
@@ -89,13 +89,21 @@ _RECEPTOR_GROUP = _table(_RECEPTOR_GROUP_OF, len(RECEPTOR_GROUPS) - 1).astype(np
 _VDW, _COVALENT = _table(VDW_RADII, _OTHER_RADIUS), _table(COVALENT_RADII, _OTHER_RADIUS)
 
 
+def contact_pairs(ligand_xyz: np.ndarray, receptor_xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(i, j, d)``: every ligand atom ``i`` and receptor atom ``j`` closer than :data:`CUTOFF`, and their distance (Å)."""
+    pairs = cKDTree(np.asarray(ligand_xyz, dtype=np.float64)).sparse_distance_matrix(
+        cKDTree(np.asarray(receptor_xyz, dtype=np.float64)), CUTOFF, output_type="ndarray")
+    return pairs["i"], pairs["j"], pairs["v"]
+
+
 def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, ligand_z: np.ndarray,
-                          ligand_xyz: np.ndarray) -> np.ndarray:
+                          ligand_xyz: np.ndarray, pairs: tuple | None = None) -> np.ndarray:
     """:data:`ATOM_CONTACT_FEATURES` of every ligand atom.
 
     Args:
         receptor_z: ``(R,)`` atomic numbers of the receptor heavy atoms; receptor_xyz: ``(R, 3)`` Å.
         ligand_z: ``(L,)`` atomic numbers of the ligand heavy atoms; ligand_xyz: ``(L, 3)`` Å.
+        pairs: :func:`contact_pairs` of these atoms, when the caller has them.
 
     Returns:
         ``(L, len(ATOM_CONTACT_FEATURES))`` float64.
@@ -110,9 +118,7 @@ def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, liga
     if n_lig == 0 or len(receptor_z) == 0:
         return out
     hydrophobic_ligand = np.isin(ligand_z, _HALOGENS) | ((ligand_z == 6) & (hetero_bonds == 0))
-    pairs = cKDTree(np.asarray(ligand_xyz, dtype=np.float64)).sparse_distance_matrix(
-        cKDTree(np.asarray(receptor_xyz, dtype=np.float64)), CUTOFF, output_type="ndarray")
-    i, j, d = pairs["i"], pairs["j"], pairs["v"]
+    i, j, d = pairs if pairs is not None else contact_pairs(ligand_xyz, receptor_xyz)
     rec_group = _RECEPTOR_GROUP[receptor_z[j]]
     first = len(LIGAND_GROUPS)
     for offset, mask in ((first, d < NEAR), (first + len(RECEPTOR_GROUPS), (d >= NEAR) & (d < SHELL))):
@@ -150,7 +156,8 @@ def ligand_heavy_atoms(graph) -> torch.Tensor:
 
 
 def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarray, receptor_xyz: np.ndarray,
-                               ligand_chemistry: np.ndarray, ligand_z: np.ndarray, ligand_xyz: np.ndarray) -> np.ndarray:
+                               ligand_chemistry: np.ndarray, ligand_z: np.ndarray, ligand_xyz: np.ndarray,
+                               pairs: tuple | None = None) -> np.ndarray:
     """:data:`CHEMISTRY_CONTACT_FEATURES` of every ligand atom: its roles and the role-aware pair terms.
 
     Args:
@@ -158,6 +165,7 @@ def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarra
             receptor_z: ``(R,)`` atomic numbers; receptor_xyz: ``(R, 3)`` Å.
         ligand_chemistry: ``(L, len(LIGAND_CHEMISTRY))`` (:func:`~geomol.data.atom_chemistry.ligand_atom_chemistry`);
             ligand_z: ``(L,)``; ligand_xyz: ``(L, 3)`` Å.
+        pairs: :func:`contact_pairs` of these atoms, when the caller has them.
 
     Returns:
         ``(L, len(CHEMISTRY_CONTACT_FEATURES))`` float64.
@@ -168,9 +176,7 @@ def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarra
     out[:, :len(LIGAND_CHEMISTRY)] = chem
     if len(ligand_z) == 0 or len(receptor_z) == 0:
         return out
-    pairs = cKDTree(np.asarray(ligand_xyz, dtype=np.float64)).sparse_distance_matrix(
-        cKDTree(np.asarray(receptor_xyz, dtype=np.float64)), CUTOFF, output_type="ndarray")
-    i, j, d = pairs["i"], pairs["j"], pairs["v"]
+    i, j, d = pairs if pairs is not None else contact_pairs(ligand_xyz, receptor_xyz)
     s = d - _VDW[ligand_z[i]] - _VDW[receptor_z[j]]
     lig = {name: chem[i, k] > 0 for k, name in enumerate(LIGAND_CHEMISTRY[:-1])}
     rec = {name: np.asarray(receptor_roles)[j, k] for k, name in enumerate(RECEPTOR_ROLES)}
@@ -213,15 +219,16 @@ def graph_atom_contacts(graph, chemistry: bool = False) -> np.ndarray:
     receptor, ligand = heavy & (segment == 0), heavy & (segment == 1)
     if not ligand.any():
         raise EmptySelectionError("the complex has no ligand heavy atom", source=getattr(graph, "name", None))
-    rows = atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand])
-    if not chemistry:
-        return rows
     ligand_chemistry = getattr(graph, "ligand_chemistry", None)
-    if ligand_chemistry is None or len(ligand_chemistry) != int(ligand.sum()):
+    if chemistry and (ligand_chemistry is None or len(ligand_chemistry) != int(ligand.sum())):
         raise ConfigError("the graph has no ligand_chemistry rows for its ligand atoms: rebuild it with this geomol",
                           source=getattr(graph, "name", None))
+    pairs = contact_pairs(xyz[ligand], xyz[receptor])  # one neighbour search for both sets of columns
+    rows = atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand], pairs)
+    if not chemistry:
+        return rows
     roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
                                 graph.atom_pos.numpy()[receptor])
     extra = chemistry_contact_features(roles, atomic_number[receptor], xyz[receptor], ligand_chemistry.numpy(),
-                                       atomic_number[ligand], xyz[ligand])
+                                       atomic_number[ligand], xyz[ligand], pairs)
     return np.concatenate([rows, extra], axis=1)
