@@ -107,16 +107,22 @@ class AtomPairs(NamedTuple):
 
 
 def _nearest_neighbors(Z, group_atom, group_first, group_n, width, keep, chunk):
-    """[M, keep] for each group, the ``keep`` atoms of its sending block nearest to its atom."""
+    """[M, keep] for each group, the ``keep`` atoms of its sending block nearest to its atom.
+
+    A group whose sending block has a single atom (a ligand atom's block, a global block: about half of
+    the groups of a complex) takes that atom without a distance being measured.
+    """
     offsets = torch.arange(width, device=Z.device)
-    neighbor = torch.empty(group_atom.numel(), keep, dtype=torch.long, device=Z.device)
-    for begin, end in chunk_bounds(torch.full_like(group_n, width), chunk):
-        atom, n = group_atom[begin:end], group_n[begin:end]
+    neighbor = group_first.unsqueeze(1).repeat(1, keep)
+    measured = (group_n > 1).nonzero(as_tuple=True)[0]
+    for begin, end in chunk_bounds(torch.full_like(measured, width), chunk):
+        rows = measured[begin:end]
+        atom, n = group_atom[rows], group_n[rows]
         valid = offsets < n.unsqueeze(1)
-        cand = torch.where(valid, group_first[begin:end].unsqueeze(1) + offsets, atom.unsqueeze(1))
+        cand = torch.where(valid, group_first[rows].unsqueeze(1) + offsets, atom.unsqueeze(1))
         dist = torch.linalg.vector_norm(Z.index_select(0, atom).unsqueeze(1) - gather_rows(Z, cand), dim=-1).sum(-1)
         nearest = dist.masked_fill(~valid, float("inf")).topk(keep, dim=1, largest=False).indices
-        neighbor[begin:end] = cand.gather(1, nearest)
+        neighbor[rows] = cand.gather(1, nearest)
     return neighbor
 
 

@@ -32,7 +32,7 @@ from geomol.nn.ranges import chunk_bounds, expand_ranges, gather_rows, segment_s
 from geomol.nn.scatter import scatter_max, scatter_mean
 
 __all__ = ["EDGE_INTRA", "EDGE_INTER", "EDGE_GLOBAL_NORMAL", "EDGE_GLOBAL_GLOBAL", "NUM_EDGE_TYPES",
-           "block_knn_edges", "global_edges", "build_block_edges", "block_min_distance"]
+           "block_knn_edges", "global_edges", "build_block_edges", "block_min_distance", "padded_blocks"]
 
 EDGE_INTRA, EDGE_INTER, EDGE_GLOBAL_NORMAL, EDGE_GLOBAL_GLOBAL = 0, 1, 2, 3
 NUM_EDGE_TYPES = 4
@@ -75,20 +75,32 @@ def _flat_min_distance(Z, block_start, block_len, rows, cols, chunk):
     return out
 
 
-def _padded_min_distance(Z, block_start, block_len, rows, cols, width, chunk):
-    """Minimum distance via [pairs, width, width] distance matrices of padded blocks.
+def padded_blocks(Z: torch.Tensor, block_start: torch.Tensor, block_len: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Receiving and sending copies [Nb, C, W, 3] of every block's atoms, padded to W = the largest block
+    of at most ``_PAD_WIDTH`` atoms (larger blocks keep their first W atoms; they are never read from here).
 
-    Padding atoms sit at +1e6 on the receiving side and −1e6 on the sending side, so they never
-    win the minimum (real coordinates are far smaller).
+    Padding atoms sit at +1e6 on the receiving side and −1e6 on the sending side, so they never win a
+    minimum distance (real coordinates are far smaller). Built once per graph and shared by every
+    :func:`block_min_distance` call on it.
     """
+    Z = _as_channels(Z)
     n_blocks, C = block_len.numel(), Z.size(1)
+    small = block_len[block_len <= _PAD_WIDTH]
+    width = int(small.max()) if small.numel() else 1
     offsets = torch.arange(width, device=Z.device)
     valid = offsets < block_len.unsqueeze(1)
-    padded = gather_rows(Z, torch.where(valid, block_start.unsqueeze(1) + offsets, 0))  # [Nb, width, C, 3]
-    padded = padded.transpose(1, 2)  # [Nb, C, width, 3]
+    padded = gather_rows(Z, torch.where(valid, block_start.unsqueeze(1) + offsets, 0))  # [Nb, W, C, 3]
+    padded = padded.transpose(1, 2)  # [Nb, C, W, 3]
     hidden = ~valid.view(n_blocks, 1, width, 1)
-    receivers, senders = padded.masked_fill(hidden, 1e6), padded.masked_fill(hidden, -1e6)
-    out = torch.empty(rows.numel(), dtype=Z.dtype, device=Z.device)
+    return padded.masked_fill(hidden, 1e6), padded.masked_fill(hidden, -1e6)
+
+
+def _padded_min_distance(padded, rows, cols, width, chunk):
+    """Minimum distance via [pairs, width, width] distance matrices of padded blocks (:func:`padded_blocks`),
+    cut to the ``width`` of the largest block among ``rows`` and ``cols``."""
+    receivers, senders = (t[:, :, :width] for t in padded)
+    C = receivers.size(1)
+    out = torch.empty(rows.numel(), dtype=receivers.dtype, device=receivers.device)
     for begin, end in chunk_bounds(torch.full_like(rows, width * width * C), chunk):
         a = receivers[rows[begin:end]].flatten(0, 1)
         b = senders[cols[begin:end]].flatten(0, 1)
@@ -97,20 +109,22 @@ def _padded_min_distance(Z, block_start, block_len, rows, cols, width, chunk):
     return out
 
 
-def block_min_distance(Z, block_start, block_len, rows, cols, chunk: int = _CHUNK) -> torch.Tensor:
+def block_min_distance(Z, block_start, block_len, rows, cols, chunk: int = _CHUNK, padded=None) -> torch.Tensor:
     """[P] minimum atom–atom distance between blocks ``rows[p]`` and ``cols[p]``.
 
     The atom distance is the minimum over channels of the per-channel Euclidean distance.
     Pairs of blocks with at most ``_PAD_WIDTH`` atoms use padded distance matrices (fast, no
     per-atom-pair index arithmetic); pairs involving a larger block enumerate their atom pairs.
-    Args: Z [N, C, 3]; block_start, block_len [Nb]; rows, cols [P] block indices.
+    Args: Z [N, C, 3]; block_start, block_len [Nb]; rows, cols [P] block indices; padded: the
+    :func:`padded_blocks` of these blocks when the caller has them (built here otherwise).
     """
     Z = _as_channels(Z)
     small = (block_len[rows] <= _PAD_WIDTH) & (block_len[cols] <= _PAD_WIDTH)
     out = torch.empty(rows.numel(), dtype=Z.dtype, device=Z.device)
     if small.any():
         width = int(torch.maximum(block_len[rows[small]], block_len[cols[small]]).max())
-        out[small] = _padded_min_distance(Z, block_start, block_len, rows[small], cols[small], width, chunk)
+        padded = padded_blocks(Z, block_start, block_len) if padded is None else padded
+        out[small] = _padded_min_distance(padded, rows[small], cols[small], width, chunk)
     if not small.all():
         out[~small] = _flat_min_distance(Z, block_start, block_len, rows[~small], cols[~small], chunk)
     return out
@@ -121,7 +135,8 @@ def _prune_type(Z, blocks, rows, cols, mask, lower, upper, k, chunk):
 
     Two passes: the k candidates with the smallest upper bounds get exact distances first; their
     largest is a tight bound on the k-th nearest distance, so only pairs whose lower bound is
-    below it are measured in the second pass. Returns (rows, cols, dist) of both passes.
+    below it are measured in the second pass. ``blocks``: (block_start, block_len, :func:`padded_blocks`).
+    Returns (rows, cols, dist) of both passes.
     """
     bound = upper.masked_fill(~mask, float("inf"))
     first = bound.topk(min(k, bound.size(1)), dim=1, largest=False).indices
@@ -129,13 +144,14 @@ def _prune_type(Z, blocks, rows, cols, mask, lower, upper, k, chunk):
     first_rows = rows.unsqueeze(1).expand_as(first)[real]
     first_cols = cols[first][real]
     exact = torch.full(first.shape, float("inf"), dtype=Z.dtype, device=Z.device)
-    exact[real] = block_min_distance(Z, *blocks, first_rows, first_cols, chunk)
+    start, length, padded = blocks
+    exact[real] = block_min_distance(Z, start, length, first_rows, first_cols, chunk, padded)
     kth = exact.amax(1, keepdim=True)  # inf when a receiver has fewer than k candidates
     keep = mask & (lower <= kth * (1 + _SLACK) + _SLACK)
     keep.scatter_(1, first, False)
     i, j = keep.nonzero(as_tuple=True)
     more_rows, more_cols = rows[i], cols[j]
-    more = block_min_distance(Z, *blocks, more_rows, more_cols, chunk)
+    more = block_min_distance(Z, start, length, more_rows, more_cols, chunk, padded)
     return torch.cat([first_rows, more_rows]), torch.cat([first_cols, more_cols]), torch.cat([exact[real], more])
 
 
@@ -191,7 +207,8 @@ def block_knn_edges(Z: torch.Tensor, block_id: torch.Tensor, block_batch: torch.
     Z = _as_channels(Z)
     n_blocks = block_batch.numel()
     block_len = torch.bincount(block_id, minlength=n_blocks)
-    blocks = (segment_starts(block_len), block_len)
+    block_start = segment_starts(block_len)
+    blocks = (block_start, block_len, padded_blocks(Z, block_start, block_len))
     geometry = _block_geometry(Z, block_id, n_blocks)
     rows, cols, etype, dist = _knn_candidates(Z, blocks, block_batch, segment, is_global, geometry, k, chunk)
     return _select_nearest(rows, cols, etype, dist, n_blocks, k)
