@@ -106,23 +106,30 @@ class AtomPairs(NamedTuple):
                          self.edge_block, self.edge_pairs, self.n_atoms, self.n_blocks, self.width)
 
 
-def _nearest_neighbors(Z, group_atom, group_first, group_n, width, keep, chunk):
+def _nearest_neighbors(Z, block_start, block_len, group_atom, group_block, group_n, width, keep, chunk):
     """[M, keep] for each group, the ``keep`` atoms of its sending block nearest to its atom.
 
-    A group whose sending block has a single atom (a ligand atom's block, a global block: about half of
-    the groups of a complex) takes that atom without a distance being measured.
+    Sending blocks are gathered whole, as rows of a padded [Nb, width, C, 3] copy (one row per group rather
+    than one per candidate atom). A group whose sending block has a single atom (a ligand atom's block, a
+    global block: about half of the groups of a complex) takes that atom without a distance being measured.
+    Slots past a block's end are never chosen while it has ``keep`` atoms; when it has fewer, the extra
+    columns hold indices past the block, which the caller drops.
     """
+    n_blocks, C = block_len.numel(), Z.size(1)
     offsets = torch.arange(width, device=Z.device)
-    neighbor = group_first.unsqueeze(1).repeat(1, keep)
+    inside = offsets < block_len.unsqueeze(1)
+    padded = gather_rows(Z, torch.where(inside, block_start.unsqueeze(1) + offsets, 0)).view(n_blocks, -1)
+    first = block_start.index_select(0, group_block)
+    neighbor = first.unsqueeze(1) + torch.arange(keep, device=Z.device)
     measured = (group_n > 1).nonzero(as_tuple=True)[0]
     for begin, end in chunk_bounds(torch.full_like(measured, width), chunk):
         rows = measured[begin:end]
-        atom, n = group_atom[rows], group_n[rows]
-        valid = offsets < n.unsqueeze(1)
-        cand = torch.where(valid, group_first[rows].unsqueeze(1) + offsets, atom.unsqueeze(1))
-        dist = torch.linalg.vector_norm(Z.index_select(0, atom).unsqueeze(1) - gather_rows(Z, cand), dim=-1).sum(-1)
-        nearest = dist.masked_fill(~valid, float("inf")).topk(keep, dim=1, largest=False).indices
-        neighbor[rows] = cand.gather(1, nearest)
+        senders = padded.index_select(0, group_block.index_select(0, rows)).view(-1, width, C, 3)
+        dist = torch.linalg.vector_norm(Z.index_select(0, group_atom.index_select(0, rows)).unsqueeze(1) - senders,
+                                        dim=-1).sum(-1)  # [g, width]
+        valid = offsets < group_n.index_select(0, rows).unsqueeze(1)
+        nearest = dist.masked_fill_(~valid, float("inf")).topk(keep, dim=1, largest=False).indices
+        neighbor[rows] = first.index_select(0, rows).unsqueeze(1) + nearest
     return neighbor
 
 
@@ -177,7 +184,8 @@ def sparse_atom_pairs(Z: torch.Tensor, block_id: torch.Tensor, edges: torch.Tens
     group_n = block_len[send][group_pos]
     width = int(block_len[send].max())
     keep = width if k is None else min(k, width)
-    neighbor = _nearest_neighbors(Z, group_atom, block_start[send][group_pos], group_n, width, keep, _DIST_CHUNK)
+    neighbor = _nearest_neighbors(Z, block_start, block_len, group_atom, send[group_pos], group_n, width, keep,
+                                  _DIST_CHUNK)
     group_sizes = group_n.clamp(max=keep)
     mask = torch.arange(keep, device=Z.device) < group_sizes.unsqueeze(1)
     pair_group, pair_slot = mask.nonzero(as_tuple=True)
