@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from geomol.nn.ranges import chunk_bounds, expand_ranges, gather_rows, segment_starts
+from geomol.nn.ranges import chunk_bounds, expand_ranges, padded_blocks_rows, segment_starts
 
 __all__ = ["AtomPairs", "PairIndex", "PairChunk", "sparse_atom_pairs"]
 
@@ -117,8 +117,7 @@ def _nearest_neighbors(Z, block_start, block_len, group_atom, group_block, group
     """
     n_blocks, C = block_len.numel(), Z.size(1)
     offsets = torch.arange(width, device=Z.device)
-    inside = offsets < block_len.unsqueeze(1)
-    padded = gather_rows(Z, torch.where(inside, block_start.unsqueeze(1) + offsets, 0)).view(n_blocks, -1)
+    padded = padded_blocks_rows(Z, block_start, block_len, width)[0].view(n_blocks, -1)
     first = block_start.index_select(0, group_block)
     neighbor = first.unsqueeze(1) + torch.arange(keep, device=Z.device)
     measured = (group_n > 1).nonzero(as_tuple=True)[0]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from geomol.nn.ranges import chunk_bounds, expand_ranges, gather_rows, segment_starts
+from geomol.nn.ranges import chunk_bounds, expand_ranges, padded_blocks_rows, segment_starts
 from geomol.nn.scatter import scatter_max, scatter_mean
 
 __all__ = ["EDGE_INTRA", "EDGE_INTER", "EDGE_GLOBAL_NORMAL", "EDGE_GLOBAL_GLOBAL", "NUM_EDGE_TYPES",
@@ -87,9 +87,7 @@ def padded_blocks(Z: torch.Tensor, block_start: torch.Tensor, block_len: torch.T
     n_blocks, C = block_len.numel(), Z.size(1)
     small = block_len[block_len <= _PAD_WIDTH]
     width = int(small.max()) if small.numel() else 1
-    offsets = torch.arange(width, device=Z.device)
-    valid = offsets < block_len.unsqueeze(1)
-    padded = gather_rows(Z, torch.where(valid, block_start.unsqueeze(1) + offsets, 0))  # [Nb, W, C, 3]
+    padded, valid = padded_blocks_rows(Z, block_start, block_len, width)  # [Nb, W, C, 3]
     padded = padded.transpose(1, 2)  # [Nb, C, W, 3]
     hidden = ~valid.view(n_blocks, 1, width, 1)
     return padded.masked_fill(hidden, 1e6), padded.masked_fill(hidden, -1e6)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["expand_ranges", "segment_starts", "chunk_bounds", "gather_rows"]
+__all__ = ["expand_ranges", "segment_starts", "chunk_bounds", "gather_rows", "padded_blocks_rows"]
 
 
 def segment_starts(counts: torch.Tensor) -> torch.Tensor:
@@ -45,3 +45,16 @@ def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     the hundreds of thousands of rows gathered per GET step).
     """
     return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
+
+
+def padded_blocks_rows(table: torch.Tensor, block_start: torch.Tensor, block_len: torch.Tensor,
+                       width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows of every block of ``table`` side by side: ``padded`` [Nb, width, *table.shape[1:]] and
+    ``valid`` [Nb, width] (bool).
+
+    Block b owns rows ``block_start[b]`` … ``block_start[b] + block_len[b] − 1``; slots past its end (or past
+    ``width``) are not valid and hold a copy of row 0.
+    """
+    offsets = torch.arange(width, device=table.device)
+    valid = offsets < block_len.unsqueeze(1)
+    return gather_rows(table, torch.where(valid, block_start.unsqueeze(1) + offsets, 0)), valid

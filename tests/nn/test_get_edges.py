@@ -90,6 +90,7 @@ def test_knn_edges_on_real_pocket():
 
 def test_sparse_pairs_match_dense_and_chunk_plan_is_consistent():
     Z, block_id, block_batch, segment, is_global = _synthetic(4)
+    assert {1, 2} <= set(torch.bincount(block_id).tolist())  # single-atom blocks, and blocks with fewer atoms than k
     edges, _ = build_block_edges(Z, block_id, block_batch, segment, is_global, k=4)
     pairs = sparse_atom_pairs(Z, block_id, edges, k=3, chunk_pairs=50)
     expected = set()
