@@ -84,7 +84,7 @@ def padded_blocks(Z: torch.Tensor, block_start: torch.Tensor, block_len: torch.T
     :func:`block_min_distance` call on it.
     """
     Z = _as_channels(Z)
-    n_blocks, C = block_len.numel(), Z.size(1)
+    n_blocks = block_len.numel()
     small = block_len[block_len <= _PAD_WIDTH]
     width = int(small.max()) if small.numel() else 1
     padded, valid = padded_blocks_rows(Z, block_start, block_len, width)  # [Nb, W, C, 3]
