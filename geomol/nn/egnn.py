@@ -85,18 +85,17 @@ def _chunk_forward(x, h_row, h_col, edge_term, row, col, w: EdgeWeights, keep: b
 
     Returns:
         r [c, P, 3], m [c, P, H], the force weight φ_x(m) [c, P, 1] and, if ``keep``, what the backward pass
-        needs: the pre-activations and activations (pre, a1, z2, m, z3, a3) [c, P, H] and the force weight
-        (else None: the activations are then computed in place).
+        needs: the three pre-activations (pre, z2, z3) [c, P, H] and the force weight (else None: the activations
+        are then computed in place). The activations themselves are recomputed from their pre-activations in
+        the backward pass: a SiLU of a chunk costs less than writing it to memory and reading it back.
     """
     r, s = _relative(x, row, col)
     pre = _first_linear(h_row, h_col, edge_term, s, w.w_s, row, col)
-    a1 = F.silu(pre, inplace=not keep)
-    z2 = dense(a1, w.w2, w.b2)
+    z2 = dense(F.silu(pre, inplace=not keep), w.w2, w.b2)
     m = F.silu(z2, inplace=not keep)
     z3 = dense(m, w.wc, w.bc)
-    a3 = F.silu(z3, inplace=not keep)
-    weight = F.linear(a3, w.wo, w.bo)
-    return r, m, weight, (pre, a1, z2, m, z3, a3, weight) if keep else None
+    weight = F.linear(F.silu(z3, inplace=not keep), w.wo, w.bo)
+    return r, m, weight, (pre, z2, z3, weight) if keep else None
 
 
 def _chunk_backward(x, h_row, h_col, edge_term, row, col, w: EdgeWeights, saved, g_force, g_agg, grads):
@@ -107,23 +106,23 @@ def _chunk_backward(x, h_row, h_col, edge_term, row, col, w: EdgeWeights, saved,
         saved: what :func:`_chunk_forward` kept; g_force [N, P, 3], g_agg [N, P, H]: gradients of the two
             outputs of :func:`edge_sums`.
     """
-    pre, a1, z2, m, z3, a3, weight = saved
+    pre, z2, z3, weight = saved
     flat = lambda t: t.view(-1, t.size(-1))  # noqa: E731
     r, s = _relative(x, row, col)
     g_f = g_force.index_select(0, row)
     g_weight = (g_f * r).sum(-1, keepdim=True)  # [c, P, 1]
     g_r = g_f.mul_(weight)
     if "wo" in grads:
-        grads["wo"][0].addmv_(flat(a3).t(), g_weight.view(-1))
+        grads["wo"][0].addmv_(flat(F.silu(z3)).t(), g_weight.view(-1))
         grads["bo"] += g_weight.sum()
     g_z3 = torch.ops.aten.silu_backward(g_weight * w.wo, z3)
     if "wc" in grads:
-        grads["wc"] += outer(g_z3, m)
+        grads["wc"] += outer(g_z3, F.silu(z2))
         grads["bc"] += flat(g_z3).sum(0)
     g_m = dense(g_z3, w.wc.t()).add_(g_agg.index_select(0, row))
     g_z2 = torch.ops.aten.silu_backward(g_m, z2)
     if "w2" in grads:
-        grads["w2"] += outer(g_z2, a1)
+        grads["w2"] += outer(g_z2, F.silu(pre))
         grads["b2"] += flat(g_z2).sum(0)
     g_pre = torch.ops.aten.silu_backward(dense(g_z2, w.w2.t()), pre)
     if "h_row" in grads:
@@ -198,7 +197,7 @@ def edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, edge_te
         x: [N, P, 3]; h_row, h_col: [N, P, H] node terms (W_i h) and (W_j h) of the first message Linear;
         edge_term: [M, H] W_e e + b₁; edge_index: [2, M] (row = receiver); weights: the edge MLPs.
         chunk: elements per [edges, P, H] chunk (edges are processed ⌈M·P·H / chunk⌉ at a time).
-        store_limit: with gradients, the activations of the edges ([M, P, H] ×6) are stored when
+        store_limit: with gradients, the pre-activations of the edges ([M, P, H] ×3) are stored when
             M·P·H ≤ store_limit, else recomputed chunk by chunk in the backward pass (memory O(N·P·H + chunk)).
 
     The backward pass is written by hand (:class:`_EdgeSums`), chunked like the forward pass, so that
