@@ -88,19 +88,29 @@ def test_knn_edges_on_real_pocket():
     assert _as_set(edges[:, knn], etype[knn]) == _dense_knn(*args, 9)
 
 
-def test_sparse_pairs_match_dense_and_chunk_plan_is_consistent():
-    Z, block_id, block_batch, segment, is_global = _synthetic(4)
-    assert {1, 2} <= set(torch.bincount(block_id).tolist())  # single-atom blocks, and blocks with fewer atoms than k
-    edges, _ = build_block_edges(Z, block_id, block_batch, segment, is_global, k=4)
-    pairs = sparse_atom_pairs(Z, block_id, edges, k=3, chunk_pairs=50)
+def _dense_pairs(Z, block_id, edges, k):
+    """(edge, atom, neighbour) of every sparse pair, by brute force (k=None: all atoms of the sending block)."""
     expected = set()
     for e, (I, J) in enumerate(edges.T.tolist()):
         atoms_j = (block_id == J).nonzero().flatten()
         for i in (block_id == I).nonzero().flatten().tolist():
             d = torch.linalg.vector_norm(Z[i] - Z[atoms_j], dim=-1).sum(-1)
-            expected |= {(e, i, int(j)) for j in atoms_j[torch.argsort(d)[:3]]}
-    got = {(int(pairs.group_edge[g]), int(a), int(j))
-           for g, a, j in zip(pairs.pair_group, pairs.pair_atom, pairs.pair_neighbor)}
+            expected |= {(e, i, int(j)) for j in atoms_j[torch.argsort(d)[:k]]}
+    return expected
+
+
+def _pair_set(pairs):
+    return {(int(pairs.group_edge[g]), int(a), int(j))
+            for g, a, j in zip(pairs.pair_group, pairs.pair_atom, pairs.pair_neighbor)}
+
+
+def test_sparse_pairs_match_dense_and_chunk_plan_is_consistent():
+    Z, block_id, block_batch, segment, is_global = _synthetic(4)
+    assert {1, 2} <= set(torch.bincount(block_id).tolist())  # single-atom blocks, and blocks with fewer atoms than k
+    edges, _ = build_block_edges(Z, block_id, block_batch, segment, is_global, k=4)
+    pairs = sparse_atom_pairs(Z, block_id, edges, k=3, chunk_pairs=50)
+    expected = _dense_pairs(Z, block_id, edges, 3)
+    got = _pair_set(pairs)
     assert got == expected and pairs.num_pairs == len(expected)
     assert int(pairs.edge_pairs.sum()) == pairs.num_pairs
     # chunks tile the pairs and own whole receiving blocks (all edges into a block in one chunk)
@@ -117,3 +127,14 @@ def test_sparse_pairs_match_dense_and_chunk_plan_is_consistent():
     receivers = edges[0]
     for b in receivers.unique():
         assert owner[receivers == b].unique().numel() == 1
+
+
+@pytest.mark.parametrize("k,single_atoms", [(None, False), (3, True)])
+def test_sparse_pairs_with_two_channels(k, single_atoms):
+    """Multi-channel coordinates (distance summed over channels): dense pairs (k=None), and a graph whose blocks
+    all have one atom (no distance is measured)."""
+    Z, block_id, block_batch, segment, is_global = _synthetic(6, max_atoms=1 if single_atoms else 9)
+    Z = torch.cat([Z, Z.flip(0) + 1.0], 1)  # [N, 2, 3]
+    edges, _ = build_block_edges(Z, block_id, block_batch, segment, is_global, k=4)
+    pairs = sparse_atom_pairs(Z, block_id, edges, k=k, chunk_pairs=40)
+    assert _pair_set(pairs) == _dense_pairs(Z, block_id, edges, k) and int(pairs.edge_pairs.sum()) == pairs.num_pairs
