@@ -216,7 +216,7 @@ def graph_atom_contacts(graph, chemistry: bool = False) -> np.ndarray:
     segment = graph.segment[graph.block_id].numpy()
     heavy = atomic_number >= 2  # drops padding, unknown, global atoms and hydrogens
     xyz = graph.X.double().numpy()
-    receptor, ligand = heavy & (segment == 0), heavy & (segment == 1)
+    receptor, ligand = heavy & (segment == 0), ligand_heavy_atoms(graph).numpy()  # ligand: the rows ligand_chemistry has
     if not ligand.any():
         raise EmptySelectionError("the complex has no ligand heavy atom", source=getattr(graph, "name", None))
     ligand_chemistry = getattr(graph, "ligand_chemistry", None)

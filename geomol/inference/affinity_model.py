@@ -88,6 +88,11 @@ class AffinityModel(ShippedModel):
     def is_contact_scorer(self) -> bool:
         return isinstance(self.members[0], ContactScorer)
 
+    def contact_inputs(self, graphs: Sequence[BlockGraph]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The members' input for complexes (a contact-scorer model): :func:`~geomol.models.contact_scorer.contact_inputs`
+        with the interaction-role columns when the members read them."""
+        return contact_inputs(list(graphs), self.members[0].reads_chemistry)
+
     @classmethod
     def check_recipe(cls, arguments: Mapping[str, Any], recipe: ComplexRecipe, source) -> None:
         if "n_block_types" not in arguments:  # a contact scorer reads atoms, not block types
@@ -140,7 +145,7 @@ class AffinityModel(ShippedModel):
         """
         if self.is_contact_scorer:
             graphs = [graphs] if isinstance(graphs, BlockGraph) else list(graphs)
-            atoms, owner, descriptors = (t.to(self.device) for t in contact_inputs(graphs, self.members[0].reads_chemistry))
+            atoms, owner, descriptors = (t.to(self.device) for t in self.contact_inputs(graphs))
             per_member = torch.stack([m(atoms, owner, descriptors, n_ligands=len(graphs)) for m in self.members])
         else:
             # Members share k_neighbors, sparse_k and dtype, so the edges and atom pairs built once serve them all.

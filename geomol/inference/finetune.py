@@ -38,7 +38,7 @@ from geomol.inference.affinity import build_complexes
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import ligand_inputs
 from geomol.metrics import rmse, spearman
-from geomol.models.contact_scorer import ContactScorer, contact_inputs
+from geomol.models.contact_scorer import ContactScorer
 from geomol.models.get import GETAffinity, GETConfig, as_batch
 from geomol.models.readouts import ShiftedEnergyReadout
 
@@ -188,7 +188,7 @@ def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured:
     target = torch.tensor(list(measured), dtype=model.dtype)
     before = model.predict(list(graphs))[0].tolist()
     if model.is_contact_scorer:
-        inputs = contact_inputs(list(graphs), model.members[0].reads_chemistry)
+        inputs = model.contact_inputs(graphs)
         members = [adapt_contact_scorer(m, *inputs, target, settings) for m in model.members]
         arguments = dict(model.arguments)
     else:
