@@ -89,6 +89,10 @@ VARIANTS: dict[str, dict] = {
                             "about": "physics-shaped read-out + a learned heavy-atom trend, with the decoy hinge"},
     "centred": {"model": {"mse_weight": 0.1, "loss_terms": [CENTRED]}, "data": {"group_batches": "series"},
                 "about": "learning within series: MSE after centring on each series' batch mean (+ 0.1 x plain MSE)"},
+    "pretrain_centred": {"model": {"pretraining": _term("DenoisingPretraining", epochs=1, sigma=1.0), "mse_weight": 0.1,
+                                   "loss_terms": [CENTRED]}, "data": {"group_batches": "series"},
+                         "about": "1 epoch of ligand-coordinate denoising on the training folds' structures (no labels), "
+                                  "then the centred recipe; run with one more epoch than the others"},
     "size_aware": {"model": {"readout": "geomol.models.readouts.SizeAwareReadout"}, "data": {},
                    "about": "size-aware read-out: learned heavy-atom trend + residual MLP on the complex embedding"},
     "hybrid": {"model": {"readout": "geomol.models.readouts.HybridReadout"}, "data": {},

@@ -11,13 +11,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["FastDropout", "fast_dropout", "keep_mask"]
+__all__ = ["FastDropout", "fast_dropout", "keep_bits", "keep_mask"]
 
 _LEVELS = 1 << 15
 
 
-def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A ``shape`` tensor of 0 (dropped, probability ≈ p) and 1 / (1 − p) (kept)."""
+def keep_bits(shape: torch.Size | tuple[int, ...], p: float, device: torch.device) -> tuple[torch.Tensor, float]:
+    """``(keep, scale)``: a boolean ``shape`` mask, False with probability ≈ p, and 1 / (1 − that probability)."""
     n = 1
     for size in shape:
         n *= size
@@ -25,7 +25,13 @@ def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype, device: torch.dev
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_()
     bits = words.view(torch.int16)[:n].view(shape).bitwise_and_(_LEVELS - 1)
     threshold = round(p * _LEVELS)
-    return (bits >= threshold).to(dtype).mul_(_LEVELS / (_LEVELS - threshold))
+    return bits >= threshold, _LEVELS / (_LEVELS - threshold)
+
+
+def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A ``shape`` tensor of 0 (dropped, probability ≈ p) and 1 / (1 − p) (kept)."""
+    keep, scale = keep_bits(shape, p, device)
+    return keep.to(dtype).mul_(scale)
 
 
 def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:

@@ -14,6 +14,7 @@ from torch import nn
 from geomol.nn.dense import dense, linear, linears, silu_linear
 from geomol.nn.dropout import FastDropout
 from geomol.nn.radial import RadialBasis
+from geomol.nn.silu_mlp import paired_mlp3
 from geomol.nn.scatter import scatter_mean
 
 __all__ = ["EquivariantFFN", "FFN_CUTOFF"]
@@ -44,7 +45,9 @@ class EquivariantFFN(nn.Module):
     Shapes (``forward``): H [N, d], Z [N, C, 3], block_id [N] → H [N, d], Z [N, C, 3].
 
     Both MLPs read the same input [H_a ‖ mean_block(H) ‖ RBF(|Z_a − c_b|)]; their products run through
-    oneDNN (:mod:`geomol.nn.dense`), with the SiLUs fused into them when no gradient is needed.
+    oneDNN (:mod:`geomol.nn.dense`), with the SiLUs fused into them when no gradient is needed; with gradients
+    both MLPs run as one :func:`~geomol.nn.silu_mlp.paired_mlp3`, which keeps only pre-activations and
+    boolean dropout masks for the backward pass.
     """
 
     def __init__(self, d_in: int, d_hidden: int, n_channel: int, n_rbf: int, dropout: float = 0.1):
@@ -72,7 +75,12 @@ class EquivariantFFN(nn.Module):
         offset = Z - centroid
         radial = self.rbf(torch.linalg.vector_norm(offset, dim=-1)).flatten(1)  # [N, C·R]
         block_mean = scatter_mean(H, block_id, n_blocks).index_select(0, block_id)
-        hidden_h, hidden_z = self._first_layers(torch.cat([H, block_mean, radial], 1))
-        out_h = self._rest(self.mlp_h, hidden_h)
-        out_z = self._rest(self.mlp_z, hidden_z)
+        inputs = torch.cat([H, block_mean, radial], 1)
+        p = self.mlp_h[2].p
+        if torch.is_grad_enabled() and p < 1.0:  # training: keep pre-activations and masks only
+            out_h, out_z = paired_mlp3(inputs, (self.mlp_h, self.mlp_z), p, self.training)
+        else:
+            hidden_h, hidden_z = self._first_layers(inputs)
+            out_h = self._rest(self.mlp_h, hidden_h)
+            out_z = self._rest(self.mlp_z, hidden_z)
         return H + out_h, centroid + out_z.unsqueeze(-1) * offset
