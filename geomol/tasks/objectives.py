@@ -119,14 +119,14 @@ def relative_edge_loss(pred: torch.Tensor, series: Sequence[str], ligands: Seque
 
 def denoising_loss(model, batch, sigma: float) -> torch.Tensor:
     """Self-supervised coordinate denoising (no labels used): Gaussian noise of ``sigma`` Å on every
-    ligand atom, and the mean squared distance of GET's output ligand coordinates from the clean
-    ones, divided by σ² (1 for a model that returns its input; 0 for perfect denoising)."""
+    ligand atom, and the mean squared error of GET's output ligand coordinates (per atom and axis, Å²) against
+    the clean ones, divided by σ²: 1 for a model that returns its noisy input, 0 for perfect denoising."""
     ligand = ligand_atom_mask(batch)
     noisy = copy.copy(batch)
     noisy.X = batch.X + sigma * torch.randn_like(batch.X) * ligand[:, None].to(batch.X.dtype)
     out = model.embed(noisy)
     error = out.X[ligand] - batch.X[ligand].to(out.X.dtype)
-    return (error ** 2).sum(-1).mean() / sigma ** 2
+    return (error ** 2).mean() / sigma ** 2
 
 
 # ---------------------------------------------------------------------- components

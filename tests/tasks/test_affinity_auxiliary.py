@@ -97,6 +97,21 @@ def test_denoising_loss_is_learnable_and_uses_no_labels(fep_data):
 
 
 @pytest.mark.filterwarnings("ignore")
+def test_denoising_loss_is_one_for_a_model_that_returns_its_input(fep_data):
+    dataset = fep_data.load_dataset()
+    batch = as_batch([dataset[i] for i in range(8)])
+
+    class ReturnsInput:
+        @staticmethod
+        def embed(graphs):
+            return SimpleNamespace(X=graphs.X)
+
+    torch.manual_seed(0)
+    for sigma in (0.5, 2.0):
+        assert denoising_loss(ReturnsInput(), batch, sigma) == pytest.approx(1.0, abs=0.1)
+
+
+@pytest.mark.filterwarnings("ignore")
 def test_pretraining_epochs_are_never_selected_and_edges_train(fep_data, tmp_path):
     pl.seed_everything(0)
     module = AffinityModule(d_hidden=16, d_radial=8, n_rbf=8, n_layers=1, loss_terms=[RelativeEdgeLoss(1.0)],
