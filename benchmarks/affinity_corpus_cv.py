@@ -53,7 +53,9 @@ from geomol.target_metrics import MIN_TARGET_LIGANDS, TARGET_KINDS, evaluate_tar
 REPO = Path(__file__).resolve().parents[1]
 ABOUT = {"hac": "heavy-atom count of the ligand (no training)",
          "rf": "ligand-only random forest, Morgan r=2 counts + descriptors",
-         "gbm": "ligand-only gradient boosting, Morgan r=2 counts + descriptors"}
+         "gbm": "ligand-only gradient boosting, Morgan r=2 counts + descriptors",
+         "gbm_series": "ligand-only gradient boosting learning within series: Morgan r=2 counts + descriptors, also "
+                       "centred on their series, fitted to the pK minus the series' mean"}
 PER_TARGET_SCORES = ("spearman", "pearson", "kendall", "spearman_with_hac")
 
 
@@ -85,14 +87,16 @@ def checked_folds(items, clusters: list[str], n_folds: int, seed: int, valid_fra
 
 
 def ligand_model_predictions(kind: str, features: np.ndarray, label: np.ndarray, folds: list[dict], keys: list[str],
-                             *, min_ligands: int, seed: int) -> tuple[np.ndarray, list[dict]]:
-    """Out-of-fold predictions of a ligand-only model chosen per fold on its validation slice."""
+                             series: np.ndarray, *, min_ligands: int, seed: int) -> tuple[np.ndarray, list[dict]]:
+    """Out-of-fold predictions of a ligand-only model chosen per fold on its validation slice (``series``: each
+    item's series, for the within-series model)."""
     pred = np.full(len(label), np.nan)
     chosen = []
     for k, fold in enumerate(folds):
         selection = select_ligand_model(kind, features, label, fold["train"], fold["valid"],
-                                        [keys[i] for i in fold["valid"]], min_ligands=min_ligands, seed=seed + k)
-        pred[fold["test"]] = selection.model.predict(features[fold["test"]])
+                                        [keys[i] for i in fold["valid"]], min_ligands=min_ligands, seed=seed + k,
+                                        groups=series)
+        pred[fold["test"]] = selection.predict(features[fold["test"]], series[fold["test"]])
         chosen.append({"fold": k, "params": selection.params, "valid_spearman": selection.score,
                        "tried": selection.tried})
         print(f"  {kind} fold {k}: {selection.params} (validation {selection.score:.3f})", flush=True)
@@ -255,7 +259,8 @@ def run(args: argparse.Namespace) -> dict:
             predictions[kind] = heavy
         else:
             predictions[kind], chosen[kind] = ligand_model_predictions(
-                kind, features, label, folds, keys, min_ligands=args.min_ligands, seed=args.seed)
+                kind, features, label, folds, keys, np.array([item.series for item in items]),
+                min_ligands=args.min_ligands, seed=args.seed)
         cpu[kind] = time.process_time() - clock
     for spec in args.predictions:
         name, path = spec.split("=", 1)

@@ -2,7 +2,10 @@
 
 A model that never sees the protein, trained on the training clusters of a fold: a random forest
 (``rf``) or histogram gradient boosting (``gbm``) from scikit-learn on folded Morgan counts plus
-descriptors. Hyper-parameters are chosen on the fold's *validation* slice (clusters held out of
+descriptors, or gradient boosting that learns within series (``gbm_series``): every feature also minus its
+mean over the item's series, fitted to the pK minus the series' mean, so that it learns what makes one
+analogue bind better than another (a substituent's typical effect) rather than a protein's pK level. Its
+centring uses the features of the series' other ligands, never their labels, as a user's series would. Hyper-parameters are chosen on the fold's *validation* slice (clusters held out of
 training) by the protocol's own criterion, the mean per-target Spearman
 (:mod:`geomol.target_metrics`); test items are never looked at. The chosen model is the one fitted
 on the training part (no refit), as a structure model's checkpoint chosen on validation is.
@@ -24,14 +27,16 @@ from geomol.errors import ConfigError
 from geomol.metrics import rmse
 from geomol.target_metrics import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
 
-__all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "select_ligand_model", "validation_score"]
+__all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "group_centred", "series_features", "select_ligand_model", "validation_score"]
 
-LIGAND_MODELS = ("rf", "gbm")
+LIGAND_MODELS = ("rf", "gbm", "gbm_series")
 
 # rf: one fit per entry; gbm: one fit per entry, scored after each number of rounds in ``stages``.
 GRIDS: dict[str, list[dict]] = {
     "rf": [{"n_estimators": 100, "max_features": "sqrt", "min_samples_leaf": leaf} for leaf in (1, 5)],
     "gbm": [{"learning_rate": 0.1, "max_leaf_nodes": 15, "l2_regularization": 1.0, "stages": (100, 200, 400)}],
+    "gbm_series": [{"learning_rate": 0.05, "max_leaf_nodes": 31, "min_samples_leaf": 20, "l2_regularization": 1.0,
+                    "stages": (100, 200, 400, 800)}],
 }
 
 
@@ -50,6 +55,16 @@ class Selection:
     params: dict
     score: float
     tried: list[dict] = field(default_factory=list)
+    kind: str = "rf"
+
+    def predict(self, features: np.ndarray, groups: Sequence[Hashable] | None = None) -> np.ndarray:
+        """``(n,)`` predictions for ``features`` ``(n, f)``; ``gbm_series`` needs the rows' series (``groups``)
+        and predicts pK differences within each series."""
+        if self.kind == "gbm_series":
+            if groups is None or len(groups) != len(features):
+                raise ConfigError("a gbm_series model predicts within series: give the series of every row")
+            features = series_features(features, groups)
+        return self.model.predict(features)
 
 
 def validation_score(pred: np.ndarray, label: np.ndarray, members: dict[Hashable, list[int]]) -> float:
@@ -75,31 +90,55 @@ def _candidates(kind: str, params: dict, X: np.ndarray, y: np.ndarray, seed: int
         yield {**base, "max_iter": rounds}, copy.deepcopy(model)  # later stages must not change this one
 
 
+def group_centred(values: np.ndarray, groups: Sequence[Hashable]) -> np.ndarray:
+    """``values`` (``(n,)`` or ``(n, f)``) minus the mean of their rows' group (``groups``: ``n`` keys)."""
+    _, index = np.unique(np.asarray(groups), return_inverse=True)
+    values = np.asarray(values, dtype=np.float64)
+    flat = values.reshape(len(index), -1)
+    sums = np.zeros((int(index.max()) + 1, flat.shape[1]))
+    np.add.at(sums, index, flat)
+    means = sums / np.bincount(index)[:, None]
+    return (flat - means[index]).reshape(values.shape)
+
+
+def series_features(features: np.ndarray, groups: Sequence[Hashable]) -> np.ndarray:
+    """``(n, 2f)``: each item's features minus their mean over its series, then the features themselves."""
+    return np.concatenate([group_centred(features, groups), features], axis=1)
+
+
 def select_ligand_model(kind: str, features: np.ndarray, label: np.ndarray, train: Sequence[int],
                         valid: Sequence[int], valid_keys: Sequence[Hashable], *,
                         min_ligands: int = MIN_TARGET_LIGANDS, seed: int = 0,
-                        grid: list[dict] | None = None) -> Selection:
+                        grid: list[dict] | None = None, groups: Sequence[Hashable] | None = None) -> Selection:
     """Fit every candidate of ``grid`` (default :data:`GRIDS`) on ``train``; keep the best on ``valid``.
 
     Args:
-        kind: ``'rf'`` or ``'gbm'``.
+        kind: ``'rf'``, ``'gbm'`` or ``'gbm_series'`` (see the module doc).
         features: ``(n_items, n_features)`` (:class:`~geomol.data.ligand_features.LigandFeaturizer`).
         label: ``(n_items,)`` measured pK.
         train, valid: item indices.
         valid_keys: the target of each ``valid`` item (same order), for the per-target score.
+        groups: ``gbm_series`` only: the series of every item (``n_items`` keys). The chosen model then
+            predicts pK differences within a series (:meth:`Selection.predict` with the rows' series).
     """
     if kind not in LIGAND_MODELS:
         raise ConfigError(f"ligand-only model is one of {LIGAND_MODELS}, got {kind!r}")
     if len(valid_keys) != len(valid):
         raise ConfigError(f"{len(valid_keys)} target keys for {len(valid)} validation items")
     train, valid = np.asarray(train), np.asarray(valid)
+    target = label[train]
+    if kind == "gbm_series":
+        if groups is None or len(groups) != len(label):
+            raise ConfigError("gbm_series learns within series: give the series of every item (groups)")
+        features = series_features(features, groups)
+        target = group_centred(target, np.asarray(groups)[train])
     members = target_members(valid_keys, min_ligands)
     best, tried = None, []
     for params in grid if grid is not None else GRIDS[kind]:
-        for chosen, model in _candidates(kind, params, features[train], label[train], seed):
+        for chosen, model in _candidates(kind, params, features[train], target, seed):
             score = validation_score(model.predict(features[valid]), label[valid], members) if len(valid) else 0.0
             tried.append({"params": chosen, "score": score})
             if best is None or score > best.score:
-                best = Selection(model, chosen, score)
+                best = Selection(model, chosen, score, kind=kind)
     best.tried = tried
     return best

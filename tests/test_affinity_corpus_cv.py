@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import warnings
 
 import numpy as np
@@ -15,7 +16,8 @@ from tests.conftest import benchmark_module, shared_path
 
 SERIES = ["plb/syk", "plb/hif2a", "plb/pfkfb3", "plb/tnks2"]
 TINY_GRIDS = {"rf": [{"n_estimators": 5, "max_features": "sqrt", "min_samples_leaf": 1}],
-              "gbm": [{"learning_rate": 0.1, "max_leaf_nodes": 7, "l2_regularization": 1.0, "stages": (5, 10)}]}
+              "gbm": [{"learning_rate": 0.1, "max_leaf_nodes": 7, "l2_regularization": 1.0, "stages": (5, 10)}],
+              "gbm_series": [{"learning_rate": 0.1, "max_leaf_nodes": 7, "l2_regularization": 1.0, "stages": (5,)}]}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def test_slice_folds_targets_and_baselines(slice_run):
     assert json.loads((out / "cv.json").read_text())["provenance"]["command"]
     assert sum(fold["test"] for fold in result["folds"]) == result["items"] and result["clusters"] == 4
     variants = {row["variant"]: row for row in result["variants"]}
-    assert list(variants) == ["hac", "rf", "gbm"]
+    assert list(variants) == ["hac", "rf", "gbm", "gbm_series"]
     hac = variants["hac"]
     assert hac["all"]["targets"] == 4 and hac["expert_pose"] == hac["all"]  # plb only: every target is expert-pose
     assert hac["all"]["spearman_with_hac"] == pytest.approx(1.0) and hac["all"]["beats_hac_fraction"] == 0.0
@@ -68,6 +70,9 @@ def test_slice_folds_targets_and_baselines(slice_run):
     assert len(predictions) == result["items"]
     assert all(int(row["fold"]) == fold_of["/".join(row["id"].split("/")[:2])] for row in predictions)
     assert [c["fold"] for c in result["chosen_hyperparameters"]["gbm"]] == [0, 1]
+    # the within-series model is scored like the others, from its series-centred features
+    series_rows = _rows(out / "preds" / "gbm_series.csv")
+    assert len(series_rows) == result["items"] and all(math.isfinite(float(r["prediction"])) for r in series_rows)
 
 
 def test_given_predictions_are_scored_with_the_same_protocol(cv, slice_run, slice_items, monkeypatch):

@@ -50,3 +50,28 @@ def test_validation_without_targets_falls_back_to_rmse_and_bad_kind_is_named():
     assert selection.score < 0  # −RMSE
     with pytest.raises(ConfigError, match="one of"):
         select_ligand_model("svm", x, y, train, valid, ["t"] * 10)
+
+
+def test_within_series_boosting_learns_differences_not_series_levels():
+    """Each series has its own pK level (unlearnable from the ligand); within a series pK rises with feature 0.
+    The within-series model ranks the held-out series; its predictions are differences within each series."""
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(12), 10)
+    x = rng.normal(size=(120, 3))
+    x[:, 1] = np.repeat(rng.normal(size=12), 10)  # feature 1 constant within a series: says nothing inside one
+    level = rng.normal(scale=5.0, size=12)[groups] + 3.0 * x[:, 1]  # series levels, partly from feature 1
+    y = level + 2.0 * x[:, 0] + 0.1 * rng.normal(size=120)
+    train, valid, test = np.arange(80), np.arange(80, 100), np.arange(100, 120)
+    grid = [{"learning_rate": 0.1, "max_leaf_nodes": 4, "min_samples_leaf": 2, "l2_regularization": 0.0,
+             "stages": (50,)}]
+    selection = select_ligand_model("gbm_series", x, y, train, valid, groups[valid].tolist(), min_ligands=5,
+                                    grid=grid, groups=groups)
+    pred = selection.predict(x[test], groups[test])
+    for g in (10, 11):
+        rows = groups[test] == g
+        assert np.corrcoef(pred[rows], y[test][rows])[0, 1] > 0.8
+        assert abs(pred[rows].mean()) < 0.5  # a difference within the series, not the series' level
+    with pytest.raises(ConfigError, match="series"):
+        select_ligand_model("gbm_series", x, y, train, valid, groups[valid].tolist(), grid=grid)
+    with pytest.raises(ConfigError, match="series"):
+        selection.predict(x[test])
