@@ -40,6 +40,15 @@ def test_verdict_marks_every_bar_from_the_numbers(ship):
     assert [line.endswith("| **no** |") for line in lines] == [True, True, False, True]  # 0.36 − 0.21 ≥ 0.05
 
 
+def test_verdict_measures_the_margin_to_the_strongest_ligand_only_model(ship):
+    cv = _cv(0.40, 0.70)
+    cv["variants"].append(_row("gbm_series", 0.37, 0.5))
+    verdict = ship.verdict(cv, "get_x")
+    assert "best ligand-only model (0.370)" in verdict
+    margin_line = next(line for line in verdict.splitlines() if "ligand-only" in line)
+    assert margin_line.endswith("| **no** |")  # 0.40 − 0.37 < 0.05, although 0.40 − rf's 0.21 is not
+
+
 def test_tables_show_the_shipped_row_and_only_expert_pose_targets(ship):
     cv = _cv(0.40, 0.5)
     table = ship.variants_table(cv, "get_x")
