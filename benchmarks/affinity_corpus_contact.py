@@ -35,6 +35,7 @@ from geomol.data.contact_features import graph_atom_contacts  # noqa: E402
 from geomol.data.corpus_split import item_clusters  # noqa: E402
 from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
 from geomol.inference.finetune import FinetuneSettings  # noqa: E402
+from geomol.ligand_models import select_ligand_model  # noqa: E402
 from geomol.provenance import provenance  # noqa: E402
 from geomol.tasks import CorpusDataModule  # noqa: E402
 
@@ -67,15 +68,40 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     return [item.id for item in items], data, stored
 
 
+def ligand_sums(data: ContactData) -> np.ndarray:
+    """``(n, F + D)``: every item's contact features summed over its ligand atoms, then its descriptors."""
+    owner = np.repeat(np.arange(len(data)), np.diff(data.offsets))
+    sums = np.zeros((len(data), data.atoms.shape[1]))
+    np.add.at(sums, owner, data.atoms.double().numpy())
+    return np.concatenate([sums, data.descriptors.double().numpy()], axis=1)
+
+
+def boosted_fold(k: int, data: ContactData, train: list[int], fold: dict, args) -> tuple[np.ndarray, dict]:
+    """Fold ``k`` of the within-series gradient boosting on :func:`ligand_sums` (``--model gbm_series``,
+    :func:`geomol.ligand_models.select_ligand_model`): its test predictions and what was chosen on validation."""
+    features, series = ligand_sums(data), data.keys
+    selection = select_ligand_model("gbm_series", features, data.label, train, fold["valid"],
+                                    data.keys[fold["valid"]].tolist(), seed=args.seed + k, groups=series)
+    test = np.asarray(fold["test"], dtype=np.int64)
+    return selection.predict(features[test], series[test]), {"chosen": selection.params,
+                                                             "valid_mean_target_spearman": [selection.score]}
+
+
 def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dict:
-    """Train the seeds of fold ``k``, write its predictions and record; return the record."""
+    """Train the seeds of fold ``k`` (or its boosted model), write its predictions and record; return the record."""
     clock = time.process_time()
     train = training_items(data, fold, args.train_sources)
-    fits = [fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs,
-                               seed=args.seed + 100 * k + s, hidden=args.hidden, descriptors=not args.no_descriptors)
-            for s in range(args.seeds)]
     test = np.asarray(fold["test"], dtype=np.int64)
-    pred = np.mean([predict_contact_scorer(fit.model, data, test) for fit in fits], axis=0)
+    if args.model == "gbm_series":
+        pred, chosen = boosted_fold(k, data, train, fold, args)
+        fits = []
+    else:
+        fits = [fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs,
+                                   seed=args.seed + 100 * k + s, hidden=args.hidden,
+                                   descriptors=not args.no_descriptors) for s in range(args.seeds)]
+        pred = np.mean([predict_contact_scorer(fit.model, data, test) for fit in fits], axis=0)
+        chosen = {"chosen_epochs": [fit.epoch for fit in fits],
+                  "valid_mean_target_spearman": [fit.score for fit in fits]}
     cpu = time.process_time() - clock
     out = Path(args.out_dir)
     with open(out / f"fold{k}.csv", "w", newline="", encoding="utf-8") as handle:
@@ -83,21 +109,25 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
         writer.writerow(FIELDS)
         writer.writerows([ids[i], f"{p:.4f}", k, f"{data.label[i]:.4f}", int(data.descriptors[i, HEAVY])]
                          for i, p in zip(test, pred))
+    roles = " with interaction roles" if args.chemistry else ""
+    about = (f"gradient boosting within series on the ligand's summed contact features{roles} + descriptors, "
+             f"also centred on their series, fitted to the pK minus the series' mean"
+             if args.model == "gbm_series" else
+             f"per-atom contact MLP{roles} + descriptors, {args.loss} loss within series, mean of {args.seeds} seeds"
+             + (f", hidden {args.hidden}" if args.hidden != 32 else ""))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
-              "about": f"per-atom contact MLP{' with interaction roles' if args.chemistry else ''} + descriptors, "
-                       f"{args.loss} loss within series, mean of {args.seeds} seeds"
-                       + (f", hidden {args.hidden}" if args.hidden != 32 else "")
-                       + (f", trained on {' '.join(args.train_sources)} only" if args.train_sources else ""),
-              "epochs": args.epochs, "loss": args.loss, "hidden": args.hidden, "descriptors": not args.no_descriptors,
-              "chemistry": args.chemistry, "atom_features": int(data.atoms.shape[1]), "seeds": args.seeds, "chosen_epochs": [fit.epoch for fit in fits],
-              "valid_mean_target_spearman": [fit.score for fit in fits],
+              "about": about + (f", trained on {' '.join(args.train_sources)} only" if args.train_sources else ""),
+              "contact_model": args.model,
+              "epochs": args.epochs if fits else 0, "loss": args.loss, "hidden": args.hidden,
+              "descriptors": not args.no_descriptors, "chemistry": args.chemistry,
+              "atom_features": int(data.atoms.shape[1]), "seeds": len(fits), **chosen,
               "split_sizes": {**{part: len(idx) for part, idx in fold.items()}, "train": len(train)},
               "train_sources": args.train_sources,
               "train_cpu_seconds": cpu, "test_items": len(test), "provenance": provenance()}
-    if args.fewshot:
+    if args.fewshot and fits:
         record["fewshot_rows"] = fewshot_rows(fits[0].model, data, train, test, k, args)
     (out / f"fold{k}.json").write_text(json.dumps(record, indent=1))
-    print(f"fold {k}: epochs {record['chosen_epochs']}, validation "
+    print(f"fold {k}: {record.get('chosen_epochs', record.get('chosen'))}, validation "
           f"{np.mean(record['valid_mean_target_spearman']):.3f}, {cpu:.0f} CPU s", flush=True)
     return record
 
@@ -166,6 +196,9 @@ def build_args(argv=None) -> argparse.Namespace:
                         help="share of each fold's training clusters held out to choose the epoch (the protocol's 0.1)")
     parser.add_argument("--train-sources", nargs="+", default=None,
                         help="train on these sources' items only (validation and test items unchanged)")
+    parser.add_argument("--model", choices=("mlp", "gbm_series"), default="mlp",
+                        help="mlp: the contact scorer; gbm_series: gradient boosting within series on the ligand's "
+                             "summed contact features and descriptors (geomol.ligand_models)")
     parser.add_argument("--loss", choices=sorted(CONTACT_LOSSES), default="ranking")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=5, help="models per fold, their scores averaged")
@@ -179,7 +212,10 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--fewshot-draws", type=int, default=5, help="draws of K ligands per target")
     parser.add_argument("--variant", default="contact", help="name recorded in the fold records")
     parser.add_argument("--out-dir", required=True)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.fewshot and args.model != "mlp":
+        parser.error("--fewshot fine-tunes the contact scorer: use it with --model mlp")
+    return args
 
 
 def main(argv=None) -> list[dict]:

@@ -17,7 +17,8 @@ from tests.conftest import benchmark_module, shared_path
 SERIES = ["plb/syk", "plb/hif2a", "plb/pfkfb3", "plb/tnks2"]
 TINY_GRIDS = {"rf": [{"n_estimators": 5, "max_features": "sqrt", "min_samples_leaf": 1}],
               "gbm": [{"learning_rate": 0.1, "max_leaf_nodes": 7, "l2_regularization": 1.0, "stages": (5, 10)}],
-              "gbm_series": [{"learning_rate": 0.1, "max_leaf_nodes": 7, "l2_regularization": 1.0, "stages": (5,)}]}
+              "gbm_series": [{"learning_rate": 0.1, "max_leaf_nodes": 7, "min_samples_leaf": 2, "l2_regularization": 1.0,
+                              "stages": (5,)}]}
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +215,25 @@ def test_contact_scorer_with_roles_and_few_shot_rows(cv, slice_run, slice_items,
     assert all(-1 <= row[m] <= 1 for row in rows for m in fewshot.METHODS)
     summary = json.loads((out / "fewshot.json").read_text())["summary"]
     assert summary[0]["n_targets"] == len(rows) and summary[0]["targets"] == "expert_pose"
+
+
+def test_boosted_contact_model_folds_enter_the_table(cv, slice_run, slice_items, tmp_path, monkeypatch):
+    """--model gbm_series: one boosted model per fold on the ligands' summed contact features, chosen on validation,
+    predicting exactly that fold's test items."""
+    contact = benchmark_module("affinity_corpus_contact")
+    monkeypatch.setitem(ligand_models.GRIDS, "gbm_series", TINY_GRIDS["gbm_series"])
+    items, clusters = slice_items
+    _, fold_of = cv.checked_folds(items, clusters, 2, 0)
+    out = tmp_path / "contact_gbm"
+    records = contact.main(["--sources", "plb", "--series", *SERIES, "--folds", "2", "--valid-fraction", "0.5",
+                            "--cache-dir", str(slice_run[1] / "cache"), "--out-dir", str(out), "--chemistry",
+                            "--model", "gbm_series", "--variant", "contact_gbm"])
+    assert all(r["contact_model"] == "gbm_series" and r["seeds"] == 0 and r["chosen"]["max_iter"] == 5 for r in records)
+    pred = cv.read_predictions(out, items, fold_of)
+    assert np.isfinite(pred).all() and np.std(pred) > 0
+    assert cv.fold_about(out).startswith("contact scorer contact_gbm: gradient boosting within series")
+    with pytest.raises(SystemExit):
+        contact.build_args(["--out-dir", str(out), "--model", "gbm_series", "--fewshot", "3"])
 
 
 def test_fewshot_settings_are_compared_on_validation_targets(slice_run, tmp_path):
