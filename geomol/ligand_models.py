@@ -5,7 +5,8 @@ A model that never sees the protein, trained on the training clusters of a fold:
 descriptors, or gradient boosting that learns within series (``gbm_series``): every feature also minus its
 mean over the item's series, fitted to the pK minus the series' mean, so that it learns what makes one
 analogue bind better than another (a substituent's typical effect) rather than a protein's pK level. Its
-centring uses the features of the series' other ligands, never their labels, as a user's series would. Hyper-parameters are chosen on the fold's *validation* slice (clusters held out of
+centring uses the features of the series' other ligands, never their labels, as a user's series would.
+Hyper-parameters are chosen on the fold's *validation* slice (clusters held out of
 training) by the protocol's own criterion, the mean per-target Spearman
 (:mod:`geomol.target_metrics`); test items are never looked at. The chosen model is the one fitted
 on the training part (no refit), as a structure model's checkpoint chosen on validation is.
@@ -27,7 +28,8 @@ from geomol.errors import ConfigError
 from geomol.metrics import rmse
 from geomol.target_metrics import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
 
-__all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "group_centred", "series_features", "select_ligand_model", "validation_score"]
+__all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "group_centred", "series_features", "select_ligand_model",
+           "validation_score"]
 
 LIGAND_MODELS = ("rf", "gbm", "gbm_series")
 
