@@ -4,7 +4,8 @@
 computes: get-plb and contact-corpus on four ligands of the bundled example, and one or two rollout windows of egno-nbody,
 egno-mocap-run and egno-adk. Any change in how a shipped model is loaded or how its graphs are built shows up
 here. The values must agree to float32 round-off, not bit for bit: the same code gives results that differ in
-the last bits on different CPUs (AMD EPYC and Intel Xeon kernels sum in different orders; up to 1e-6 in pK).
+the last bits on different CPUs (AMD EPYC and Intel Xeon kernels sum in different orders; up to 1e-6 in pK, and
+1.2e-5 on a mocap rollout position near 0.04 among positions up to 25: the tolerance scales with the largest value).
 Re-record only when a model's weights are re-shipped.
 """
 from pathlib import Path
@@ -26,7 +27,9 @@ def test_shipped_models_predict_as_recorded():
     now = shipped_predictions.record()
     assert set(ALWAYS_PRESENT) <= set(now) and set(ALWAYS_PRESENT) <= set(RECORDED)
     for name in set(now) & set(RECORDED):  # egno-mocap-run needs ../shared/data
-        np.testing.assert_allclose(now[name], RECORDED[name], rtol=1e-5, atol=1e-5, err_msg=name)
+        # float32 round-off is relative to the largest values summed (positions up to ~25 in a rollout window)
+        atol = max(1e-5, 2e-6 * float(np.abs(RECORDED[name]).max()))
+        np.testing.assert_allclose(now[name], RECORDED[name], rtol=1e-5, atol=atol, err_msg=name)
 
 
 def test_checkpoints_of_the_old_layout_load_and_predict_the_same(tmp_path):
