@@ -35,7 +35,7 @@ def test_every_cv_variant_is_a_config_of_the_shipped_recipe(cv, tmp_path, monkey
     monkeypatch.setenv("GEOMOL_SHARED_DATA", str(shared_path()))
     expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": (),
                 "pretrain_corpus": (), "decoys": (DecoyLoss,), "physics_decoys": (DecoyLoss,), "physics_size_decoys": (DecoyLoss,),
-                "centred": (CentredLoss,)}
+                "centred": (CentredLoss,), "pretrain_centred": (CentredLoss,)}
     for name, variant in cv.VARIANTS.items():
         args = cv.build_args(["train", "--fold", "1", "--variant", name, "--out-dir", str(tmp_path / name),
                               "--cache-dir", str(tmp_path / "cache"), "--fragment-vocab", str(tmp_path / "v.json")])
