@@ -27,7 +27,7 @@ _silu_backward = torch.ops.aten.silu_backward
 
 
 def _dropped(x: torch.Tensor, keep: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """Inverted dropout of ``x`` with a boolean ``keep`` mask (identity for ``None``); a fresh tensor."""
+    """Inverted dropout of ``x`` with a boolean ``keep`` mask: a fresh tensor, or ``x`` itself for ``None``."""
     return x if keep is None else x.mul(keep).mul_(scale)
 
 
