@@ -70,9 +70,7 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
 
 def ligand_sums(data: ContactData) -> np.ndarray:
     """``(n, F + D)``: every item's contact features summed over its ligand atoms, then its descriptors."""
-    owner = np.repeat(np.arange(len(data)), np.diff(data.offsets))
-    sums = np.zeros((len(data), data.atoms.shape[1]))
-    np.add.at(sums, owner, data.atoms.double().numpy())
+    sums = np.add.reduceat(data.atoms.double().numpy(), data.offsets[:-1], axis=0)  # every item has ≥ 1 atom
     return np.concatenate([sums, data.descriptors.double().numpy()], axis=1)
 
 
