@@ -13,11 +13,13 @@ import resource
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 from geomol.data.paths import shared_data_dir
 from geomol.provenance import provenance
+from geomol.timing import median_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("GEOMOL_REFERENCE", shared_data_dir().parent / "reference"))
@@ -30,10 +32,55 @@ def load_average() -> list[float]:
 
 def run_metadata(threads: int = 1) -> dict:
     """:func:`geomol.provenance.provenance` (command, commit, versions, machine, load) plus ``threads``, the torch
-    threads the measurements ran with (set in each worker), and the load average kept as ``load_average_before``
-    so that :func:`write_result` can add the one after."""
+    threads the measurements ran with (set in each worker), the load average kept as ``load_average_before``
+    so that :func:`write_result` can add the one after, the float32 CPU product kernel geomol uses and
+    :func:`machine_probe`'s throughputs.
+
+    The kernel is decided here, at ``threads`` threads (``geomol.nn.dense.linear_kernel``), and pinned through
+    ``$GEOMOL_LINEAR_KERNEL`` for the worker processes, so that every worker of one run uses the same one."""
+    from geomol.nn.dense import KERNEL_ENV, linear_kernel
+
     record = provenance()
-    return {**record, "threads": threads, "load_average_before": record["load_average"]}
+    with torch_threads(threads):
+        kernel = linear_kernel()
+        probe = machine_probe()
+    os.environ[KERNEL_ENV] = kernel
+    return {**record, "threads": threads, "load_average_before": record["load_average"],
+            "linear_kernel": kernel, "machine_probe": probe}
+
+
+@contextmanager
+def torch_threads(threads: int):
+    """Run the body with ``threads`` torch threads, then restore the previous count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def machine_probe(repeats: int = 50) -> dict:
+    """This CPU's speed on the kinds of work the models do, at the current thread count: a thin float32 product
+    ([4096, 64] · [64, 64] through ``F.linear``, GFLOP/s), a SiLU of a 512 KB tensor that stays in cache, and
+    the same SiLU of a 2.5 MB tensor into a fresh output (ns per element). Ratios measured on two machines can
+    differ because these do (a speed-up from fewer memory passes grows where element-wise work is slow relative
+    to products); the figures let a reader tell the machines apart."""
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(4096, 64, generator=gen), torch.randn(64, 64, generator=gen)
+    small, out = torch.randn(2048, 64, generator=gen), torch.empty(2048, 64)
+    large = torch.randn(10240, 64, generator=gen)
+    gemm = median_seconds(lambda: F.linear(x, w), repeats, warmup=2)
+    cached = median_seconds(lambda: torch.ops.aten.silu.out(small, out=out), repeats, warmup=2)
+    fresh = median_seconds(lambda: F.silu(large), repeats, warmup=2)
+    return {"gemm_gflops": round(2 * x.numel() * w.size(0) / gemm / 1e9, 1),
+            "silu_cached_ns_per_element": round(1e9 * cached / small.numel(), 3),
+            "silu_fresh_ns_per_element": round(1e9 * fresh / large.numel(), 3)}
 
 
 def official_checkout(option: str | None, env_var: str, default_name: str) -> Path | None:

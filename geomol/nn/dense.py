@@ -1,25 +1,39 @@
-"""Linear layers through oneDNN's fused kernel on the CPU (same function as ``F.linear``, faster).
+"""Linear layers through the faster of two CPU kernels (same function as ``F.linear``).
 
-On x86 CPUs with AVX-512, PyTorch's ``F.linear`` for float32 goes to a BLAS ``sgemm`` that is slow for
-the thin, tall shapes of graph networks (a few hundred thousand rows × 8–512 columns): oneDNN's Linear
-kernel, the one ``torch.compile`` emits on CPU, runs them 1.5–2.7× faster, and fuses a following SiLU
-into the same pass (no second sweep over a fresh [rows, out] buffer). Measured on [9298, 256] ×
-[256, 256]: 17.7 ms with ``F.linear``, 6.5 ms here; with the SiLU: 37 ms against 7 ms.
+Float32 products on the CPU can run through two kernels: the BLAS ``sgemm`` behind ``F.linear`` and oneDNN's
+Linear kernel (the one ``torch.compile`` emits on CPU), which also fuses a following SiLU into its pass. Which
+one is faster for the thin, tall shapes of graph networks (thousands of rows × 8–512 columns) depends on the
+machine: on one AVX-512 machine oneDNN ran [9298, 256] × [256, 256] in 6.5 ms against 17.7 ms for
+``F.linear``; on a Sapphire Rapids machine both take 6.6 ms there, and oneDNN is ~10 % slower on 2,048-row
+chunks and needs a transposed copy for every weight gradient (EGNO N-body fwd+bwd 121 ms with oneDNN,
+98 ms with BLAS). :func:`linear_kernel` therefore measures both once per process on such shapes and keeps
+oneDNN only where it is clearly faster; ``GEOMOL_LINEAR_KERNEL=onednn|blas`` pins the choice.
 
 * :func:`dense` — one product, no autograd (inference, and the hand-written backward passes);
-* :func:`linear`, :func:`linears` — differentiable; the backward pass uses the same kernel, and several
-  maps of one input share their backward products;
-* :func:`silu_linear` — SiLU(linear(x)), fused when no gradient is needed.
+* :func:`linear`, :func:`linears` — differentiable; on the oneDNN kernel the backward pass uses it too, and
+  several maps of one input share their backward products;
+* :func:`silu_linear` — SiLU(linear(x)), fused on oneDNN when no gradient is needed;
+* :func:`outer` — the weight gradient Σ aᵀb.
 
-Anything but float32 on the CPU (float64 checks, CUDA), or a torch without the kernel, takes
+Anything but float32 on the CPU (float64 checks, CUDA), or a torch without the oneDNN kernel, takes
 ``F.linear`` itself. Results equal ``F.linear``'s up to float32 summation order.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
-__all__ = ["dense", "linear", "linears", "silu_linear", "outer", "onednn_available"]
+from geomol.errors import ConfigError
+from geomol.timing import median_seconds
+
+__all__ = ["dense", "linear", "linears", "silu_linear", "outer", "onednn_available", "linear_kernel",
+           "set_linear_kernel", "KERNEL_ENV"]
+
+KERNEL_ENV = "GEOMOL_LINEAR_KERNEL"
+"""Environment variable pinning the float32 CPU kernel: ``auto`` (default: measured), ``onednn`` or ``blas``."""
+KERNELS = ("auto", "onednn", "blas")
 
 
 def _onednn_linear():
@@ -35,14 +49,67 @@ def _onednn_linear():
 _ONEDNN_LINEAR = _onednn_linear()
 
 
+_chosen_kernel: str | None = None  # "onednn" or "blas" once decided
+
+
+def set_linear_kernel(name: str = "auto") -> str:
+    """Choose the float32 CPU kernel for this process: ``onednn``, ``blas``, or ``auto`` (measure both now,
+    :func:`_measured_kernel`). ``onednn`` falls back to ``blas`` where this torch lacks the kernel.
+    Returns the kernel now in use.
+
+    Raises:
+        ConfigError: any other name.
+    """
+    global _chosen_kernel
+    if name not in KERNELS:
+        raise ConfigError(f"linear kernel must be one of {', '.join(KERNELS)}, got {name!r}", source=KERNEL_ENV)
+    if _ONEDNN_LINEAR is None:
+        _chosen_kernel = "blas"
+    else:
+        _chosen_kernel = _measured_kernel() if name == "auto" else name
+    return _chosen_kernel
+
+
+def linear_kernel() -> str:
+    """``"onednn"`` or ``"blas"``: the kernel float32 CPU products take in this process, decided on first use
+    from ``$GEOMOL_LINEAR_KERNEL`` (:func:`set_linear_kernel`)."""
+    return _chosen_kernel or set_linear_kernel(os.environ.get(KERNEL_ENV, "auto"))
+
+
+def _measured_kernel(rows: int = 2048, width: int = 64, repeats: int = 15, margin: float = 0.9) -> str:
+    """``"onednn"`` if its products of a chunk of graph-network rows (a Linear with bias, the same with a SiLU,
+    a weight gradient: [rows, width] × [width, width]) take under ``margin`` × the BLAS time, else ``"blas"``.
+    About 10 ms, once per process, on the calling thread count; the two kernels alternate so that load drift
+    hits both alike."""
+    gen = torch.Generator().manual_seed(0)
+    x, g = torch.randn(rows, width, generator=gen), torch.randn(rows, width, generator=gen)
+    w, b = torch.randn(width, width, generator=gen), torch.randn(width, generator=gen)
+
+    def onednn():
+        _ONEDNN_LINEAR(x, w, b, "none", [], ""), _ONEDNN_LINEAR(x, w, b, "swish", [], "")
+        _ONEDNN_LINEAR(g.t(), x.t(), None, "none", [], "")
+
+    def blas():
+        F.linear(x, w, b), F.silu(F.linear(x, w, b)), torch.mm(g.t(), x)
+
+    seconds = {"onednn": [], "blas": []}
+    with torch.autocast("cpu", enabled=False), torch.no_grad():
+        for _ in range(3):
+            for name, fn in (("onednn", onednn), ("blas", blas)):
+                fn()
+                seconds[name].append(median_seconds(fn, repeats))
+    return "onednn" if min(seconds["onednn"]) < margin * min(seconds["blas"]) else "blas"
+
+
 def onednn_available() -> bool:
-    """Whether float32 CPU products go through oneDNN (the kernel exists and ``torch.backends.mkldnn`` is on)."""
-    return _ONEDNN_LINEAR is not None and torch.backends.mkldnn.enabled
+    """Whether float32 CPU products go through oneDNN: the kernel exists, ``torch.backends.mkldnn`` is on and
+    :func:`linear_kernel` chose it."""
+    return _ONEDNN_LINEAR is not None and torch.backends.mkldnn.enabled and linear_kernel() == "onednn"
 
 
 def _uses_onednn(inp: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    return (onednn_available() and inp.dtype == weight.dtype == torch.float32 and inp.device.type == "cpu"
-            and (bias is None or bias.dtype == torch.float32))
+    return (inp.dtype == weight.dtype == torch.float32 and inp.device.type == "cpu"
+            and (bias is None or bias.dtype == torch.float32) and onednn_available())
 
 
 def _blas_layout(t: torch.Tensor) -> torch.Tensor:
@@ -68,8 +135,10 @@ def outer(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Σ over rows of aᵀb: a [..., Ha], b [..., Hb] → [Ha, Hb] (the weight gradient of a Linear).
 
     oneDNN copies its first operand to row-major [H, rows]; that transposition is the costly part, so the
-    narrower operand goes first."""
+    narrower operand goes first. BLAS reads the transposed view as it is."""
     a, b = a.reshape(-1, a.size(-1)), b.reshape(-1, b.size(-1))
+    if not _uses_onednn(a, b, None):
+        return a.t() @ b
     return dense(a.t(), b.t()) if a.size(1) <= b.size(1) else dense(b.t(), a.t()).t()
 
 

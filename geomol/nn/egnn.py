@@ -17,8 +17,8 @@ These things make it faster than the literal form while computing the same funct
 * Edges are processed in cache-sized chunks (:data:`CHUNK_ELEMENTS`), forward and backward: the
   per-edge MLPs have a hand-written backward pass (:func:`edge_sums`), so no per-edge autograd graph is
   built, and their activations are stored (or, on large graphs, recomputed) chunk by chunk.
-* Float32 products on the CPU run through oneDNN's Linear kernel (:mod:`geomol.nn.dense`), about twice as
-  fast as the BLAS behind ``F.linear`` on AVX-512 machines; the node-level maps of h share one backward product.
+* Float32 products on the CPU take the faster of oneDNN's Linear kernel and BLAS on this machine
+  (:mod:`geomol.nn.dense`); on oneDNN the node-level maps of h share one backward product.
 
 Parameters keep the official shapes and column orders (W₁ is [H, 1 + 2H + E]), so official
 checkpoints load without reshaping.

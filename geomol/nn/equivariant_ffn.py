@@ -45,7 +45,8 @@ class EquivariantFFN(nn.Module):
     Shapes (``forward``): H [N, d], Z [N, C, 3], block_id [N] → H [N, d], Z [N, C, 3].
 
     Both MLPs read the same input [H_a ‖ mean_block(H) ‖ RBF(|Z_a − c_b|)]; their products run through
-    oneDNN (:mod:`geomol.nn.dense`), with the SiLUs fused into them when no gradient is needed; with gradients
+    :mod:`geomol.nn.dense` (oneDNN or BLAS, whichever is faster here; on oneDNN the SiLUs are fused into them
+    when no gradient is needed); with gradients
     both MLPs run as one :func:`~geomol.nn.silu_mlp.paired_mlp3`, which keeps only pre-activations and
     boolean dropout masks for the backward pass.
     """
@@ -58,7 +59,7 @@ class EquivariantFFN(nn.Module):
         self.rbf = RadialBasis(n_rbf, FFN_CUTOFF)
 
     def _first_layers(self, inputs: torch.Tensor) -> list[torch.Tensor]:
-        """SiLU of both MLPs' first layers [N, d_hidden] each (h, z), one oneDNN pass each without autograd."""
+        """SiLU of both MLPs' first layers [N, d_hidden] each (h, z), one fused pass each without autograd on oneDNN."""
         maps = (self.mlp_h[0], self.mlp_z[0])
         if torch.is_grad_enabled():
             return [F.silu(t) for t in linears(inputs, [m.weight for m in maps], [m.bias for m in maps])]

@@ -6,7 +6,7 @@ every hidden layer leaves four [N, width] tensors for the backward pass: the pre
 SiLU), the dropout mask, the dropped activation (for the next product) and the SiLU output it was
 made from. :func:`paired_mlp3` keeps the pre-activations and the masks as booleans, and recomputes
 SiLU × mask in the backward pass: under half the memory, the same gradients up to float summation order.
-Products go through :func:`geomol.nn.dense.dense` (oneDNN on float32 CPU tensors).
+Products go through :func:`geomol.nn.dense.dense` (the faster of oneDNN and BLAS on float32 CPU tensors).
 
 The masks are drawn in the order the layer-by-layer module draws them (first MLP's three, then the
 second's), so a seeded training step gives the same dropout as :func:`~geomol.nn.dropout.fast_dropout`.

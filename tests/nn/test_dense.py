@@ -1,9 +1,24 @@
-"""oneDNN-backed linear layers: the same values and gradients as ``F.linear``, any layout of the operands."""
+"""Linear layers on either CPU kernel (oneDNN or BLAS): the same values and gradients as ``F.linear``, any layout
+of the operands; the kernel choice itself."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from geomol.nn.dense import dense, linear, linears, onednn_available, outer, silu_linear
+from geomol.errors import ConfigError
+from geomol.nn import dense as dense_module
+from geomol.nn.dense import (KERNEL_ENV, dense, linear, linear_kernel, linears, onednn_available, outer,
+                             set_linear_kernel, silu_linear)
+
+HAS_ONEDNN = dense_module._ONEDNN_LINEAR is not None
+
+
+@pytest.fixture(params=["blas"] + (["onednn"] if HAS_ONEDNN else []))
+def kernel(request):
+    """Run a test on each kernel this torch has, then restore the process' choice."""
+    before = linear_kernel()
+    assert set_linear_kernel(request.param) == request.param
+    yield request.param
+    set_linear_kernel(before)
 
 
 def _operands(seed=0):
@@ -14,7 +29,7 @@ def _operands(seed=0):
     return x, weights, biases
 
 
-def test_dense_and_fused_silu_match_f_linear_for_any_layout():
+def test_dense_and_fused_silu_match_f_linear_for_any_layout(kernel):
     x, (w, _), (b, _) = _operands()
     wide = torch.randn(48, 40)
     column_block = wide[:24, 8:32]  # a strided weight: copied to a plain layout first
@@ -27,7 +42,7 @@ def test_dense_and_fused_silu_match_f_linear_for_any_layout():
 
 
 @pytest.mark.parametrize("with_grad", [True, False])
-def test_linears_values_and_gradients_match_autograd(with_grad):
+def test_linears_values_and_gradients_match_autograd(with_grad, kernel):
     x, weights, biases = _operands(1)
     leaves = [t.clone().requires_grad_() for t in [x, *weights, biases[0]]]
     xs, ws, b0 = leaves[0], leaves[1:3], leaves[3]
@@ -46,8 +61,10 @@ def test_linears_values_and_gradients_match_autograd(with_grad):
         torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN Linear kernel")
-def test_second_derivatives_are_refused_not_silently_zero():
+@pytest.mark.skipif(not HAS_ONEDNN, reason="this torch has no oneDNN Linear kernel")
+@pytest.mark.parametrize("kernel", ["onednn"], indirect=True)
+def test_second_derivatives_are_refused_not_silently_zero(kernel):
+    assert onednn_available()
     x, (w, _), (b, _) = _operands(2)
     w = w.requires_grad_()
     (g,) = torch.autograd.grad(linear(x, w, b).square().sum(), w, create_graph=True)
@@ -61,3 +78,23 @@ def test_float64_takes_f_linear_with_higher_derivatives():
     (g,) = torch.autograd.grad(silu_linear(x, w).sum(), x, create_graph=True)
     (gg,) = torch.autograd.grad(g.sum(), x)
     assert gg.abs().sum() > 0
+
+
+def test_kernel_choice_is_measured_once_and_can_be_pinned(monkeypatch):
+    before = linear_kernel()
+    try:
+        chosen = set_linear_kernel("auto")
+        assert chosen in ("onednn", "blas") and linear_kernel() == chosen
+        assert onednn_available() == (chosen == "onednn" and torch.backends.mkldnn.enabled)
+        monkeypatch.setattr(dense_module, "_chosen_kernel", None)
+        monkeypatch.setenv(KERNEL_ENV, "blas")
+        assert linear_kernel() == "blas" and not onednn_available()  # decided from the environment on first use
+        monkeypatch.setenv(KERNEL_ENV, "onednn")
+        assert linear_kernel() == "blas"  # already decided: the environment is read once
+    finally:
+        set_linear_kernel(before)
+
+
+def test_unknown_kernel_names_the_setting():
+    with pytest.raises(ConfigError, match=KERNEL_ENV):
+        set_linear_kernel("mkl")
