@@ -241,6 +241,30 @@ FOOTER = ("per step (batch16/forward16: 16 complexes); seconds: wall medians, bo
           "predicted pK (eval) between the two")
 
 
+def edge_scaling(rows: list[dict]) -> dict | None:
+    """How linear geomol's fwd+bwd cost is in the number of block edges, over the single-complex cases
+    (pockets, whole protein, synthetic block counts): CPU µs per edge of each, the median, and each case's
+    deviation from that median in percent (the issue's bar: within ±20 %). None with fewer than two cases."""
+    per_edge = {r["case"]: 1e6 * r["ours_cpu_seconds"] / r["edges"] for r in rows
+                if r["case"].startswith(("cutoff_", "blocks_")) and r.get("ours_cpu_seconds") and r.get("edges")}
+    if len(per_edge) < 2:
+        return None
+    values = sorted(per_edge.values())
+    median = (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2
+    deviation = {case: round(100 * (v / median - 1), 1) for case, v in per_edge.items()}
+    return {"us_per_edge": {case: round(v, 1) for case, v in per_edge.items()}, "median_us_per_edge": round(median, 1),
+            "deviation_from_median_percent": deviation,
+            "max_abs_deviation_percent": max(abs(d) for d in deviation.values())}
+
+
+def edge_scaling_line(scaling: dict | None) -> str:
+    if scaling is None:
+        return "µs/edge: fewer than two single-complex cases"
+    return (f"µs/edge over the single-complex cases: median {scaling['median_us_per_edge']:.1f}, "
+            f"{min(scaling['us_per_edge'].values()):.1f}–{max(scaling['us_per_edge'].values()):.1f}, "
+            f"every case within ±{scaling['max_abs_deviation_percent']:.1f} % of the median")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--official", help="checkout of the official GET code (default: $GEOMOL_OFFICIAL_GET "
@@ -262,7 +286,8 @@ def main(argv=None):
         print(profile(args.profile, args.steps))
         return
     if args.show:
-        print(HEADER + "\n" + "\n".join(row_line(r) for r in json.loads(Path(args.show).read_text())["rows"]))
+        rows = json.loads(Path(args.show).read_text())["rows"]
+        print(HEADER + "\n" + "\n".join(row_line(r) for r in rows) + "\n" + edge_scaling_line(edge_scaling(rows)))
         return
     official_shown = official and (official.relative_to(REPO.parent) if official.is_relative_to(REPO.parent) else official)
     meta = {**run_metadata(), "official": str(official_shown) if official else None,
@@ -281,8 +306,10 @@ def main(argv=None):
             row.update(run_worker(__file__, flags + ["--mode", "rss:official"]))
         rows.append(row)
         print(row_line(row), flush=True)
+    scaling = edge_scaling(rows)
+    print(edge_scaling_line(scaling))
     print(FOOTER)
-    write_result(Path(args.out), meta, rows)
+    write_result(Path(args.out), meta, rows, edge_scaling=scaling)
 
 
 if __name__ == "__main__":

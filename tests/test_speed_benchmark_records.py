@@ -1,0 +1,42 @@
+"""What the speed benchmarks record beside their timings: the edge-scaling summary of ``get_speed.py`` and the
+kernel and machine figures of ``run_record.run_metadata``."""
+import os
+import sys
+
+import pytest
+
+from geomol.nn import dense
+from tests.conftest import REPO, benchmark_module
+
+
+@pytest.fixture(scope="module")
+def benchmarks_on_path():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    yield
+    sys.path.remove(str(REPO / "benchmarks"))
+
+
+def test_edge_scaling_measures_each_single_complex_case_against_the_median(benchmarks_on_path):
+    get_speed = benchmark_module("get_speed")
+    rows = [{"case": "batch16", "ours_cpu_seconds": 9.0, "edges": 100},  # a batch: not a single complex
+            {"case": "cutoff_10", "ours_cpu_seconds": 0.16, "edges": 1000},
+            {"case": "cutoff_30", "ours_cpu_seconds": 2.0, "edges": 10000},
+            {"case": "blocks_800", "ours_cpu_seconds": 5.0, "edges": 20000},
+            {"case": "cutoff_whole", "error": "worker failed"}]
+    scaling = get_speed.edge_scaling(rows)
+    assert scaling["us_per_edge"] == {"cutoff_10": 160.0, "cutoff_30": 200.0, "blocks_800": 250.0}
+    assert scaling["median_us_per_edge"] == 200.0
+    assert scaling["deviation_from_median_percent"] == {"cutoff_10": -20.0, "cutoff_30": 0.0, "blocks_800": 25.0}
+    assert scaling["max_abs_deviation_percent"] == 25.0
+    assert "±25.0 %" in get_speed.edge_scaling_line(scaling)
+    assert get_speed.edge_scaling(rows[:2]) is None
+
+
+def test_run_metadata_pins_the_measured_kernel_for_the_workers(benchmarks_on_path, monkeypatch):
+    run_record = benchmark_module("run_record")
+    monkeypatch.setenv(dense.KERNEL_ENV, "auto")  # restored after the test
+    meta = run_record.run_metadata()
+    assert meta["linear_kernel"] == dense.linear_kernel() == os.environ[dense.KERNEL_ENV]
+    probe = meta["machine_probe"]
+    assert probe["gemm_gflops"] > 0.1 and 0 < probe["silu_cached_ns_per_element"] < 1e3
+    assert meta["threads"] == 1
