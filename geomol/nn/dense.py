@@ -79,7 +79,7 @@ def linear_kernel() -> str:
 def _measured_kernel(rows: int = 2048, width: int = 64, repeats: int = 15, margin: float = 0.9) -> str:
     """``"onednn"`` if its products of a chunk of graph-network rows (a Linear with bias, the same with a SiLU,
     a weight gradient: [rows, width] × [width, width]) take under ``margin`` × the BLAS time, else ``"blas"``.
-    About 10 ms, once per process, on the calling thread count; the two kernels alternate so that load drift
+    About 50 ms, once per process, at the calling thread count; the two kernels alternate so that load drift
     hits both alike."""
     gen = torch.Generator().manual_seed(0)
     x, g = torch.randn(rows, width, generator=gen), torch.randn(rows, width, generator=gen)
