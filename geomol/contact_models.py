@@ -6,6 +6,8 @@ sees only differences within a series, never a protein's pK level, which no mode
 know for a protein it has not seen:
 
 * ``ranking``: logistic loss over ordered pairs of one series (:func:`geomol.tasks.objectives.ranking_loss`);
+* ``ranking_weighted``: the same with pairs weighted by their pK difference up to 1 pK
+  (:func:`geomol.tasks.objectives.weighted_ranking_loss`), so pairs within the assays' noise count less;
 * ``centred``: squared error after centring scores and labels on their series' mean
   (:func:`geomol.tasks.objectives.centred_loss`), so scores are pK differences within a series.
 
@@ -25,12 +27,12 @@ from geomol.errors import ConfigError
 from geomol.ligand_models import validation_score
 from geomol.models.contact_scorer import ContactScorer
 from geomol.target_metrics import MIN_TARGET_LIGANDS, target_members
-from geomol.tasks.objectives import centred_loss, ranking_loss
+from geomol.tasks.objectives import centred_loss, ranking_loss, weighted_ranking_loss
 
 __all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "fit_contact_scorer",
            "predict_contact_scorer"]
 
-CONTACT_LOSSES = {"ranking": ranking_loss, "centred": centred_loss}
+CONTACT_LOSSES = {"ranking": ranking_loss, "ranking_weighted": weighted_ranking_loss, "centred": centred_loss}
 
 
 @dataclass

@@ -29,7 +29,7 @@ from geomol.data.blocks import ligand_atom_mask
 from geomol.errors import ConfigError
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
-           "ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss", "denoising_loss", "describe",
+           "ranking_loss", "weighted_ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss", "denoising_loss", "describe",
            "component"]
 
 
@@ -58,18 +58,30 @@ def _group_ids(groups: Sequence[str] | None, like: torch.Tensor) -> torch.Tensor
     return torch.tensor([index[g] for g in groups], device=like.device)
 
 
-def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
+def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None,
+                 difference_cap: float | None = None) -> torch.Tensor:
     """Mean logistic loss over ordered pairs of one group: log(1 + exp(−(p_i − p_j))) for y_i > y_j.
 
     Only the order of predictions within a protein matters to this term, so it targets per-target
     ranking (what Spearman measures) without asking the model to know each protein's offset.
     ``pred``, ``y``: [B]; ``groups``: B labels (all one group when None). 0 when no pair exists.
+    With ``difference_cap`` (pK), each pair is weighted by min(y_i − y_j, cap) / cap and the mean is weighted:
+    pairs closer than the assays' noise count less than clearly ordered ones.
     """
     ids = _group_ids(groups, y)
     ordered = (ids[:, None] == ids[None, :]) & (y[:, None] > y[None, :])
     if not ordered.any():
         return pred.sum() * 0.0
-    return torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered]).mean()
+    losses = torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered])
+    if difference_cap is None:
+        return losses.mean()
+    weights = (y[:, None] - y[None, :])[ordered].clamp(max=difference_cap)
+    return (weights * losses).sum() / weights.sum()
+
+
+def weighted_ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
+    """:func:`ranking_loss` with pairs weighted by their pK difference up to 1 pK."""
+    return ranking_loss(pred, y, groups, difference_cap=1.0)
 
 
 def centred_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:

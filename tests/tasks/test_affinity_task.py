@@ -1,7 +1,9 @@
 """Pieces of the affinity task: the within-protein ranking loss."""
 import torch
 
-from geomol.tasks.objectives import ranking_loss
+import math
+
+from geomol.tasks.objectives import ranking_loss, weighted_ranking_loss
 
 
 def test_ranking_loss_rewards_the_right_order_within_groups_only():
@@ -20,3 +22,14 @@ def test_ranking_loss_rewards_the_right_order_within_groups_only():
     assert ranking_loss(right, y, ["a", "b", "c", "d"]) == 0  # no pair, no loss
     # invariant to a per-protein offset of the predictions
     assert torch.isclose(ranking_loss(right.detach() + 3.0, y, groups), good.detach())
+
+
+def test_weighted_ranking_loss_weights_pairs_by_their_pk_difference_up_to_one():
+    y = torch.tensor([5.0, 5.2, 7.0])  # pairs (5.2 > 5.0) weight 0.2; (7 > 5), (7 > 5.2) weight 1 each
+    pred = torch.tensor([0.0, 1.0, 0.0])  # the close pair in the right order, both clear pairs tied
+    sp = torch.nn.functional.softplus
+    pair_losses = [sp(torch.tensor(-1.0)), sp(torch.tensor(0.0)), sp(torch.tensor(1.0))]  # (5.2>5), (7>5), (7>5.2)
+    want = (0.2 * pair_losses[0] + pair_losses[1] + pair_losses[2]) / 2.2
+    assert math.isclose(float(weighted_ranking_loss(pred, y, None)), float(want), rel_tol=1e-6)
+    assert math.isclose(float(ranking_loss(pred, y, None)), float(sum(pair_losses) / 3), rel_tol=1e-6)
+    assert weighted_ranking_loss(pred, y, ["a", "b", "c"]) == 0  # no pair, no loss
