@@ -47,7 +47,7 @@ class EquivariantFFN(nn.Module):
     Both MLPs read the same input [H_a ‖ mean_block(H) ‖ RBF(|Z_a − c_b|)]; their products run through
     :mod:`geomol.nn.dense` (oneDNN or BLAS, whichever is faster here; on oneDNN the SiLUs are fused into them
     when no gradient is needed); with gradients
-    both MLPs run as one :func:`~geomol.nn.silu_mlp.paired_mlp3`, which keeps only pre-activations and
+    (outside autocast) both MLPs run as one :func:`~geomol.nn.silu_mlp.paired_mlp3`, which keeps only pre-activations and
     boolean dropout masks for the backward pass.
     """
 
@@ -78,7 +78,9 @@ class EquivariantFFN(nn.Module):
         block_mean = scatter_mean(H, block_id, n_blocks).index_select(0, block_id)
         inputs = torch.cat([H, block_mean, radial], 1)
         p = self.mlp_h[2].p
-        if torch.is_grad_enabled() and p < 1.0:  # training: keep pre-activations and masks only
+        # training: keep pre-activations and masks only; under autocast the layers run through autograd, so
+        # that every product takes autocast's dtype and the gradients match it
+        if torch.is_grad_enabled() and p < 1.0 and not torch.is_autocast_enabled(inputs.device.type):
             out_h, out_z = paired_mlp3(inputs, (self.mlp_h, self.mlp_z), p, self.training)
         else:
             hidden_h, hidden_z = self._first_layers(inputs)
