@@ -46,9 +46,9 @@ class EquivariantFFN(nn.Module):
 
     Both MLPs read the same input [H_a ‖ mean_block(H) ‖ RBF(|Z_a − c_b|)]; their products run through
     :mod:`geomol.nn.dense` (oneDNN or BLAS, whichever is faster here; on oneDNN the SiLUs are fused into them
-    when no gradient is needed); with gradients
-    (outside autocast) both MLPs run as one :func:`~geomol.nn.silu_mlp.paired_mlp3`, which keeps only pre-activations and
-    boolean dropout masks for the backward pass.
+    when no gradient is needed); with gradients (outside autocast) both MLPs run as one
+    :func:`~geomol.nn.silu_mlp.paired_mlp3`, which keeps only pre-activations and boolean dropout masks for
+    the backward pass.
     """
 
     def __init__(self, d_in: int, d_hidden: int, n_channel: int, n_rbf: int, dropout: float = 0.1):
