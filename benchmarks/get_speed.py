@@ -249,8 +249,7 @@ def edge_scaling(rows: list[dict]) -> dict | None:
                 if r["case"].startswith(("cutoff_", "blocks_")) and r.get("ours_cpu_seconds") and r.get("edges")}
     if len(per_edge) < 2:
         return None
-    values = sorted(per_edge.values())
-    median = (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2
+    median = statistics.median(per_edge.values())
     deviation = {case: round(100 * (v / median - 1), 1) for case, v in per_edge.items()}
     return {"us_per_edge": {case: round(v, 1) for case, v in per_edge.items()}, "median_us_per_edge": round(median, 1),
             "deviation_from_median_percent": deviation,

@@ -19,9 +19,10 @@ import math
 import sys
 from pathlib import Path
 
+from geomol.ligand_models import LIGAND_MODELS  # the ligand-only baselines of the corpus CV
+
 REPO = Path(__file__).resolve().parents[1]
 BAR = {"spearman": 0.55, "margin": 0.05, "beats_hac": 0.60}  # issue 17's acceptance on the expert-pose targets
-LIGAND_ONLY = ("rf", "gbm", "gbm_series")  # the ligand-only baselines of benchmarks/affinity_corpus_cv.py
 SOURCES_ABOUT = {"plb": "protein-ligand-benchmark, expert docked poses",
                  "fep_benchmark": "public FEP+ benchmark series, expert poses",
                  "uni_fep": "Uni-FEP series, SMILES posed on each series' reference ligand by geomol",
@@ -116,7 +117,7 @@ def verdict(cv: dict, shipped: str) -> str:
     rows = {r["variant"]: r for r in cv["variants"]}
     ep = rows[shipped]["expert_pose"]
     hac = rows["hac"]["expert_pose"]["spearman"] if "hac" in rows else float("nan")
-    ligand_only = max((rows[k]["expert_pose"]["spearman"] for k in LIGAND_ONLY if k in rows), default=float("nan"))
+    ligand_only = max((rows[k]["expert_pose"]["spearman"] for k in LIGAND_MODELS if k in rows), default=float("nan"))
     checks = [(f"mean per-target Spearman on the expert-pose targets ≥ {BAR['spearman']}", ep["spearman"],
                ep["spearman"] >= BAR["spearman"]),
               (f"at least {BAR['margin']} above the heavy-atom count ({_f(hac)})", ep["spearman"] - hac,

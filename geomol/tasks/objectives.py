@@ -29,8 +29,8 @@ from geomol.data.blocks import ligand_atom_mask
 from geomol.errors import ConfigError
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
-           "ranking_loss", "weighted_ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss", "denoising_loss", "describe",
-           "component"]
+           "ranking_loss", "weighted_ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss",
+           "denoising_loss", "describe", "component"]
 
 
 def describe(component: Any) -> dict[str, Any]:
