@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from geomol.nn.atom_pairs import AtomPairs, sparse_atom_pairs
+from geomol.nn.atom_pairs import CHUNK_PAIRS, INFERENCE_CHUNK_PAIRS, AtomPairs, sparse_atom_pairs
 from geomol.nn.bilevel_attention import BilevelAttention
 from geomol.nn.equivariant_ffn import EquivariantFFN
 from geomol.nn.equivariant_norm import MIN_STD, EquivariantLayerNorm, recover_scale
@@ -73,8 +73,11 @@ class GET(nn.Module):
             self.layers[-1].ffn_norm.sigma.requires_grad_(False)
 
     def atom_pairs(self, Z: torch.Tensor, block_id: torch.Tensor, edges: torch.Tensor, n_blocks: int) -> AtomPairs:
-        """The sparse atom pairs for these inputs (computed once, reused by every layer)."""
-        return sparse_atom_pairs(Z.detach(), block_id, edges, self.sparse_k, n_blocks)
+        """The sparse atom pairs for these inputs (computed once, reused by every layer), cut into chunks of
+        :data:`~geomol.nn.atom_pairs.CHUNK_PAIRS` pairs when autograd is on, of
+        :data:`~geomol.nn.atom_pairs.INFERENCE_CHUNK_PAIRS` without it."""
+        chunk_pairs = CHUNK_PAIRS if torch.is_grad_enabled() else INFERENCE_CHUNK_PAIRS
+        return sparse_atom_pairs(Z.detach(), block_id, edges, self.sparse_k, n_blocks, chunk_pairs=chunk_pairs)
 
     def forward(self, H: torch.Tensor, Z: torch.Tensor, block_id: torch.Tensor, batch_id: torch.Tensor,
                 edges: torch.Tensor, edge_attr: torch.Tensor | None = None,

@@ -22,10 +22,15 @@ import torch
 
 from geomol.nn.ranges import chunk_bounds, expand_ranges, padded_blocks_rows, segment_starts
 
-__all__ = ["AtomPairs", "PairIndex", "PairChunk", "sparse_atom_pairs"]
+__all__ = ["AtomPairs", "PairIndex", "PairChunk", "CHUNK_PAIRS", "INFERENCE_CHUNK_PAIRS", "sparse_atom_pairs"]
 
 _DIST_CHUNK = 1 << 20
 CHUNK_PAIRS = 4096
+"""Pairs per chunk of the plan when training: each chunk's activations, recomputed in the backward pass, stay in cache."""
+INFERENCE_CHUNK_PAIRS = 3 * CHUNK_PAIRS
+"""Pairs per chunk without autograd (no backward to keep in cache): fewer chunks, less Python per pair. Forward of
+GET on a batch of 16 PLB pockets, one thread, alternated: 4,096 → 1.15 s, 8,192 → 1.08 s, 12,288 → 1.06–1.07 s,
+16,384 → 1.12 s, 24,576 → 1.30 s."""
 
 
 class PairIndex(NamedTuple):

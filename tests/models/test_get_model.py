@@ -161,3 +161,23 @@ def test_embedding_shapes_and_unit_norms():
     assert torch.allclose(out.graph_repr.norm(dim=1), torch.ones(2))
     with pytest.raises(ValueError, match="even number"):
         GETPairClassifier(**TINY)(pockets[:1])
+
+
+def test_inference_cuts_the_pair_plan_into_larger_chunks_with_the_same_prediction(monkeypatch):
+    """Without autograd the atom pairs are cut into INFERENCE_CHUNK_PAIRS-sized chunks (fewer, larger), with
+    autograd into CHUNK_PAIRS-sized ones; the prediction does not depend on the plan."""
+    import geomol.models.get_core as get_core
+    monkeypatch.setattr(get_core, "CHUNK_PAIRS", 64)
+    monkeypatch.setattr(get_core, "INFERENCE_CHUNK_PAIRS", 512)
+    graphs = [_double(g) for g in _plb("cdk2", [0, 1])]
+    model = GETAffinity(**TINY).double().eval()
+    with torch.enable_grad():
+        small = model.prepare(graphs)
+        trained_plan = model(small).detach()
+    with torch.no_grad():
+        large = model.prepare(graphs)
+        inferred = model(large)
+    assert small.pairs.num_pairs == large.pairs.num_pairs > 512
+    assert len(large.pairs.chunks) < len(small.pairs.chunks)
+    assert max(c.pairs[1] - c.pairs[0] for c in small.pairs.chunks) < 512
+    torch.testing.assert_close(inferred, trained_plan, rtol=1e-10, atol=1e-10)
