@@ -8,7 +8,9 @@ Every benchmark JSON, cross-validation fold and rollout summary carries ``"prove
      "date": "2026-12-01T02:10:00+00:00"}
 
 ``commit`` and ``dirty`` come from the git checkout holding the ``geomol`` package (None when it
-is not one, e.g. an installed wheel).
+is not one, e.g. an installed wheel). Absolute paths on the command line are recorded relative to the
+working directory when inside it, else as ``.../<last part>`` (:func:`portable_command`): a result file
+committed to the repository names no folder of the machine that produced it.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["provenance", "library_versions", "git_commit"]
+__all__ = ["provenance", "library_versions", "git_commit", "portable_command"]
 
 _LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis",
               "scikit-learn")
@@ -61,13 +63,32 @@ def git_commit() -> tuple[str | None, bool | None]:
     return commit, bool(status) if status is not None else None
 
 
+def _portable_path(value: str, cwd: Path) -> str:
+    path = Path(value)
+    if not path.is_absolute():
+        return value
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else f".../{path.name}"
+
+
+def portable_command(argv: Sequence[str], cwd: str | os.PathLike | None = None) -> str:
+    """The shell line of ``python`` + ``argv``, absolute paths (also in ``--option=PATH``) made relative to ``cwd``
+    (default: the working directory) when inside it, else shortened to ``.../<last part>``."""
+    where = Path.cwd() if cwd is None else Path(cwd)
+    parts = []
+    for arg in argv:
+        option, equals, value = arg.partition("=")
+        parts.append(f"{option}={_portable_path(value, where)}" if equals and option.startswith("-")
+                     else _portable_path(arg, where))
+    return shlex.join([Path(sys.executable).name, *parts])
+
+
 def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """The record described in the module notes; ``argv`` defaults to this process's command line."""
     import torch
 
     commit, dirty = git_commit()
     load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
-    return {"command": shlex.join([Path(sys.executable).name, *(sys.argv if argv is None else argv)]),
+    return {"command": portable_command(sys.argv if argv is None else argv),
             "commit": commit, "dirty": dirty, "versions": library_versions(),
             "torch_threads": torch.get_num_threads(), "machine": f"{platform.machine()} {platform.platform()}",
             "cpus": os.cpu_count(), "load_average": load,

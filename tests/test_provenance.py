@@ -1,7 +1,7 @@
 """Result files record what produced them: command, commit and library versions."""
 import json
 
-from geomol.provenance import provenance
+from geomol.provenance import portable_command, provenance
 
 
 def test_provenance_names_the_command_commit_and_versions():
@@ -11,3 +11,11 @@ def test_provenance_names_the_command_commit_and_versions():
     assert {"geomol", "python", "torch", "lightning", "rdkit"} <= set(record["versions"])
     assert record["torch_threads"] >= 1 and record["date"].endswith("+00:00")
     assert json.loads(json.dumps(record)) == record  # JSON-ready as it is
+
+
+def test_recorded_commands_name_no_folder_of_the_machine(tmp_path):
+    inside = tmp_path / "results" / "speed.json"
+    line = portable_command(["benchmarks/speed.py", "--out", str(inside), f"--cache={tmp_path.parent / 'store'}",
+                             "/elsewhere/data/plb", "--steps", "3"], cwd=tmp_path)
+    assert line.endswith("benchmarks/speed.py --out results/speed.json --cache=.../store .../plb --steps 3")
+    assert str(tmp_path) not in line
