@@ -27,7 +27,8 @@ import time
 import warnings
 from pathlib import Path
 
-from run_record import REPO, interleaved_medians, official_checkout, peak_rss_gb, run_metadata, run_worker, write_result
+from run_record import (REPO, interleaved_medians, official_checkout, peak_rss_gb, product_gflop, run_metadata,
+                        run_worker, write_result)
 
 SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 RESULTS = REPO / "benchmarks" / "results" / "egno_speed.json"
@@ -160,6 +161,7 @@ def worker(cfg: dict, mode: str, official_path: str | None) -> dict:
     if mode == "time":
         result.update(interleaved_medians({k: f for k, f in fns.items() if "fwd_bwd" in k}, cfg["steps"]))
         result.update(interleaved_medians({k: f for k, f in fns.items() if "forward" in k}, cfg["steps"]))
+        result.update(product_gflop(fns))
         if official is not None:
             ref, mine = fns["official_forward"](), fns["ours_forward"]()
             result["rel_err"] = float((mine - ref).norm() / ref.norm())
@@ -200,19 +202,22 @@ def ratio(row: dict, key: str):
 
 
 HEADER = (f"{'config':<18}{'nodes':>7}{'edges':>8}{'P':>4} | {'official f+b':>12}{'geomol':>8}{'ratio':>8}"
-          f"{'cpu':>8} | {'official fwd':>12}{'geomol':>8}{'ratio':>8}{'cpu':>8} | {'RSS official':>12}"
-          f"{'geomol':>8}{'ratio':>8} | {'rel err':>8}")
+          f"{'cpu':>8}{'work':>7} | {'official fwd':>12}{'geomol':>8}{'ratio':>8}{'cpu':>8}{'work':>7} | "
+          f"{'RSS official':>12}{'geomol':>8}{'ratio':>8} | {'rel err':>8}")
 FOOTER = ("times in ms, wall medians with both sides alternated in one process (1 thread); ratio, cpu: official / "
-          "geomol in wall and in CPU time; RSS: peak GB, each side alone in a fresh process; rel err: relative "
-          "difference of the predicted positions (forward)")
+          "geomol in wall and in CPU time; work: official / geomol in the arithmetic of the matrix products (GFLOP "
+          "counted by torch.profiler, one step each), the speed-up that doing less work gives by itself; RSS: peak GB, "
+          "each side alone in a fresh process; rel err: relative difference of the predicted positions (forward)")
 
 
 def row_line(row: dict) -> str:
     return (f"{row['config']:<18}{fmt(row.get('nodes')):>7}{fmt(row.get('edges')):>8}{row['P']:>4} | "
             f"{fmt(row.get('official_fwd_bwd_seconds'), '.0f', 1e3):>12}{fmt(row.get('ours_fwd_bwd_seconds'), '.0f', 1e3):>8}"
-            f"{fmt(ratio(row, 'fwd_bwd_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'fwd_bwd_cpu_seconds'), '.2f', 1, 'x'):>8} | "
+            f"{fmt(ratio(row, 'fwd_bwd_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'fwd_bwd_cpu_seconds'), '.2f', 1, 'x'):>8}"
+            f"{fmt(ratio(row, 'fwd_bwd_product_gflop'), '.2f', 1, 'x'):>7} | "
             f"{fmt(row.get('official_forward_seconds'), '.0f', 1e3):>12}{fmt(row.get('ours_forward_seconds'), '.0f', 1e3):>8}"
-            f"{fmt(ratio(row, 'forward_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'forward_cpu_seconds'), '.2f', 1, 'x'):>8} | "
+            f"{fmt(ratio(row, 'forward_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'forward_cpu_seconds'), '.2f', 1, 'x'):>8}"
+            f"{fmt(ratio(row, 'forward_product_gflop'), '.2f', 1, 'x'):>7} | "
             f"{fmt(row.get('official_peak_rss_gb'), '.2f'):>12}{fmt(row.get('ours_peak_rss_gb'), '.2f'):>8}"
             f"{fmt(ratio(row, 'peak_rss_gb'), '.2f', 1, 'x'):>8} | {fmt(row.get('rel_err'), '.1e'):>8}"
             + (f"  {row['error']}" if "error" in row else ""))

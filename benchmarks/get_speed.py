@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from run_record import (REPO, interleaved_medians, official_checkout, peak_rss_gb, run_metadata, run_worker,
-                        start_step_memory, step_memory_gb, write_result)
+from run_record import (REPO, interleaved_medians, official_checkout, peak_rss_gb, product_gflop, run_metadata,
+                        run_worker, start_step_memory, step_memory_gb, write_result)
 
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 PLB = SHARED / "plb"
@@ -182,7 +182,7 @@ def worker(name: str, mode: str, official_path: str | None, steps: int, n_batche
         for step in range(warmup + min(steps, RSS_STEPS)):
             fns[mode[4:]](step)
         return {f"{mode[4:]}_rss_gb": peak_rss_gb(), f"{mode[4:]}_step_gb": step_memory_gb(baseline)}
-    result = interleaved_medians(fns, steps, warmup)
+    result = {**interleaved_medians(fns, steps, warmup), **product_gflop(fns)}
     if "official" in models and not name.startswith("blocks_"):
         result["rel_diff_pk"] = parity(models, batches)
     stats = [graph_stats(models["ours"], b) for b in batches]
@@ -213,9 +213,8 @@ def _ratio(row: dict, key: str, ours_key: str | None = None):
 
 
 HEADER = (f"{'case':<13}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8} | {'official s':>10}{'geomol s':>9}"
-          f"{'ratio':>8}{'cpu ratio':>10} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | {'step GB off.':>12}{'geomol':>7}"
-          f"{'ratio':>8} | {'edge s':>7}"
-          f"{'µs/edge':>8}{'Δ pK':>9}")
+          f"{'ratio':>8}{'cpu ratio':>10}{'work':>7} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | "
+          f"{'step GB off.':>12}{'geomol':>7}{'ratio':>8} | {'edge s':>7}{'µs/edge':>8}{'Δ pK':>9}")
 
 
 def row_line(r: dict) -> str:
@@ -224,7 +223,8 @@ def row_line(r: dict) -> str:
     return (f"{r['case']:<13}{r.get('blocks', 0):>7.0f}{r.get('atoms', 0):>7.0f}{r.get('edges', 0):>7.0f}"
             f"{r.get('pairs', 0):>8.0f} | {_fmt(r.get('official_seconds'), '.3f'):>10}"
             f"{_fmt(r.get('ours_seconds'), '.3f'):>9}{_fmt(_ratio(r, 'seconds'), '.2f', 'x'):>8}"
-            f"{_fmt(_ratio(r, 'cpu_seconds'), '.2f', 'x'):>10} | {_fmt(r.get('official_rss_gb')):>12}"
+            f"{_fmt(_ratio(r, 'cpu_seconds'), '.2f', 'x'):>10}{_fmt(_ratio(r, 'product_gflop'), '.2f', 'x'):>7} | "
+            f"{_fmt(r.get('official_rss_gb')):>12}"
             f"{_fmt(r.get('ours_rss_gb')):>7}{_fmt(_ratio(r, 'rss_gb'), '.2f', 'x'):>8} | "
             f"{_fmt(r.get('official_step_gb'), '.3f'):>12}{_fmt(r.get('ours_step_gb'), '.3f'):>7}"
             f"{_fmt(_ratio(r, 'step_gb'), '.2f', 'x'):>8} | "
@@ -234,7 +234,8 @@ def row_line(r: dict) -> str:
 
 FOOTER = ("per step (batch16/forward16: 16 complexes); seconds: wall medians, both sides alternated in one "
           "process, 1 thread; ratio, cpu ratio: official / geomol in wall and in CPU time (steadier on a shared "
-          "machine); RSS: peak GB, each side alone in a fresh process after the same steps; step GB: the part of "
+          "machine); work: official / geomol in the arithmetic of the matrix products (GFLOP counted by "
+          "torch.profiler, one step each), the speed-up that doing less work gives by itself; RSS: peak GB, each side alone in a fresh process after the same steps; step GB: the part of "
           "that peak reached during the steps, above the resident memory just before them (interpreter, libraries, "
           "model and inputs excluded); edge s: geomol's block-edge building; µs/edge: geomol's CPU time per block "
           "edge; Δ pK: relative difference of the "
@@ -248,6 +249,7 @@ def _per_unit(rows: list[dict], unit: str) -> dict[str, float]:
 
 
 def _spread(values: dict[str, float], unit: str) -> dict:
+    """Each case's µs per ``unit``, their median, each case's deviation from it (%) and the largest one."""
     median = statistics.median(values.values())
     deviation = {case: round(100 * (v / median - 1), 1) for case, v in values.items()}
     return {f"us_per_{unit}": {case: round(v, 2) for case, v in values.items()}, f"median_us_per_{unit}": round(median, 2),

@@ -138,6 +138,25 @@ def interleaved_medians(fns: dict[str, Callable[[int], object]], steps: int, war
     return {key: sorted(t)[len(t) // 2] for key, t in times.items()}
 
 
+_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def product_gflop(fns: dict[str, Callable[[int], object]], step: int = 0) -> dict[str, float]:
+    """{"<name>_product_gflop": GFLOP} of one call ``fn(step)`` of each: the floating-point operations of its
+    matrix products (mm, addmm, bmm, …) as torch.profiler counts them (2·m·n·k each). The products are most of
+    the arithmetic of these models, so the official/geomol ratio of these counts is about how much faster
+    geomol can be by doing less work alone; a time ratio above it comes from running the same work faster."""
+    from torch.profiler import ProfilerActivity, profile
+
+    counted = {}
+    for name, fn in fns.items():
+        with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+            fn(step)
+        flops = sum(e.flops for e in prof.key_averages() if e.key in _PRODUCTS and e.flops)
+        counted[f"{name}_product_gflop"] = round(flops / 1e9, 4)
+    return counted
+
+
 def run_worker(script: str, args: list[str]) -> dict:
     """Run ``python script --worker …`` in a fresh process; its last stdout line is JSON.
     A failure comes back as {"error": last line of stderr}."""

@@ -1,9 +1,10 @@
-"""What the speed benchmarks record beside their timings: the edge-scaling summary of ``get_speed.py`` and the
-kernel and machine figures of ``run_record.run_metadata``."""
+"""What the speed benchmarks record beside their timings: the edge-scaling summary of ``get_speed.py``, the
+kernel and machine figures of ``run_record.run_metadata`` and the product arithmetic of ``run_record.product_gflop``."""
 import os
 import sys
 
 import pytest
+import torch
 
 from geomol.nn import dense
 from tests.conftest import REPO, benchmark_module
@@ -46,3 +47,13 @@ def test_run_metadata_pins_the_measured_kernel_for_the_workers(benchmarks_on_pat
     probe = meta["machine_probe"]
     assert probe["gemm_gflops"] > 0.1 and 0 < probe["silu_cached_ns_per_element"] < 1e3
     assert meta["threads"] == 1
+
+
+def test_product_gflop_counts_the_matrix_products_of_one_call(benchmarks_on_path):
+    run_record = benchmark_module("run_record")
+    a, b = torch.ones(100, 200), torch.ones(200, 300)
+    bias = torch.zeros(300)
+    counted = run_record.product_gflop({
+        "products": lambda step: (a @ b, torch.addmm(bias, a, b)),  # 2·100·200·300 FLOP each
+        "elementwise": lambda step: (a * 2.0 + 1.0).exp()})  # no product: not counted
+    assert counted == {"products_product_gflop": 0.024, "elementwise_product_gflop": 0.0}
