@@ -202,7 +202,7 @@ def ratio(row: dict, key: str):
 
 
 HEADER = (f"{'config':<18}{'nodes':>7}{'edges':>8}{'P':>4} | {'official f+b':>12}{'geomol':>8}{'ratio':>8}"
-          f"{'cpu':>8}{'work':>7} | {'official fwd':>12}{'geomol':>8}{'ratio':>8}{'cpu':>8}{'work':>7} | "
+          f"{'cpu':>8}{'work':>8} | {'official fwd':>12}{'geomol':>8}{'ratio':>8}{'cpu':>8}{'work':>8} | "
           f"{'RSS official':>12}{'geomol':>8}{'ratio':>8} | {'rel err':>8}")
 FOOTER = ("times in ms, wall medians with both sides alternated in one process (1 thread); ratio, cpu: official / "
           "geomol in wall and in CPU time; work: official / geomol in the arithmetic of the matrix products (GFLOP "
@@ -214,10 +214,10 @@ def row_line(row: dict) -> str:
     return (f"{row['config']:<18}{fmt(row.get('nodes')):>7}{fmt(row.get('edges')):>8}{row['P']:>4} | "
             f"{fmt(row.get('official_fwd_bwd_seconds'), '.0f', 1e3):>12}{fmt(row.get('ours_fwd_bwd_seconds'), '.0f', 1e3):>8}"
             f"{fmt(ratio(row, 'fwd_bwd_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'fwd_bwd_cpu_seconds'), '.2f', 1, 'x'):>8}"
-            f"{fmt(ratio(row, 'fwd_bwd_product_gflop'), '.2f', 1, 'x'):>7} | "
+            f"{fmt(ratio(row, 'fwd_bwd_product_gflop'), '.2f', 1, 'x'):>8} | "
             f"{fmt(row.get('official_forward_seconds'), '.0f', 1e3):>12}{fmt(row.get('ours_forward_seconds'), '.0f', 1e3):>8}"
             f"{fmt(ratio(row, 'forward_seconds'), '.2f', 1, 'x'):>8}{fmt(ratio(row, 'forward_cpu_seconds'), '.2f', 1, 'x'):>8}"
-            f"{fmt(ratio(row, 'forward_product_gflop'), '.2f', 1, 'x'):>7} | "
+            f"{fmt(ratio(row, 'forward_product_gflop'), '.2f', 1, 'x'):>8} | "
             f"{fmt(row.get('official_peak_rss_gb'), '.2f'):>12}{fmt(row.get('ours_peak_rss_gb'), '.2f'):>8}"
             f"{fmt(ratio(row, 'peak_rss_gb'), '.2f', 1, 'x'):>8} | {fmt(row.get('rel_err'), '.1e'):>8}"
             + (f"  {row['error']}" if "error" in row else ""))

@@ -213,7 +213,7 @@ def _ratio(row: dict, key: str, ours_key: str | None = None):
 
 
 HEADER = (f"{'case':<13}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8} | {'official s':>10}{'geomol s':>9}"
-          f"{'ratio':>8}{'cpu ratio':>10}{'work':>7} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | "
+          f"{'ratio':>8}{'cpu ratio':>10}{'work':>8} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | "
           f"{'step GB off.':>12}{'geomol':>7}{'ratio':>8} | {'edge s':>7}{'µs/edge':>8}{'Δ pK':>9}")
 
 
@@ -223,7 +223,7 @@ def row_line(r: dict) -> str:
     return (f"{r['case']:<13}{r.get('blocks', 0):>7.0f}{r.get('atoms', 0):>7.0f}{r.get('edges', 0):>7.0f}"
             f"{r.get('pairs', 0):>8.0f} | {_fmt(r.get('official_seconds'), '.3f'):>10}"
             f"{_fmt(r.get('ours_seconds'), '.3f'):>9}{_fmt(_ratio(r, 'seconds'), '.2f', 'x'):>8}"
-            f"{_fmt(_ratio(r, 'cpu_seconds'), '.2f', 'x'):>10}{_fmt(_ratio(r, 'product_gflop'), '.2f', 'x'):>7} | "
+            f"{_fmt(_ratio(r, 'cpu_seconds'), '.2f', 'x'):>10}{_fmt(_ratio(r, 'product_gflop'), '.2f', 'x'):>8} | "
             f"{_fmt(r.get('official_rss_gb')):>12}"
             f"{_fmt(r.get('ours_rss_gb')):>7}{_fmt(_ratio(r, 'rss_gb'), '.2f', 'x'):>8} | "
             f"{_fmt(r.get('official_step_gb'), '.3f'):>12}{_fmt(r.get('ours_step_gb'), '.3f'):>7}"
