@@ -31,7 +31,7 @@ from rich.progress import track
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the protocol's folds, however this script is run
 from affinity_corpus_cv import checked_folds  # noqa: E402
 from geomol.contact_models import CONTACT_LOSSES, ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
-from geomol.data.contact_features import graph_atom_contacts  # noqa: E402
+from geomol.data.contact_features import COUNT_FEATURES, graph_atom_contacts, graph_ligand_bonds  # noqa: E402
 from geomol.data.corpus_split import item_clusters  # noqa: E402
 from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
 from geomol.inference.finetune import FinetuneSettings  # noqa: E402
@@ -46,16 +46,18 @@ HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
 
 def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
                     cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1,
-                    chemistry: bool = False) -> tuple[list[str], ContactData, list[dict]]:
+                    chemistry: bool = False, bond_context: bool = False) -> tuple[list[str], ContactData, list[dict]]:
     """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
-    interaction-role columns when ``chemistry``); the item ids; the protocol's ``n_folds`` folds as item indices
-    (``valid_fraction`` of each fold's training clusters held out for model selection)."""
+    interaction-role columns when ``chemistry``, with :func:`with_bond_context` when ``bond_context``); the item
+    ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held
+    out for model selection)."""
     module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
     dataset = module.make_dataset(workers)
     atom_rows, descriptors = [], []
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
-        atom_rows.append(graph_atom_contacts(graph, chemistry=chemistry))
+        rows = graph_atom_contacts(graph, chemistry=chemistry)
+        atom_rows.append(with_bond_context(rows, graph_ligand_bonds(graph)) if bond_context else rows)
         descriptors.append(graph.ligand_descriptors[0].numpy())
     items = dataset.corpus_items
     data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
@@ -66,6 +68,24 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     stored = [{part: [position[records[r].id] for r in idx if records[r].id in position] for part, idx in fold.items()}
               for fold in folds]
     return [item.id for item in items], data, stored
+
+
+def with_bond_context(rows: np.ndarray, bonds: np.ndarray) -> np.ndarray:
+    """``(L, 2F)``: each ligand atom's contact row (count columns log1p'd, as the scorer reads them) followed by
+    the mean of its bonded neighbours' rows (zeros for an atom without bonds): what the atoms next to it touch.
+
+    Args:
+        rows: ``(L, F)`` :func:`~geomol.data.contact_features.graph_atom_contacts` rows.
+        bonds: ``(B, 2)`` bonded atom pairs (:func:`~geomol.data.contact_features.graph_ligand_bonds`).
+    """
+    logged = rows.astype(np.float64)
+    counts = [c for c in COUNT_FEATURES if c < rows.shape[1]]
+    logged[:, counts] = np.log1p(np.clip(logged[:, counts], 0.0, None))
+    ends, others = np.concatenate([bonds[:, 0], bonds[:, 1]]), np.concatenate([bonds[:, 1], bonds[:, 0]])
+    summed = np.zeros_like(logged)
+    np.add.at(summed, ends, logged[others])
+    degree = np.bincount(ends, minlength=len(rows)).clip(min=1)
+    return np.concatenate([logged, summed / degree[:, None]], axis=1)
 
 
 def ligand_sums(data: ContactData) -> np.ndarray:
@@ -108,16 +128,18 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
         writer.writerows([ids[i], f"{p:.4f}", k, f"{data.label[i]:.4f}", int(data.descriptors[i, HEAVY])]
                          for i, p in zip(test, pred))
     roles = " with interaction roles" if args.chemistry else ""
+    context = " and the mean of its bonded neighbours' rows" if args.bond_context else ""
     about = (f"gradient boosting within series on the ligand's summed contact features{roles} + descriptors, "
              f"also centred on their series, fitted to the pK minus the series' mean"
              if args.model == "gbm_series" else
-             f"per-atom contact MLP{roles} + descriptors, {args.loss} loss within series, mean of {args.seeds} seeds"
+             f"per-atom contact MLP{roles}{context} + descriptors, {args.loss} loss within series, mean of "
+             f"{args.seeds} seeds"
              + (f", hidden {args.hidden}" if args.hidden != 32 else ""))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
               "about": about + (f", trained on {' '.join(args.train_sources)} only" if args.train_sources else ""),
               "contact_model": args.model,
               "epochs": args.epochs if fits else 0, "loss": args.loss, "hidden": args.hidden,
-              "descriptors": not args.no_descriptors, "chemistry": args.chemistry,
+              "descriptors": not args.no_descriptors, "chemistry": args.chemistry, "bond_context": args.bond_context,
               "atom_features": int(data.atoms.shape[1]), "seeds": len(fits), **chosen,
               "split_sizes": {**{part: len(idx) for part, idx in fold.items()}, "train": len(train)},
               "train_sources": args.train_sources,
@@ -205,6 +227,9 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--no-descriptors", action="store_true", help="per-atom contacts only")
     parser.add_argument("--chemistry", action="store_true",
                         help="add the interaction-role columns (donors, acceptors, charges, aromatic; CHEMISTRY_CONTACT_FEATURES)")
+    parser.add_argument("--bond-context", action="store_true",
+                        help="append to each ligand atom's row the mean of its bonded neighbours' rows "
+                             "(with_bond_context)")
     parser.add_argument("--fewshot", type=int, nargs="*", default=None, metavar="K",
                         help="also measure few-shot fine-tuning on K measured ligands of each expert-pose test target")
     parser.add_argument("--fewshot-draws", type=int, default=5, help="draws of K ligands per target")
@@ -222,7 +247,8 @@ def main(argv=None) -> list[dict]:
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     ids, data, folds = corpus_contacts(root=args.root, sources=args.sources, series=args.series,
                                        cache_dir=args.cache_dir, workers=args.workers, n_folds=args.folds,
-                                       valid_fraction=args.valid_fraction, chemistry=args.chemistry)
+                                       valid_fraction=args.valid_fraction, chemistry=args.chemistry,
+                                       bond_context=args.bond_context)
     chosen = range(args.folds) if args.fold is None else args.fold
     records = [run_fold(k, ids, data, folds[k], args) for k in chosen]
     if args.fewshot:

@@ -247,3 +247,21 @@ def test_fewshot_settings_are_compared_on_validation_targets(slice_run, tmp_path
     assert rows[0.0]["targets"] == rows[1000.0]["targets"] and all(np.isfinite(r["mean_gain"]) for r in rows.values())
     assert rows[0.0]["mean_gain"] != rows[1000.0]["mean_gain"]  # the pull changes what k ligands can teach
     assert json.loads((tmp_path / "settings.json").read_text())["rows"] == result["rows"]
+
+
+def test_bond_context_appends_the_mean_of_bonded_neighbours_logged_rows():
+    """--bond-context rows: the atom's own row with the count columns log1p'd, then the mean of its bonded
+    neighbours' (logged) rows; an atom without bonds gets zeros."""
+    from geomol.data.contact_features import COUNT_FEATURES
+    from geomol.models.contact_scorer import WITH_CHEMISTRY as width
+
+    contact = benchmark_module("affinity_corpus_contact")
+    rows = np.zeros((4, width))
+    count, flag = COUNT_FEATURES[0], 0  # a receptor-count column, and the one-hot element column of carbon
+    rows[:, count] = [0.0, 1.0, 3.0, 7.0]
+    rows[:3, flag] = 1.0
+    out = contact.with_bond_context(rows, np.array([[0, 1], [1, 2]]))  # chain 0–1–2, atom 3 alone
+    assert out.shape == (4, 2 * width)
+    assert np.allclose(out[:, count], np.log1p([0.0, 1.0, 3.0, 7.0])) and np.allclose(out[:, flag], [1, 1, 1, 0])
+    assert np.allclose(out[:, width + count], [np.log1p(1.0), (np.log1p(0.0) + np.log1p(3.0)) / 2, np.log1p(1.0), 0.0])
+    assert np.allclose(out[:, width + flag], [1, 1, 1, 0])

@@ -46,7 +46,7 @@ from geomol.errors import ConfigError, EmptySelectionError
 
 __all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "CHEMISTRY_CONTACT_FEATURES",
            "COUNT_FEATURES", "atom_contact_features", "chemistry_contact_features", "contact_pairs", "graph_atom_contacts",
-           "ligand_heavy_atoms"]
+           "graph_ligand_bonds", "ligand_bond_pairs", "ligand_heavy_atoms"]
 
 LIGAND_GROUPS = ("C", "N", "O", "SP", "F", "ClBrI")
 _LIGAND_GROUP_OF = {6: 0, 7: 1, 8: 2, 15: 3, 16: 3, 9: 4, 17: 5, 35: 5, 53: 5}  # atomic number -> group
@@ -135,19 +135,38 @@ def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, liga
     return out
 
 
-def _ligand_bonds(z: np.ndarray, xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per ligand atom, ``(bonds, bonds to N or O)`` perceived from distances (``(L,)`` each)."""
+def ligand_bond_pairs(z: np.ndarray, xyz: np.ndarray) -> np.ndarray:
+    """``(B, 2)`` int64: the bonded pairs (i < j) of ligand heavy atoms, perceived from distances (closer than
+    the sum of their covalent radii, :data:`COVALENT_RADII`, + :data:`BOND_TOLERANCE`).
+
+    Args:
+        z: ``(L,)`` atomic numbers; xyz: ``(L, 3)`` coordinates in Å.
+    """
+    z, xyz = np.asarray(z, dtype=np.int64), np.asarray(xyz, dtype=np.float64)
     if len(z) < 2:
-        return np.zeros(len(z)), np.zeros(len(z))
+        return np.zeros((0, 2), dtype=np.int64)
     radii = _COVALENT[z]
     pairs = cKDTree(xyz).query_pairs(2 * max(radii) + BOND_TOLERANCE, output_type="ndarray")
     i, j = pairs[:, 0], pairs[:, 1]
     bonded = np.linalg.norm(xyz[i] - xyz[j], axis=1) < radii[i] + radii[j] + BOND_TOLERANCE
-    i, j = i[bonded], j[bonded]
+    return pairs[bonded].astype(np.int64)
+
+
+def _ligand_bonds(z: np.ndarray, xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per ligand atom, ``(bonds, bonds to N or O)`` perceived from distances (``(L,)`` each)."""
+    bonds = ligand_bond_pairs(z, xyz)
+    i, j = bonds[:, 0], bonds[:, 1]
     ends = np.concatenate([i, j])
     degree = np.bincount(ends, minlength=len(z)).astype(np.float64)
     hetero = np.concatenate([np.isin(z[j], _POLAR), np.isin(z[i], _POLAR)]).astype(np.float64)
     return degree, np.bincount(ends, weights=hetero, minlength=len(z))
+
+
+def graph_ligand_bonds(graph) -> np.ndarray:
+    """:func:`ligand_bond_pairs` of a complex graph's ligand heavy atoms, indexed as the rows of
+    :func:`graph_atom_contacts`."""
+    ligand = ligand_heavy_atoms(graph).numpy()
+    return ligand_bond_pairs(graph.A.numpy().astype(np.int64)[ligand] - _TYPE_OFFSET, graph.X.double().numpy()[ligand])
 
 
 def ligand_heavy_atoms(graph) -> torch.Tensor:

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from geomol.data import complex_from_files
-from geomol.data.contact_features import ATOM_CONTACT_FEATURES, atom_contact_features, graph_atom_contacts
+from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, atom_contact_features, graph_atom_contacts,
+                                          graph_ligand_bonds, ligand_bond_pairs)
 from geomol.errors import EmptySelectionError
 from geomol.testing import apply_e3, random_e3
 from tests.builders import plb_target
@@ -59,6 +60,20 @@ def test_real_complex_one_row_per_ligand_heavy_atom(cdk2_graph):
                                                   for a in heavy]
     assert rows[:, COLUMN["hetero_bonds"]].tolist() == [sum(n.GetAtomicNum() in (7, 8) for n in a.GetNeighbors())
                                                         for a in heavy]
+
+
+def test_ligand_bonds_are_the_sdf_bonds_in_contact_row_order(cdk2_graph):
+    graph, mol = cdk2_graph
+    bonds = graph_ligand_bonds(graph)
+    heavy = [atom.GetIdx() for atom in mol.GetAtoms() if atom.GetAtomicNum() > 1]
+    row_of = {idx: row for row, idx in enumerate(heavy)}
+    expected = {tuple(sorted((row_of[b.GetBeginAtomIdx()], row_of[b.GetEndAtomIdx()]))) for b in mol.GetBonds()
+                if b.GetBeginAtomIdx() in row_of and b.GetEndAtomIdx() in row_of}
+    assert {tuple(pair) for pair in bonds.tolist()} == expected and (bonds[:, 0] < bonds[:, 1]).all()
+    # a C–C–O chain 1.5 and 1.43 Å apart, and a carbon 3 Å away from both: two bonds; fewer than two atoms: none
+    chain = np.array([[0.0, 0, 0], [1.5, 0, 0], [2.93, 0, 0], [1.5, 3.0, 0]])
+    assert ligand_bond_pairs(np.array([6, 6, 8, 6]), chain).tolist() == [[0, 1], [1, 2]]
+    assert ligand_bond_pairs(np.array([6]), chain[:1]).shape == (0, 2)
 
 
 @pytest.mark.parametrize("chemistry", [False, True], ids=["elements", "roles"])
