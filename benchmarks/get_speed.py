@@ -235,7 +235,8 @@ def row_line(r: dict) -> str:
 FOOTER = ("per step (batch16/forward16: 16 complexes); seconds: wall medians, both sides alternated in one "
           "process, 1 thread; ratio, cpu ratio: official / geomol in wall and in CPU time (steadier on a shared "
           "machine); work: official / geomol in the arithmetic of the matrix products (GFLOP counted by "
-          "torch.profiler, one step each), the speed-up that doing less work gives by itself; RSS: peak GB, each side alone in a fresh process after the same steps; step GB: the part of "
+          "torch.profiler, one step each), the speed-up that doing less work gives by itself; RSS: peak GB, each "
+          "side alone in a fresh process after the same steps; step GB: the part of "
           "that peak reached during the steps, above the resident memory just before them (interpreter, libraries, "
           "model and inputs excluded); edge s: geomol's block-edge building; µs/edge: geomol's CPU time per block "
           "edge; Δ pK: relative difference of the "
@@ -252,8 +253,8 @@ def _spread(values: dict[str, float], unit: str) -> dict:
     """Each case's µs per ``unit``, their median, each case's deviation from it (%) and the largest one."""
     median = statistics.median(values.values())
     deviation = {case: round(100 * (v / median - 1), 1) for case, v in values.items()}
-    return {f"us_per_{unit}": {case: round(v, 2) for case, v in values.items()}, f"median_us_per_{unit}": round(median, 2),
-            f"{unit}_deviation_from_median_percent": deviation,
+    return {f"us_per_{unit}": {case: round(v, 2) for case, v in values.items()},
+            f"median_us_per_{unit}": round(median, 2), f"{unit}_deviation_from_median_percent": deviation,
             f"{unit}_max_abs_deviation_percent": max(abs(d) for d in deviation.values())}
 
 
@@ -270,7 +271,8 @@ def edge_scaling(rows: list[dict]) -> dict | None:
     per_pair = _per_unit(rows, "pairs")
     if len(per_pair) >= 2:
         summary.update(_spread(per_pair, "pair"))
-        summary["pairs_per_edge"] = {r["case"]: round(r["pairs"] / r["edges"], 2) for r in rows if r["case"] in per_pair}
+        summary["pairs_per_edge"] = {r["case"]: round(r["pairs"] / r["edges"], 2) for r in rows
+                                     if r["case"] in per_pair}
     return summary
 
 

@@ -71,13 +71,13 @@ def _portable_path(value: str, cwd: Path) -> str:
 
 
 def portable_command(argv: Sequence[str], cwd: str | os.PathLike | None = None) -> str:
-    """The shell line of ``python`` + ``argv``, absolute paths (also in ``--option=PATH``) made relative to ``cwd``
-    (default: the working directory) when inside it, else shortened to ``.../<last part>``."""
+    """The shell line of ``python`` + ``argv``, absolute paths (also as ``--option=PATH`` or ``NAME=PATH``) made
+    relative to ``cwd`` (default: the working directory) when inside it, else shortened to ``.../<last part>``."""
     where = Path.cwd() if cwd is None else Path(cwd)
     parts = []
     for arg in argv:
         option, equals, value = arg.partition("=")
-        parts.append(f"{option}={_portable_path(value, where)}" if equals and option.startswith("-")
+        parts.append(f"{option}={_portable_path(value, where)}" if equals and Path(value).is_absolute()
                      else _portable_path(arg, where))
     return shlex.join([Path(sys.executable).name, *parts])
 

@@ -16,6 +16,8 @@ def test_provenance_names_the_command_commit_and_versions():
 def test_recorded_commands_name_no_folder_of_the_machine(tmp_path):
     inside = tmp_path / "results" / "speed.json"
     line = portable_command(["benchmarks/speed.py", "--out", str(inside), f"--cache={tmp_path.parent / 'store'}",
-                             "/elsewhere/data/plb", "--steps", "3"], cwd=tmp_path)
-    assert line.endswith("benchmarks/speed.py --out results/speed.json --cache=.../store .../plb --steps 3")
+                             "/elsewhere/data/plb", f"base={tmp_path / 'cv' / 'base'}", "a=b", "--steps", "3"],
+                            cwd=tmp_path)
+    assert line.endswith("benchmarks/speed.py --out results/speed.json --cache=.../store .../plb base=cv/base a=b "
+                         "--steps 3")
     assert str(tmp_path) not in line

@@ -166,7 +166,8 @@ def graph_ligand_bonds(graph) -> np.ndarray:
     """:func:`ligand_bond_pairs` of a complex graph's ligand heavy atoms, indexed as the rows of
     :func:`graph_atom_contacts`."""
     ligand = ligand_heavy_atoms(graph).numpy()
-    return ligand_bond_pairs(graph.A.numpy().astype(np.int64)[ligand] - _TYPE_OFFSET, graph.X.double().numpy()[ligand])
+    atomic_number = graph.A.numpy().astype(np.int64)[ligand] - _TYPE_OFFSET
+    return ligand_bond_pairs(atomic_number, graph.X.double().numpy()[ligand])
 
 
 def ligand_heavy_atoms(graph) -> torch.Tensor:

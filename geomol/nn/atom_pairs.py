@@ -26,7 +26,8 @@ __all__ = ["AtomPairs", "PairIndex", "PairChunk", "CHUNK_PAIRS", "INFERENCE_CHUN
 
 _DIST_CHUNK = 1 << 20
 CHUNK_PAIRS = 4096
-"""Pairs per chunk of the plan when training: each chunk's activations, recomputed in the backward pass, stay in cache."""
+"""Pairs per chunk of the plan when training: each chunk's activations, recomputed in the backward pass, stay in
+cache."""
 INFERENCE_CHUNK_PAIRS = 3 * CHUNK_PAIRS
 """Pairs per chunk without autograd (no backward to keep in cache): fewer chunks, less Python per pair. Forward of
 GET on a batch of 16 PLB pockets, one thread, alternated: 4,096 → 1.15 s, 8,192 → 1.08 s, 12,288 → 1.06–1.07 s,
