@@ -9,7 +9,7 @@ from geomol.nn.bilevel_attention import BilevelAttention
 from geomol.nn.chunked import Chunk, chunked_recompute
 from geomol.nn.equivariant_ffn import EquivariantFFN
 from geomol.nn.equivariant_norm import EquivariantLayerNorm, recover_scale
-from geomol.nn.radial import RadialBasis
+from geomol.nn.radial import FLUSH_BELOW, RadialBasis
 from geomol.testing import INVARIANT, POSITION, assert_equivariant
 from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
 
@@ -25,7 +25,12 @@ def test_radial_basis_formula_and_cutoff():
     expected[x >= 1] = 0
     out = rbf(d)
     assert out.shape == (6, 32)
-    assert torch.allclose(out, expected, atol=1e-34, rtol=1e-7)  # tails clamped at exp(-80)
+    assert torch.allclose(out, expected, atol=FLUSH_BELOW, rtol=1e-7)  # tails flushed to 0
+    assert ((out == 0) | (out >= FLUSH_BELOW)).all()  # nothing a product could turn subnormal
+    assert (out[expected >= FLUSH_BELOW] > 0).all()
+    d.requires_grad_(True)
+    with_grad = rbf(d)  # the autograd path gives the same values
+    assert torch.equal(with_grad.detach(), out)
     with pytest.raises(ValueError):
         RadialBasis(1, 7.0)
 
