@@ -14,6 +14,8 @@ a LongTensor of rows (a gather). Gradients flow back to every input: row ranges 
 gathers accumulated with ``index_add_``, whole tensors summed over chunks.
 
 The backward pass is not itself differentiable (no second derivatives through a chunked call).
+Where ``fn`` has a hand-written backward (``backward=``), each chunk's gradients come from it instead of
+from a recomputation of ``fn`` under autograd.
 """
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ def _set_rng_state(device: torch.device, state) -> None:
 
 class _ChunkedRecompute(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, fn, chunks, output_shapes, preserve_rng, *inputs):
+    def forward(ctx, fn, backward, chunks, output_shapes, preserve_rng, *inputs):
         outputs = [inputs[0].new_zeros(shape) for shape in output_shapes]
         rng_states = []
         for chunk in chunks:
@@ -74,7 +76,7 @@ class _ChunkedRecompute(torch.autograd.Function):
             parts = fn(chunk.context, *(_select(t, s) for t, s in zip(inputs, chunk.inputs)))
             for out, part, (start, end) in zip(outputs, parts, chunk.outputs):
                 out[start:end] = part
-        ctx.fn, ctx.chunks, ctx.rng_states = fn, chunks, rng_states
+        ctx.fn, ctx.backward, ctx.chunks, ctx.rng_states = fn, backward, chunks, rng_states
         ctx.save_for_backward(*inputs)
         return tuple(outputs)
 
@@ -82,8 +84,17 @@ class _ChunkedRecompute(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grad_outputs):
         inputs = ctx.saved_tensors
-        wanted = ctx.needs_input_grad[4:]
+        wanted = ctx.needs_input_grad[5:]
         grads = [torch.zeros_like(t) if need else None for t, need in zip(inputs, wanted)]
+        if ctx.backward is not None:
+            for chunk in ctx.chunks:
+                selected = [_select(t, s) for t, s in zip(inputs, chunk.inputs)]
+                parts = [None if g is None else g[s:e] for g, (s, e) in zip(grad_outputs, chunk.outputs)]
+                found = ctx.backward(chunk.context, selected, parts)
+                for k, need in enumerate(wanted):
+                    if need:
+                        _accumulate(grads[k], found[k], chunk.inputs[k])
+            return (None, None, None, None, None, *grads)
         # Whole-tensor inputs become one leaf each, shared by all chunks.
         shared = [t.detach().requires_grad_(need) if need else t.detach() for t, need in zip(inputs, wanted)]
         for i, chunk in enumerate(ctx.chunks):
@@ -105,12 +116,13 @@ class _ChunkedRecompute(torch.autograd.Function):
             for k, need in enumerate(wanted):
                 if need:
                     _accumulate(grads[k], next(found), chunk.inputs[k])
-        return (None, None, None, None, *grads)
+        return (None, None, None, None, None, *grads)
 
 
 def chunked_recompute(fn: Callable[..., Sequence[torch.Tensor]], inputs: Sequence[torch.Tensor],
                       chunks: Sequence[Chunk], output_shapes: Sequence[tuple[int, ...]],
-                      preserve_rng: bool = False) -> tuple[torch.Tensor, ...]:
+                      preserve_rng: bool = False, backward: Callable[..., Sequence[torch.Tensor | None]] | None = None
+                      ) -> tuple[torch.Tensor, ...]:
     """Evaluate ``fn`` chunk by chunk (see the module docstring).
 
     Args:
@@ -119,7 +131,13 @@ def chunked_recompute(fn: Callable[..., Sequence[torch.Tensor]], inputs: Sequenc
         chunks: the chunks, each with its selectors and output row ranges.
         output_shapes: full shape of each output (rows first).
         preserve_rng: replay the random state of each chunk in the backward pass (dropout).
+        backward: ``backward(context, selected_inputs, output_grads)`` → one gradient (or None) per input of a
+            chunk, written by hand; the backward pass then calls it instead of recomputing ``fn`` under autograd
+            (``output_grads``: the chunk's rows of each output's gradient, None where an output has none).
 
     Returns: the outputs, with the dtype and device of ``inputs[0]``.
     """
-    return _ChunkedRecompute.apply(fn, list(chunks), [tuple(s) for s in output_shapes], preserve_rng, *inputs)
+    if backward is not None and preserve_rng:
+        raise ValueError("chunked_recompute: a hand-written backward does not replay random states")
+    return _ChunkedRecompute.apply(fn, backward, list(chunks), [tuple(s) for s in output_shapes], preserve_rng,
+                                   *inputs)

@@ -69,5 +69,26 @@ class RadialBasis(nn.Module):
         exponent = (self.gamma * diff.square()).clamp_(min=_MIN_EXPONENT)
         return F.threshold(env.unsqueeze(-1) * torch.exp(exponent), FLUSH_BELOW, 0.0)
 
+    def with_derivative(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The basis [..., n_rbf] of ``d`` [...] (as :meth:`forward`) and its derivative with respect to d
+        [..., n_rbf] (per unit of d), without autograd: for hand-written backward passes."""
+        with torch.no_grad():
+            x = d * self.inv_cutoff
+            p = self.envelope_exponent
+            a, b, c = -(p + 1) * (p + 2) / 2, p * (p + 2), -p * (p + 1) / 2
+            xp = x.pow(p - 1)
+            inside = x < 1
+            env = torch.where(inside, 1 + xp * x * (a + x * (b + c * x)), 0.0)
+            env_slope = torch.where(inside, xp * (a * p + x * (b * (p + 1) + c * (p + 2) * x)), 0.0)
+            diff = x.unsqueeze(-1) - self.offset
+            exponent = diff.square().mul_(self.gamma)
+            free = exponent >= _MIN_EXPONENT  # where the clamp does not hold the exponent
+            gauss = exponent.clamp_(min=_MIN_EXPONENT).exp_()
+            value = gauss * env.unsqueeze(-1)
+            kept = value > FLUSH_BELOW
+            slope = diff.mul_(2 * self.gamma).mul_(free).mul_(env.unsqueeze(-1)).add_(env_slope.unsqueeze(-1))
+            slope = slope.mul_(gauss).mul_(kept).mul_(self.inv_cutoff)
+            return value.mul_(kept), slope
+
     def extra_repr(self) -> str:
         return f"n_rbf={self.offset.numel()}, cutoff={self.cutoff}"
