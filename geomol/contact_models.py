@@ -8,6 +8,9 @@ know for a protein it has not seen:
 * ``ranking``: logistic loss over ordered pairs of one series (:func:`geomol.tasks.objectives.ranking_loss`);
 * ``ranking_weighted``: the same with pairs weighted by their pK difference up to 1 pK
   (:func:`geomol.tasks.objectives.weighted_ranking_loss`), so pairs within the assays' noise count less;
+* ``ranking_per_series``: the logistic loss averaged over each series' pairs, then over the series
+  (:func:`geomol.tasks.objectives.series_ranking_loss`), so that a series of 80 ligands does not weigh 70 times
+  one of 10, as targets weigh alike in the protocol's mean per-target Spearman;
 * ``centred``: squared error after centring scores and labels on their series' mean
   (:func:`geomol.tasks.objectives.centred_loss`), so scores are pK differences within a series.
 
@@ -27,12 +30,13 @@ from geomol.errors import ConfigError
 from geomol.ligand_models import validation_score
 from geomol.models.contact_scorer import ContactScorer
 from geomol.target_metrics import MIN_TARGET_LIGANDS, target_members
-from geomol.tasks.objectives import centred_loss, ranking_loss, weighted_ranking_loss
+from geomol.tasks.objectives import centred_loss, ranking_loss, series_ranking_loss, weighted_ranking_loss
 
 __all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "fit_contact_scorer",
            "predict_contact_scorer"]
 
-CONTACT_LOSSES = {"ranking": ranking_loss, "ranking_weighted": weighted_ranking_loss, "centred": centred_loss}
+CONTACT_LOSSES = {"ranking": ranking_loss, "ranking_weighted": weighted_ranking_loss,
+                  "ranking_per_series": series_ranking_loss, "centred": centred_loss}
 
 
 @dataclass
@@ -123,7 +127,7 @@ def _series_batches(groups: list[np.ndarray], per_batch: int, rng: np.random.Gen
 
 
 def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[int], *,
-                       loss: Literal["ranking", "centred"] = "ranking", epochs: int = 20, seed: int = 0,
+                       loss: Literal["ranking", "ranking_weighted", "ranking_per_series", "centred"] = "ranking", epochs: int = 20, seed: int = 0,
                        hidden: int = 32, descriptors: bool = True, lr: float = 3e-3, weight_decay: float = 1e-4,
                        series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS) -> ContactFit:
     """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
@@ -131,7 +135,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     Args:
         data: every item's features, labels and series (:class:`ContactData`).
         train, valid: item indices (disjoint protein clusters, :mod:`geomol.data.corpus_split`).
-        loss: ``'ranking'`` or ``'centred'`` (:data:`CONTACT_LOSSES`), within series.
+        loss: a key of :data:`CONTACT_LOSSES` (``'ranking'``, ``'ranking_weighted'``, ``'ranking_per_series'``,
+            ``'centred'``), within series.
         descriptors: include the linear ligand-descriptor term.
         series_per_batch: whole series per optimiser step.
         min_ligands: a validation series is scored when it has this many items.

@@ -29,7 +29,7 @@ from geomol.data.blocks import ligand_atom_mask
 from geomol.errors import ConfigError
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
-           "ranking_loss", "weighted_ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss",
+           "ranking_loss", "weighted_ranking_loss", "series_ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss",
            "denoising_loss", "describe", "component"]
 
 
@@ -59,20 +59,30 @@ def _group_ids(groups: Sequence[str] | None, like: torch.Tensor) -> torch.Tensor
 
 
 def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None,
-                 difference_cap: float | None = None) -> torch.Tensor:
+                 difference_cap: float | None = None, per_group: bool = False) -> torch.Tensor:
     """Mean logistic loss over ordered pairs of one group: log(1 + exp(−(p_i − p_j))) for y_i > y_j.
 
     Only the order of predictions within a protein matters to this term, so it targets per-target
     ranking (what Spearman measures) without asking the model to know each protein's offset.
     ``pred``, ``y``: [B]; ``groups``: B labels (all one group when None). 0 when no pair exists.
     With ``difference_cap`` (pK), each pair is weighted by min(y_i − y_j, cap) / cap and the mean is weighted:
-    pairs closer than the assays' noise count less than clearly ordered ones.
+    pairs closer than the assays' noise count less than clearly ordered ones. With ``per_group``, the mean is
+    taken over each group's pairs, then over the groups: every series counts alike, as every target counts
+    alike in a mean per-target Spearman (a group of n items otherwise weighs ~n²).
     """
     ids = _group_ids(groups, y)
     ordered = (ids[:, None] == ids[None, :]) & (y[:, None] > y[None, :])
     if not ordered.any():
         return pred.sum() * 0.0
     losses = torch.nn.functional.softplus(-(pred[:, None] - pred[None, :])[ordered])
+    if per_group:
+        if difference_cap is not None:
+            raise ValueError("ranking_loss: per_group and difference_cap do not combine")
+        pair_group = ids[:, None].expand_as(ordered)[ordered]
+        totals = losses.new_zeros(int(ids.max()) + 1).index_add(0, pair_group, losses)
+        counts = torch.bincount(pair_group, minlength=totals.numel())
+        present = counts > 0
+        return (totals[present] / counts[present]).mean()
     if difference_cap is None:
         return losses.mean()
     weights = (y[:, None] - y[None, :])[ordered].clamp(max=difference_cap)
@@ -82,6 +92,11 @@ def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | No
 def weighted_ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
     """:func:`ranking_loss` with pairs weighted by their pK difference up to 1 pK."""
     return ranking_loss(pred, y, groups, difference_cap=1.0)
+
+
+def series_ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
+    """:func:`ranking_loss` averaged within each group first, then over the groups."""
+    return ranking_loss(pred, y, groups, per_group=True)
 
 
 def centred_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:

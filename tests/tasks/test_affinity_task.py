@@ -1,9 +1,10 @@
 """Pieces of the affinity task: the within-protein ranking loss."""
-import torch
-
 import math
 
-from geomol.tasks.objectives import ranking_loss, weighted_ranking_loss
+import pytest
+import torch
+
+from geomol.tasks.objectives import ranking_loss, series_ranking_loss, weighted_ranking_loss
 
 
 def test_ranking_loss_rewards_the_right_order_within_groups_only():
@@ -33,3 +34,18 @@ def test_weighted_ranking_loss_weights_pairs_by_their_pk_difference_up_to_one():
     assert math.isclose(float(weighted_ranking_loss(pred, y, None)), float(want), rel_tol=1e-6)
     assert math.isclose(float(ranking_loss(pred, y, None)), float(sum(pair_losses) / 3), rel_tol=1e-6)
     assert weighted_ranking_loss(pred, y, ["a", "b", "c"]) == 0  # no pair, no loss
+
+
+def test_series_ranking_loss_weighs_every_group_alike():
+    sp = torch.nn.functional.softplus
+    # group a: three items, three pairs, all in the right order by 1; group b: one pair, wrong way round by 2
+    y = torch.tensor([1.0, 2.0, 3.0, 1.0, 2.0])
+    pred = torch.tensor([0.0, 1.0, 2.0, 2.0, 0.0])
+    groups = ["a", "a", "a", "b", "b"]
+    a = float((2 * sp(torch.tensor(-1.0)) + sp(torch.tensor(-2.0))) / 3)
+    b = float(sp(torch.tensor(2.0)))
+    assert math.isclose(float(series_ranking_loss(pred, y, groups)), (a + b) / 2, rel_tol=1e-6)
+    assert math.isclose(float(ranking_loss(pred, y, groups)), (3 * a + b) / 4, rel_tol=1e-6)  # pairs alike
+    assert series_ranking_loss(pred, y, ["a", "b", "c", "d", "e"]) == 0  # no pair, no loss
+    with pytest.raises(ValueError):
+        ranking_loss(pred, y, groups, difference_cap=1.0, per_group=True)
