@@ -18,13 +18,18 @@ FLUSH_BELOW = 1e-20
 """Basis values below this are set to 0 (see :meth:`RadialBasis.forward`)."""
 
 
+def _envelope_coefficients(p: int) -> tuple[float, float, float]:
+    """a, b, c of u(x) = 1 + a x^p + b x^(p+1) + c x^(p+2)."""
+    return -(p + 1) * (p + 2) / 2, p * (p + 2), -p * (p + 1) / 2
+
+
 def polynomial_envelope(x: torch.Tensor, exponent: int = 5) -> torch.Tensor:
     """Envelope u(x) for scaled distances x (any shape); 0 for x ≥ 1, the polynomial below.
 
     Negative x (only the layer norm feeds arbitrary scalars) still use the polynomial, as upstream.
     """
     p = exponent
-    a, b, c = -(p + 1) * (p + 2) / 2, p * (p + 2), -p * (p + 1) / 2
+    a, b, c = _envelope_coefficients(p)
     xp = x.pow(p)
     poly = 1 + xp * (a + x * (b + c * x))
     return torch.where(x < 1, poly, torch.zeros_like(poly))
@@ -75,11 +80,9 @@ class RadialBasis(nn.Module):
         with torch.no_grad():
             x = d * self.inv_cutoff
             p = self.envelope_exponent
-            a, b, c = -(p + 1) * (p + 2) / 2, p * (p + 2), -p * (p + 1) / 2
-            xp = x.pow(p - 1)
-            inside = x < 1
-            env = torch.where(inside, 1 + xp * x * (a + x * (b + c * x)), 0.0)
-            env_slope = torch.where(inside, xp * (a * p + x * (b * (p + 1) + c * (p + 2) * x)), 0.0)
+            a, b, c = _envelope_coefficients(p)
+            env = polynomial_envelope(x, p)
+            env_slope = torch.where(x < 1, x.pow(p - 1) * (a * p + x * (b * (p + 1) + c * (p + 2) * x)), 0.0)
             diff = x.unsqueeze(-1) - self.offset
             exponent = diff.square().mul_(self.gamma)
             free = exponent >= _MIN_EXPONENT  # where the clamp does not hold the exponent

@@ -31,6 +31,10 @@ def test_radial_basis_formula_and_cutoff():
     d.requires_grad_(True)
     with_grad = rbf(d)  # the autograd path gives the same values
     assert torch.equal(with_grad.detach(), out)
+    values, slope = rbf.with_derivative(d.detach())  # and the hand-written derivative autograd's
+    weights = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    (want,) = torch.autograd.grad(with_grad, d, weights)
+    assert torch.equal(values, out) and torch.allclose((slope * weights).sum(-1), want, rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError):
         RadialBasis(1, 7.0)
 
