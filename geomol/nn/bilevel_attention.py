@@ -56,7 +56,8 @@ def _group_softmax(logits: torch.Tensor, index: PairIndex) -> torch.Tensor:
 def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
             node_w1, node_b1, node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, *, rbf: RadialBasis,
             n_head: int, keep: bool = False):
-    """:func:`attend`; with ``keep`` (no autograd) also the intermediates :func:`attend_backward` needs."""
+    """:func:`attend` as ``((G, ΔZ), None)``; with ``keep`` (no autograd) ``(None, intermediates)``: what
+    :func:`attend_backward` needs, without computing the outputs."""
     h, (p, C) = n_head, x.shape[:2]
     rh = w2.size(0) // 3
     n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
@@ -192,7 +193,8 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         inner = scatter_sum(g_beta_edge * beta_edge, index.edge_block, index.n_blocks)
         g_logit = beta_edge * (g_beta_edge - inner.index_select(0, index.edge_block))  # [e, h]
         g_b_block = g_logit.sum().reshape(b_block.shape)
-        g_scalars[..., 1] = (g_logit / index.edge_pairs.unsqueeze(1).to(x.dtype)).index_select(0, ge.index_select(0, pg))
+        g_mean_logit = g_logit / index.edge_pairs.unsqueeze(1).to(x.dtype)  # τ_e is a mean over the edge's pairs
+        g_scalars[..., 1] = g_mean_logit.index_select(0, ge.index_select(0, pg))
         # atom level: summed = Σ α m (values are hidden[..., rh:]); α = softmax within the group
         g_values = g_summed.index_select(0, pg)  # [p, h, 2rh]
         g_alpha += (g_values * hidden[..., rh:]).sum(-1)
