@@ -127,8 +127,9 @@ def _series_batches(groups: list[np.ndarray], per_batch: int, rng: np.random.Gen
 
 
 def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[int], *,
-                       loss: Literal["ranking", "ranking_weighted", "ranking_per_series", "centred"] = "ranking", epochs: int = 20, seed: int = 0,
-                       hidden: int = 32, descriptors: bool = True, lr: float = 3e-3, weight_decay: float = 1e-4,
+                       loss: Literal["ranking", "ranking_weighted", "ranking_per_series", "centred"] = "ranking",
+                       epochs: int = 20, seed: int = 0, hidden: int = 32, descriptors: bool = True, lr: float = 3e-3,
+                       weight_decay: float = 1e-4,
                        series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS) -> ContactFit:
     """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
 

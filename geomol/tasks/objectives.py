@@ -27,10 +27,11 @@ import torch
 
 from geomol.data.blocks import ligand_atom_mask
 from geomol.errors import ConfigError
+from geomol.nn.scatter import scatter_count, scatter_sum
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
-           "ranking_loss", "weighted_ranking_loss", "series_ranking_loss", "centred_loss", "decoy_hinge_loss", "relative_edge_loss",
-           "denoising_loss", "describe", "component"]
+           "ranking_loss", "weighted_ranking_loss", "series_ranking_loss", "centred_loss", "decoy_hinge_loss",
+           "relative_edge_loss", "denoising_loss", "describe", "component"]
 
 
 def describe(component: Any) -> dict[str, Any]:
@@ -78,11 +79,10 @@ def ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | No
     if per_group:
         if difference_cap is not None:
             raise ValueError("ranking_loss: per_group and difference_cap do not combine")
-        pair_group = ids[:, None].expand_as(ordered)[ordered]
-        totals = losses.new_zeros(int(ids.max()) + 1).index_add(0, pair_group, losses)
-        counts = torch.bincount(pair_group, minlength=totals.numel())
+        pair_group, n_groups = ids[:, None].expand_as(ordered)[ordered], int(ids.max()) + 1
+        counts = scatter_count(pair_group, n_groups, losses.dtype)
         present = counts > 0
-        return (totals[present] / counts[present]).mean()
+        return (scatter_sum(losses, pair_group, n_groups)[present] / counts[present]).mean()
     if difference_cap is None:
         return losses.mean()
     weights = (y[:, None] - y[None, :])[ordered].clamp(max=difference_cap)

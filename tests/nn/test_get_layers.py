@@ -76,7 +76,8 @@ def test_chunked_recompute_gradients():
         (rows, table, shared))
     assert calls  # the hand-written backward ran, once per chunk and call
     with pytest.raises(ValueError):
-        chunked_recompute(_toy, (rows, table, shared), chunks, ((10, 4), (10, 1)), preserve_rng=True, backward=by_hand)
+        chunked_recompute(_toy, (rows, table, shared), chunks, ((10, 4), (10, 1)), preserve_rng=True,
+                          backward=by_hand)
 
 
 def test_chunked_recompute_replays_dropout():
