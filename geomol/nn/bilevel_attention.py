@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from geomol.nn import native
 from geomol.nn.atom_pairs import AtomPairs, PairIndex
 from geomol.nn.chunked import Chunk, chunked_recompute
 from geomol.nn.mlp import mlp2
@@ -53,30 +54,23 @@ def _group_softmax(logits: torch.Tensor, index: PairIndex) -> torch.Tensor:
     return torch.softmax(padded.view(n_groups, width, -1), dim=1).view(n_groups * width, -1).index_select(0, position)
 
 
-def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
-            node_w1, node_b1, node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, *, rbf: RadialBasis,
-            n_head: int, keep: bool = False):
-    """:func:`attend` as ``((G, ΔZ), None)``; with ``keep`` (no autograd) ``(None, intermediates)``: what
-    :func:`attend_backward` needs, without computing the outputs."""
-    h, (p, C) = n_head, x.shape[:2]
-    rh = w2.size(0) // 3
-    n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
-    distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
-    if keep:
-        rbf_values, rbf_slope = rbf.with_derivative(distance)
-    else:
-        rbf_values, rbf_slope = rbf(distance), None  # [p, C, R]
-    radial = rbf_values.view(p, C, h, -1).transpose(1, 2).reshape(p, h, -1)
+def _native_ready(t: torch.Tensor) -> bool:
+    """Whether the compiled pair stage (:mod:`geomol.nn.native`) can take tensors like ``t`` (no autograd)."""
+    return t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) and native.native_available()
+
+
+def _pair_stage(index: PairIndex, radial, sender_rows, receiver, w_rbf, w2, b2, w3, b3, keep: bool) -> dict:
+    """The per-pair MLPs and the group softmax in PyTorch (the tensors of :func:`geomol.nn.native.attend_pairs`)."""
+    n_groups, rh = index.group_atom.numel(), w2.size(0) // 3
     # A contiguous [C·R/h, 3rh] weight makes autograd take the fast layout for its gradient
     # (radialᵀ·grad rather than (gradᵀ·radial)ᵀ: ~4x faster with MKL for these thin shapes).
     # The pair products stay with F.linear, not oneDNN (geomol.nn.dense): every chunk has its own
     # number of rows, and oneDNN keeps a primitive per shape (+0.15 GB at inference, +0.75 GB in
     # training on a batch of 16 pockets).
     hidden = torch.matmul(radial, w_rbf.T.contiguous()) + sender_rows
-    receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
     hidden[..., :rh] += receiver.index_select(0, index.pair_group)
-    # Without autograd (inference, and the forward pass of the chunked path) the activations
-    # can overwrite their inputs: fewer fresh [p, h, 3rh] buffers; ``keep`` needs the pre-activations.
+    # Without autograd the activations can overwrite their inputs: fewer fresh [p, h, 3rh] buffers;
+    # ``keep`` needs the pre-activations.
     inplace = not torch.is_grad_enabled() and not keep
     pre1 = hidden
     act1 = F.silu(pre1, inplace=inplace)
@@ -84,13 +78,52 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     hidden = F.silu(pre2, inplace=inplace)
     scalars = F.linear(hidden, w3, b3)  # [p, h, 2 + C]
     alpha = _group_softmax(scalars[..., 0], index)
+    out = dict(summed=scatter_sum(alpha.unsqueeze(-1) * hidden[..., rh:], index.pair_group, n_groups),
+               block_sum=scatter_sum(scalars[..., 1], index.pair_group, n_groups),
+               alpha_weight=alpha.unsqueeze(-1) * scalars[..., 2:])
+    if keep:
+        out.update(pre1=pre1, act1=act1, pre2=pre2, hidden=hidden, scalars=scalars, alpha=alpha)
+    return out
 
-    summed = scatter_sum(alpha.unsqueeze(-1) * hidden[..., rh:], index.pair_group, n_groups)  # [g, h, 2rh]
-    block_logit = scatter_sum(scalars[..., 1], index.group_edge.index_select(0, index.pair_group), n_edges)
+
+def _heads(rbf_values: torch.Tensor, n_head: int) -> torch.Tensor:
+    """[p, C, R] basis values → [p, h, C·R/h]: each head's slice of every channel's basis."""
+    p, C = rbf_values.shape[:2]
+    return rbf_values.view(p, C, n_head, -1).transpose(1, 2).reshape(p, n_head, -1)
+
+
+def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
+            node_w1, node_b1, node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, *, rbf: RadialBasis,
+            n_head: int, keep: bool = False, sender_index: torch.Tensor | None = None):
+    """:func:`attend` as ``((G, ΔZ), None)``; with ``keep`` (no autograd) ``(None, intermediates)``: what
+    :func:`attend_backward` needs, without computing the outputs. With ``sender_index`` [p], ``sender_rows`` holds
+    one row per sending atom ([n_s, h, 3rh]) and pair k reads row ``sender_index[k]``."""
+    h, (p, C) = n_head, x.shape[:2]
+    rh = w2.size(0) // 3
+    n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
+    distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
+    receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
+    rbf_slope = radial = None
+    weights = (w_rbf, w2, b2, w3, b3)
+    if keep:
+        rbf_values, rbf_slope = rbf.with_derivative(distance)
+        radial = _heads(rbf_values, h)
+    if (keep or not torch.is_grad_enabled()) and _native_ready(x):
+        starts = native.group_starts(index.pair_group, n_groups)
+        s = native.attend_pairs(starts, sender_rows, sender_index, receiver, *weights, radial=radial,
+                                distance=None if keep else distance, rbf=rbf, keep=keep)
+    else:
+        if radial is None:
+            radial = _heads(rbf(distance), h)  # [p, h, C·R/h]
+        if sender_index is not None:
+            sender_rows = sender_rows.index_select(0, sender_index)
+        s = _pair_stage(index, radial, sender_rows, receiver, *weights, keep)
+    block_logit = scatter_sum(s["block_sum"], index.group_edge, n_edges)
     block_logit = block_logit / index.edge_pairs.unsqueeze(1).to(x.dtype) + b_block
     beta_edge = scatter_softmax(block_logit, index.edge_block, index.n_blocks)  # [e, h]
     beta = beta_edge.index_select(0, index.group_edge)  # [g, h]
 
+    summed = s["summed"]
     node_in, coord_in = summed[..., :rh].reshape(n_groups, -1), summed[..., rh:].reshape(n_groups, -1)
     node_pre1 = F.linear(node_in, node_w1, node_b1)
     node_act1 = F.silu(node_pre1)
@@ -101,13 +134,13 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     coord_pre2 = F.linear(coord_act1, coord_w2, coord_b2)
     kappa = F.silu(coord_pre2)
     group_coef = beta.unsqueeze(-1) * kappa.view(n_groups, h, C)
-    coef = (alpha.unsqueeze(-1) * scalars[..., 2:] * group_coef.index_select(0, index.pair_group)).sum(1)  # [p, C]
+    coef = (s["alpha_weight"] * group_coef.index_select(0, index.pair_group)).sum(1)  # [p, C]
     if keep:  # the backward pass needs these, not the outputs
-        return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, pre1=pre1, act1=act1, pre2=pre2,
-                          hidden=hidden, scalars=scalars, alpha=alpha, beta_edge=beta_edge, beta=beta,
-                          node=(node_in, node_pre1, node_act1, node_pre2), update=update,
-                          coord=(coord_in, coord_pre1, coord_act1, coord_pre2), kappa=kappa, group_coef=group_coef,
-                          coef=coef)
+        return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, pre1=s["pre1"], act1=s["act1"],
+                          pre2=s["pre2"], hidden=s["hidden"], scalars=s["scalars"], alpha=s["alpha"],
+                          beta_edge=beta_edge, beta=beta, node=(node_in, node_pre1, node_act1, node_pre2),
+                          update=update, coord=(coord_in, coord_pre1, coord_act1, coord_pre2), kappa=kappa,
+                          group_coef=group_coef, coef=coef)
     G = scatter_sum((beta.unsqueeze(-1) * update.view(n_groups, h, -1)).view(n_groups, -1),
                     index.group_atom, index.n_atoms)
     dZ = scatter_sum(coef.unsqueeze(-1) * x, index.pair_atom, index.n_atoms)
@@ -116,13 +149,14 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
 
 def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
            node_w1, node_b1, node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, *, rbf: RadialBasis,
-           n_head: int):
+           n_head: int, sender_index: torch.Tensor | None = None):
     """Bilevel attention over the receiving blocks of ``index``.
 
     Args:
         index: local indices (p pairs, g groups, e edges, n receiving atoms).
         x: [p, C, 3] pair vectors Z_i − Z_j.
-        sender_rows: [p, h, 3rh] key/value terms of each pair's sending atom.
+        sender_rows: [p, h, 3rh] key/value terms of each pair's sending atom (with ``sender_index`` [p]:
+            [n_s, h, 3rh] terms of the sending atoms, pair k reading row ``sender_index[k]``).
         q_rows: [n, h, rh] query terms (with the attention-MLP bias) of the receiving atoms.
         edge_rows: [e, h, rh] edge-feature terms of the edges.
         w_rbf [3rh, C·R/h], w2 [3rh, 3rh], b2 [3rh]: RBF part of the three first layers and the
@@ -132,7 +166,8 @@ def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w
         G [n, d] (before ``node_out_linear``) and ΔZ [n, C, 3].
     """
     return _attend(index, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block, node_w1, node_b1,
-                   node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, rbf=rbf, n_head=n_head)[0]
+                   node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, rbf=rbf, n_head=n_head,
+                   sender_index=sender_index)[0]
 
 
 def _mlp2_backward(grad, kept, w1, w2):
@@ -302,7 +337,14 @@ class BilevelAttention(nn.Module):
         x = Z.index_select(0, pairs.pair_atom) - Z.index_select(0, pairs.pair_neighbor)  # [P, C, 3]
         fn = partial(attend, rbf=self.rbf, n_head=self.n_head)
         weights = self._kernel_weights()
-        if self.chunked:
+        if self.chunked and not torch.is_grad_enabled() and _native_ready(x):
+            # inference with the compiled pair stage: chunks read the sending atoms' rows in place
+            G, dZ = H.new_zeros(H.shape), torch.zeros_like(Z)
+            for c in pairs.chunks:
+                (a0, a1), (p0, p1) = c.atoms, c.pairs
+                G[a0:a1], dZ[a0:a1] = fn(c.index, x[p0:p1], sender, query[a0:a1], edge.index_select(0, c.edge_ids),
+                                         *weights, sender_index=c.neighbor)
+        elif self.chunked:
             chunks = [Chunk(c.index, (c.pairs, c.neighbor, c.atoms, c.edge_ids) + (None,) * len(weights),
                             (c.atoms, c.atoms)) for c in pairs.chunks]
             # under autocast the chunks' inputs mix dtypes: recompute them under autograd instead

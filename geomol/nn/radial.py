@@ -11,14 +11,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["RadialBasis", "polynomial_envelope", "FLUSH_BELOW"]
+__all__ = ["RadialBasis", "polynomial_envelope", "FLUSH_BELOW", "MIN_EXPONENT", "envelope_coefficients"]
 
-_MIN_EXPONENT = -80.0
+MIN_EXPONENT = -80.0
+"""Exponents of the Gaussians are clamped at this value (see :meth:`RadialBasis.forward`)."""
 FLUSH_BELOW = 1e-20
 """Basis values below this are set to 0 (see :meth:`RadialBasis.forward`)."""
 
 
-def _envelope_coefficients(p: int) -> tuple[float, float, float]:
+def envelope_coefficients(p: int) -> tuple[float, float, float]:
     """a, b, c of u(x) = 1 + a x^p + b x^(p+1) + c x^(p+2)."""
     return -(p + 1) * (p + 2) / 2, p * (p + 2), -p * (p + 1) / 2
 
@@ -29,7 +30,7 @@ def polynomial_envelope(x: torch.Tensor, exponent: int = 5) -> torch.Tensor:
     Negative x (only the layer norm feeds arbitrary scalars) still use the polynomial, as upstream.
     """
     p = exponent
-    a, b, c = _envelope_coefficients(p)
+    a, b, c = envelope_coefficients(p)
     xp = x.pow(p)
     poly = 1 + xp * (a + x * (b + c * x))
     return torch.where(x < 1, poly, torch.zeros_like(poly))
@@ -69,9 +70,9 @@ class RadialBasis(nn.Module):
         diff = x.unsqueeze(-1) - self.offset
         if not (torch.is_grad_enabled() and d.requires_grad):
             # Same arithmetic in place: one [..., n_rbf] buffer instead of five.
-            out = diff.square_().mul_(self.gamma).clamp_(min=_MIN_EXPONENT).exp_().mul_(env.unsqueeze(-1))
+            out = diff.square_().mul_(self.gamma).clamp_(min=MIN_EXPONENT).exp_().mul_(env.unsqueeze(-1))
             return F.threshold_(out, FLUSH_BELOW, 0.0)
-        exponent = (self.gamma * diff.square()).clamp_(min=_MIN_EXPONENT)
+        exponent = (self.gamma * diff.square()).clamp_(min=MIN_EXPONENT)
         return F.threshold(env.unsqueeze(-1) * torch.exp(exponent), FLUSH_BELOW, 0.0)
 
     def with_derivative(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,13 +81,13 @@ class RadialBasis(nn.Module):
         with torch.no_grad():
             x = d * self.inv_cutoff
             p = self.envelope_exponent
-            a, b, c = _envelope_coefficients(p)
+            a, b, c = envelope_coefficients(p)
             env = polynomial_envelope(x, p)
             env_slope = torch.where(x < 1, x.pow(p - 1) * (a * p + x * (b * (p + 1) + c * (p + 2) * x)), 0.0)
             diff = x.unsqueeze(-1) - self.offset
             exponent = diff.square().mul_(self.gamma)
-            free = exponent >= _MIN_EXPONENT  # where the clamp does not hold the exponent
-            gauss = exponent.clamp_(min=_MIN_EXPONENT).exp_()
+            free = exponent >= MIN_EXPONENT  # where the clamp does not hold the exponent
+            gauss = exponent.clamp_(min=MIN_EXPONENT).exp_()
             value = gauss * env.unsqueeze(-1)
             kept = value > FLUSH_BELOW
             slope = diff.mul_(2 * self.gamma).mul_(free).mul_(env.unsqueeze(-1)).add_(env_slope.unsqueeze(-1))

@@ -1,0 +1,122 @@
+"""The compiled per-pair stage of GET's attention (geomol.nn.native) against its PyTorch formulation."""
+import warnings
+
+import pytest
+import torch
+
+from geomol.nn import bilevel_attention, native
+from geomol.nn.atom_pairs import sparse_atom_pairs
+from geomol.nn.bilevel_attention import BilevelAttention, _heads, _pair_stage
+from geomol.nn.radial import RadialBasis
+
+pytestmark = pytest.mark.skipif(not native.native_available(), reason="no C++ compiler: the PyTorch path runs alone")
+
+
+def _pairs_case(dtype, rh, n_head, n_channel, n_rbf, seed=0):
+    """Random inputs of the pair stage on real sparse pairs (groups of 1–3 pairs)."""
+    gen = torch.Generator().manual_seed(seed)
+    block_len = torch.tensor([1, 4, 3, 1, 5, 2, 6, 1])
+    block_id = torch.repeat_interleave(torch.arange(len(block_len)), block_len)
+    Z = 0.8 * torch.randn(len(block_id), n_channel, 3, dtype=dtype, generator=gen)
+    edges = torch.tensor([[0, 0, 1, 1, 2, 2, 1, 3, 4, 4, 5, 5, 6, 6, 7], [0, 1, 1, 2, 2, 0, 6, 4, 4, 5, 5, 3, 1, 7, 6]])
+    pairs = sparse_atom_pairs(Z, block_id, edges, k=3)
+    index = pairs.full_index()
+    p, g = pairs.num_pairs, pairs.num_groups
+    rand = lambda *shape: torch.randn(*shape, dtype=dtype, generator=gen)  # noqa: E731
+    w2 = torch.block_diag(*(0.5 * rand(rh, rh) for _ in range(3)))
+    weights = (0.5 * rand(3 * rh, n_channel * n_rbf // n_head), w2, 0.3 * rand(3 * rh), rand(2 + n_channel, 3 * rh),
+               rand(2 + n_channel))
+    x = Z.index_select(0, pairs.pair_atom) - Z.index_select(0, pairs.pair_neighbor)
+    distance = torch.linalg.vector_norm(x, dim=-1)
+    sender = rand(len(block_id), n_head, 3 * rh)
+    return index, pairs, distance, sender, rand(g, n_head, rh), weights, p
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 2, 2, 8), (8, 3, 1, 24)])
+@pytest.mark.parametrize("basis", ["given", "computed"])
+def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis):
+    index, pairs, distance, sender, receiver, weights, p = _pairs_case(dtype, rh, n_head, n_channel, n_rbf)
+    rbf = RadialBasis(n_rbf, cutoff=1.5)
+    radial = _heads(rbf(distance), n_head)
+    want = _pair_stage(index, radial, sender.index_select(0, pairs.pair_neighbor), receiver, *weights, keep=True)
+    starts = native.group_starts(index.pair_group, pairs.num_groups)
+    source = dict(radial=radial) if basis == "given" else dict(distance=distance, rbf=rbf)
+    got = native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, keep=True, **source)
+    assert set(got) == set(want)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    for name, value in want.items():
+        assert got[name].shape == value.shape, name
+        assert torch.allclose(got[name], value, **tol), (name, float((got[name] - value).abs().max()))
+    assert radial.abs().max() > 0.1 and want["alpha"].min() < 0.9  # the case exercises the basis and the softmax
+    plain = native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, **source)
+    assert set(plain) == {"summed", "block_sum", "alpha_weight"}
+    for name, value in plain.items():
+        assert torch.equal(value, got[name]), name  # keeping the intermediates changes nothing else
+
+
+def test_compiled_pair_stage_splits_work_over_threads(monkeypatch):
+    index, pairs, distance, sender, receiver, weights, _ = _pairs_case(torch.float32, 8, 4, 1, 32, seed=1)
+    starts = native.group_starts(index.pair_group, pairs.num_groups)
+    rbf = RadialBasis(32, cutoff=1.5)
+    spans = []
+
+    class Spy:  # records the group range of every call of the compiled function
+        def __getattr__(self, name):
+            function = getattr(real, name)
+            return lambda begin, end, *rest: spans.append((begin, end)) or function(begin, end, *rest)
+
+    real = native._library
+    monkeypatch.setattr(native, "_library", Spy())
+    monkeypatch.setattr(native, "MIN_GROUPS_PER_THREAD", 1)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, distance=distance, rbf=rbf)
+        torch.set_num_threads(3)
+        many = native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, distance=distance,
+                                   rbf=rbf)
+    finally:
+        torch.set_num_threads(threads)
+    assert spans[0] == (0, pairs.num_groups) and len(spans) == 4
+    ranges = sorted(spans[1:])  # three consecutive, non-empty ranges covering every group
+    assert ranges[0][0] == 0 and ranges[-1][1] == pairs.num_groups
+    assert all(b < e for b, e in ranges) and all(ranges[i][1] == ranges[i + 1][0] for i in range(2))
+    for name in one:
+        assert torch.equal(one[name], many[name]), name
+
+
+def test_layer_gives_the_same_with_and_without_the_compiled_stage(monkeypatch):
+    gen = torch.Generator().manual_seed(4)
+    block_len = torch.tensor([3, 5, 1, 4, 2])
+    block_id = torch.repeat_interleave(torch.arange(5), block_len)
+    Z = torch.randn(len(block_id), 1, 3, generator=gen)
+    H = torch.randn(len(block_id), 32, generator=gen)
+    edges = torch.tensor([[0, 0, 1, 1, 2, 3, 3, 4, 4], [0, 1, 1, 3, 0, 3, 4, 4, 2]])
+    layer = BilevelAttention(32, 32, 1, 32, cutoff=3.0, n_head=4)
+    pairs = sparse_atom_pairs(Z, block_id, edges, k=3, chunk_pairs=10)
+    with torch.no_grad():
+        H_native, Z_native = layer(H, Z, pairs)
+        monkeypatch.setenv(native.NATIVE_ENV, "0")
+        H_torch, Z_torch = layer(H, Z, pairs)
+    assert torch.allclose(H_native, H_torch, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(Z_native, Z_torch, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(Z_torch, Z)
+
+
+def test_missing_compiler_falls_back_with_a_warning(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "_library", None)
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("GEOMOL_CACHE", str(tmp_path / "cache"))
+    with pytest.warns(RuntimeWarning, match="compiled attention loop is unavailable"):
+        assert not native.native_available()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not native.native_available()  # decided once per process: no second warning
+    assert not bilevel_attention._native_ready(torch.zeros(1))
+
+
+def test_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv(native.NATIVE_ENV, "0")
+    assert not native.native_available()
