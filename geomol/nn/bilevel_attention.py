@@ -54,9 +54,12 @@ def _group_softmax(logits: torch.Tensor, index: PairIndex) -> torch.Tensor:
     return torch.softmax(padded.view(n_groups, width, -1), dim=1).view(n_groups * width, -1).index_select(0, position)
 
 
-def _native_ready(t: torch.Tensor) -> bool:
-    """Whether the compiled pair stage (:mod:`geomol.nn.native`) can take tensors like ``t`` (no autograd)."""
-    return t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) and native.native_available()
+def _native_ready(*tensors: torch.Tensor) -> bool:
+    """Whether the compiled pair stage (:mod:`geomol.nn.native`) can take these tensors (no autograd): CPU tensors
+    of one dtype, float32 or float64, outside autocast."""
+    dtype = tensors[0].dtype
+    return (dtype in (torch.float32, torch.float64) and all(t.dtype == dtype and t.device.type == "cpu" for t in tensors)
+            and not torch.is_autocast_enabled("cpu") and native.native_available())
 
 
 def _pair_stage(index: PairIndex, radial, sender_rows, receiver, w_rbf, w2, b2, w3, b3, keep: bool) -> dict:
@@ -108,7 +111,7 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     if keep:
         rbf_values, rbf_slope = rbf.with_derivative(distance)
         radial = _heads(rbf_values, h)
-    if (keep or not torch.is_grad_enabled()) and _native_ready(x):
+    if (keep or not torch.is_grad_enabled()) and _native_ready(x, sender_rows, q_rows, edge_rows, w_rbf, w2, w3):
         starts = native.group_starts(index.pair_group, n_groups)
         s = native.attend_pairs(starts, sender_rows, sender_index, receiver, *weights, radial=radial,
                                 distance=None if keep else distance, rbf=rbf, keep=keep)
@@ -337,7 +340,7 @@ class BilevelAttention(nn.Module):
         x = Z.index_select(0, pairs.pair_atom) - Z.index_select(0, pairs.pair_neighbor)  # [P, C, 3]
         fn = partial(attend, rbf=self.rbf, n_head=self.n_head)
         weights = self._kernel_weights()
-        if self.chunked and not torch.is_grad_enabled() and _native_ready(x):
+        if self.chunked and not torch.is_grad_enabled() and _native_ready(x, sender, query, edge, *weights[:4]):
             # inference with the compiled pair stage: chunks read the sending atoms' rows in place
             G, dZ = H.new_zeros(H.shape), torch.zeros_like(Z)
             for c in pairs.chunks:
