@@ -69,21 +69,31 @@ struct Args {
   T *pre1, *act1, *pre2, *hidden, *scalars, *alpha;
 };
 
-// The basis values of one distance d into out[R] (geomol.nn.radial.RadialBasis.forward).
+// The basis values of one distance d into out[R] (geomol.nn.radial.RadialBasis.forward) and, if slope is not
+// null, their derivatives with respect to d into slope[R] (RadialBasis.with_derivative).
 template <typename T>
-inline void radial_basis(T d, const Args<T>& a, T* __restrict__ out) {
+inline void radial_basis(T d, const Args<T>& a, T* __restrict__ out, T* __restrict__ slope = nullptr) {
   const T* rbf = a.rbf;  // inv_cutoff, gamma, a, b, c, min_exponent, flush_below
+  const int64_t pe = a.envelope_p;
   const T x = d * rbf[0];
-  T envelope = 0;
+  T envelope = 0, envelope_slope = 0;
   if (x < T(1)) {
-    T xp = 1;
-    for (int64_t i = 0; i < a.envelope_p; ++i) xp *= x;
-    envelope = T(1) + xp * (rbf[2] + x * (rbf[3] + rbf[4] * x));
+    T xp = 1;  // x^(p - 1)
+    for (int64_t i = 1; i < pe; ++i) xp *= x;
+    envelope = T(1) + xp * x * (rbf[2] + x * (rbf[3] + rbf[4] * x));
+    envelope_slope = xp * (rbf[2] * pe + x * (rbf[3] * (pe + 1) + rbf[4] * (pe + 2) * x));
   }
   for (int64_t m = 0; m < a.n_rbf; ++m) {
     const T diff = x - a.rbf_offset[m];
-    const T value = exp_approx(std::max(diff * diff * rbf[1], rbf[5])) * envelope;
-    out[m] = value > rbf[6] ? value : T(0);
+    const T exponent = diff * diff * rbf[1];
+    const T gauss = exp_approx(std::max(exponent, rbf[5]));
+    const T value = gauss * envelope;
+    const bool kept = value > rbf[6];
+    out[m] = kept ? value : T(0);
+    if (slope) {
+      const T free = exponent >= rbf[5] ? T(2) * rbf[1] * diff : T(0);  // the clamp holds the exponent below
+      slope[m] = kept ? (free * envelope + envelope_slope) * gauss * rbf[0] : T(0);
+    }
   }
 }
 
@@ -124,8 +134,9 @@ inline v8 load8(const float* p) {
 inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
 inline v8 exp8(v8 x) {  // exp_approx on 8 lanes
-  x = x < -87.0f ? -87.0f + 0.0f * x : x;
-  x = x > 88.0f ? 88.0f + 0.0f * x : x;
+  const v8 low = v8{} - 87.0f, high = v8{} + 88.0f;
+  x = x < low ? low : x;
+  x = x > high ? high : x;
   const v8 k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const v8 r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
   v8 p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
@@ -192,93 +203,135 @@ inline void pair_heads8(const float* __restrict__ sender, const float* __restric
   }
 }
 
+// Destinations of one pair's per-head rows ([h, 3rh] each, null: not written) and its per-head results.
 template <typename T>
-inline T* row_of(T* base, int64_t row, int64_t width) { return base ? base + row * width : nullptr; }
+struct PairRows {
+  T *pre1, *act1, *pre2, *hidden;
+  T* values;   // [h, 2rh]: hidden[rh:]
+  T* scalars;  // [h, 2 + C]
+};
 
-// The pair MLPs of all h heads of pair p (sending row s) in group g: values [h, 2rh], scalars [h, 2 + C].
 template <typename T>
-inline void pair_all_heads_generic(int64_t p, int64_t s, int64_t g, const T* radial, const Args<T>& a, T* work,
-                                   T* values, T* scalars) {
+inline T* offset(T* base, int64_t by) { return base ? base + by : nullptr; }
+
+// The pair MLPs of all h heads of pair p (sending row s) in group g. work: 4 (3rh) scratch values.
+template <typename T>
+inline void pair_all_heads_generic(int64_t s, int64_t g, const T* radial, const Args<T>& a, T* work,
+                                   const PairRows<T>& out) {
   const int64_t h = a.h, rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + a.C;
   for (int64_t hd = 0; hd < h; ++hd) {
-    const int64_t row = p * h + hd;
-    T* pre1 = a.pre1 ? a.pre1 + row * w : work;
-    T* act1 = a.act1 ? a.act1 + row * w : work + w;
-    T* pre2 = a.pre2 ? a.pre2 + row * w : work + 2 * w;
-    T* hidden = a.hidden ? a.hidden + row * w : work + 3 * w;
+    T* pre1 = out.pre1 ? out.pre1 + hd * w : work;
+    T* act1 = out.act1 ? out.act1 + hd * w : work + w;
+    T* pre2 = out.pre2 ? out.pre2 + hd * w : work + 2 * w;
+    T* hidden = out.hidden ? out.hidden + hd * w : work + 3 * w;
     pair_mlps(a.sender + (s * h + hd) * w, a.receiver + (g * h + hd) * rh, radial + hd * nr, a, pre1, act1, pre2,
-              hidden, scalars + hd * n_scalar);
-    std::memcpy(values + hd * 2 * rh, hidden + rh, 2 * rh * sizeof(T));
+              hidden, out.scalars + hd * n_scalar);
+    std::memcpy(out.values + hd * 2 * rh, hidden + rh, 2 * rh * sizeof(T));
   }
 }
 
 template <typename T>
-inline void pair_all_heads(int64_t p, int64_t s, int64_t g, const T* radial, const Args<T>& a, T* work, T* values,
-                           T* scalars) {
-  pair_all_heads_generic(p, s, g, radial, a, work, values, scalars);
+inline void pair_all_heads(int64_t s, int64_t g, const T* radial, const Args<T>& a, T* work, const PairRows<T>& out) {
+  pair_all_heads_generic(s, g, radial, a, work, out);
 }
 
 template <>
-inline void pair_all_heads<float>(int64_t p, int64_t s, int64_t g, const float* radial, const Args<float>& a,
-                                  float* work, float* values, float* scalars) {
+inline void pair_all_heads<float>(int64_t s, int64_t g, const float* radial, const Args<float>& a, float* work,
+                                  const PairRows<float>& out) {
   if (a.rh != 8 || a.nr != 8) {
-    pair_all_heads_generic(p, s, g, radial, a, work, values, scalars);
+    pair_all_heads_generic(s, g, radial, a, work, out);
     return;
   }
   const int64_t h = a.h, n_scalar = 2 + a.C;
   int64_t hd = 0;
   for (; hd + 4 <= h; hd += 4)
     pair_heads8<4>(a.sender + (s * h + hd) * 24, a.receiver + (g * h + hd) * 8, radial + hd * 8, a,
-                   row_of(a.pre1, p * h + hd, 24), row_of(a.act1, p * h + hd, 24), row_of(a.pre2, p * h + hd, 24),
-                   row_of(a.hidden, p * h + hd, 24), values + hd * 16, scalars + hd * n_scalar);
+                   offset(out.pre1, hd * 24), offset(out.act1, hd * 24), offset(out.pre2, hd * 24),
+                   offset(out.hidden, hd * 24), out.values + hd * 16, out.scalars + hd * n_scalar);
   for (; hd < h; ++hd)
     pair_heads8<1>(a.sender + (s * h + hd) * 24, a.receiver + (g * h + hd) * 8, radial + hd * 8, a,
-                   row_of(a.pre1, p * h + hd, 24), row_of(a.act1, p * h + hd, 24), row_of(a.pre2, p * h + hd, 24),
-                   row_of(a.hidden, p * h + hd, 24), values + hd * 16, scalars + hd * n_scalar);
+                   offset(out.pre1, hd * 24), offset(out.act1, hd * 24), offset(out.pre2, hd * 24),
+                   offset(out.hidden, hd * 24), out.values + hd * 16, out.scalars + hd * n_scalar);
+}
+
+// Per-group scratch: the radial basis of the current pair and, per pair q of the group, its heads' results.
+template <typename T>
+struct GroupWork {
+  std::vector<T> values, scalars, weights, work, basis, basis_slope, radial, radial_slope, rows;
+  GroupWork(const Args<T>& a, int64_t max_k, bool with_rows)
+      : values(max_k * a.h * 2 * a.rh), scalars(max_k * a.h * (2 + a.C)), weights(max_k * a.h), work(12 * a.rh),
+        basis(a.C * a.n_rbf), basis_slope(a.C * a.n_rbf), radial(a.h * a.nr), radial_slope(a.h * a.nr),
+        rows(with_rows ? max_k * a.h * 12 * a.rh : 0) {}
+};
+
+template <typename T>
+int64_t largest_group(const Args<T>& a) {
+  int64_t max_k = 1;
+  for (int64_t g = a.group_begin; g < a.group_end; ++g)
+    max_k = std::max(max_k, a.group_start[g + 1] - a.group_start[g]);
+  return max_k;
+}
+
+// [C, R] per channel -> [h, C, R / h]: each head's slice of every channel's basis.
+template <typename T>
+void to_heads(const Args<T>& a, const T* basis, T* radial) {
+  const int64_t C = a.C, per_head = a.n_rbf / a.h;
+  for (int64_t hd = 0; hd < a.h; ++hd)
+    for (int64_t c = 0; c < C; ++c)
+      std::memcpy(radial + (hd * C + c) * per_head, basis + c * a.n_rbf + hd * per_head, per_head * sizeof(T));
+}
+
+// Pair p's radial features [h, nr]: the given rows, or the basis of its distances (and, with ``slope``, its
+// derivative in work.radial_slope).
+template <typename T>
+const T* pair_radial(int64_t p, const Args<T>& a, GroupWork<T>& work, bool slope = false) {
+  if (a.radial) return a.radial + p * a.h * a.nr;
+  for (int64_t c = 0; c < a.C; ++c)
+    radial_basis(a.distance[p * a.C + c], a, work.basis.data() + c * a.n_rbf,
+                 slope ? work.basis_slope.data() + c * a.n_rbf : nullptr);
+  to_heads(a, work.basis.data(), work.radial.data());
+  if (slope) to_heads(a, work.basis_slope.data(), work.radial_slope.data());
+  return work.radial.data();
+}
+
+// The softmax over the group's k pairs of head hd's atom logits into work.weights[q h + hd].
+template <typename T>
+void group_softmax(int64_t k, int64_t hd, const Args<T>& a, GroupWork<T>& work) {
+  const int64_t h = a.h, n_scalar = 2 + a.C;
+  T top = -std::numeric_limits<T>::infinity(), total = 0;
+  for (int64_t q = 0; q < k; ++q) top = std::max(top, work.scalars[(q * h + hd) * n_scalar]);
+  for (int64_t q = 0; q < k; ++q)
+    total += (work.weights[q * h + hd] = exp_approx(work.scalars[(q * h + hd) * n_scalar] - top));
+  for (int64_t q = 0; q < k; ++q) work.weights[q * h + hd] /= total;
 }
 
 template <typename T>
 void attend_pairs(const Args<T>& a) {
-  const int64_t h = a.h, C = a.C, rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + C, per_head = a.n_rbf / h;
-  int64_t max_k = 1;
-  for (int64_t g = a.group_begin; g < a.group_end; ++g)
-    max_k = std::max(max_k, a.group_start[g + 1] - a.group_start[g]);
-  // per pair q of the current group, per head: hidden[rh:] [2rh] and scalars [2 + C]
-  std::vector<T> values(max_k * h * 2 * rh), scalars(max_k * h * n_scalar), weights(max_k);
-  std::vector<T> work(4 * w), basis(C * a.n_rbf), radial(h * nr), block(h);
+  const int64_t h = a.h, C = a.C, rh = a.rh, w = 3 * rh, n_scalar = 2 + C;
+  GroupWork<T> work(a, largest_group(a), false);
   for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
     for (int64_t q = 0; q < k; ++q) {
-      const int64_t p = first + q;
-      const T* pair_radial = a.radial ? a.radial + p * h * nr : radial.data();
-      if (!a.radial) {  // [C, R] basis -> [h, C, R / h]
-        for (int64_t c = 0; c < C; ++c) radial_basis(a.distance[p * C + c], a, basis.data() + c * a.n_rbf);
-        for (int64_t hd = 0; hd < h; ++hd)
-          for (int64_t c = 0; c < C; ++c)
-            std::memcpy(radial.data() + (hd * C + c) * per_head, basis.data() + c * a.n_rbf + hd * per_head,
-                        per_head * sizeof(T));
-      }
-      pair_all_heads(p, a.sender_index ? a.sender_index[p] : p, g, pair_radial, a, work.data(),
-                     values.data() + q * h * 2 * rh, scalars.data() + q * h * n_scalar);
-      if (a.scalars) std::memcpy(a.scalars + p * h * n_scalar, scalars.data() + q * h * n_scalar,
+      const int64_t p = first + q, row = p * h;
+      pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, pair_radial(p, a, work), a, work.work.data(),
+                     PairRows<T>{offset(a.pre1, row * w), offset(a.act1, row * w), offset(a.pre2, row * w),
+                                 offset(a.hidden, row * w), work.values.data() + q * h * 2 * rh,
+                                 work.scalars.data() + q * h * n_scalar});
+      if (a.scalars) std::memcpy(a.scalars + row * n_scalar, work.scalars.data() + q * h * n_scalar,
                                  h * n_scalar * sizeof(T));
     }
     for (int64_t hd = 0; hd < h; ++hd) {  // softmax over the group's pairs, then the sums
-      T top = -std::numeric_limits<T>::infinity(), total = 0, block = 0;
-      for (int64_t q = 0; q < k; ++q) top = std::max(top, scalars[(q * h + hd) * n_scalar]);
-      for (int64_t q = 0; q < k; ++q) {
-        const T* row = scalars.data() + (q * h + hd) * n_scalar;
-        total += (weights[q] = exp_approx(row[0] - top));
-        block += row[1];
-      }
+      group_softmax(k, hd, a, work);
+      T block = 0;
       T* summed = a.summed + (g * h + hd) * 2 * rh;
       for (int64_t j = 0; j < 2 * rh; ++j) summed[j] = 0;
       for (int64_t q = 0; q < k; ++q) {
         const int64_t row = (first + q) * h + hd, slot = q * h + hd;
-        const T alpha = weights[q] / total;
-        const T* v = values.data() + slot * 2 * rh;
+        const T alpha = work.weights[slot];
+        const T* v = work.values.data() + slot * 2 * rh;
         for (int64_t j = 0; j < 2 * rh; ++j) summed[j] += alpha * v[j];
-        for (int64_t c = 0; c < C; ++c) a.alpha_weight[row * C + c] = alpha * scalars[slot * n_scalar + 2 + c];
+        for (int64_t c = 0; c < C; ++c) a.alpha_weight[row * C + c] = alpha * work.scalars[slot * n_scalar + 2 + c];
+        block += work.scalars[slot * n_scalar + 1];
         if (a.alpha) a.alpha[row] = alpha;
       }
       a.block_sum[g * h + hd] = block;
@@ -286,29 +339,293 @@ void attend_pairs(const Args<T>& a) {
   }
 }
 
+// ----------------------------------------------------------------------------------------------- backward pass
+// Gradients of the pair stage's outputs (summed, block_sum, alpha_weight) flow back to the sender rows (one per
+// pair), the receiver rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances
+// (g_distance [p, C], when the basis is computed here) and the weights; weight gradients are accumulated (+=) into
+// zero-initialised buffers, one set per thread. Layouts: w_rbf [3rh, nr]; w2_n [3, rh, rh] with
+// w2_n[b][i][m] = W2[b rh + i][b rh + m] (g_w2 the same); g_w_rbf [3rh, nr]; g_w3 [2 + C, 3rh].
 template <typename T>
-int entry(const Args<T>& a) {
+struct Grads {
+  const T *w_rbf, *w2_n, *g_summed, *g_block_sum, *g_alpha_weight;
+  T *g_sender, *g_receiver, *g_radial, *g_distance, *g_w_rbf, *g_w2, *g_b2, *g_w3, *g_b3;
+};
+
+template <typename T>
+inline T silu_slope(T x) {  // d SiLU / dx
+  const T s = T(1) / (T(1) + exp_approx(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+
+// One pair and head, generic sizes: the chain rule from the scalars' and the values' gradients down to pre1.
+// g_scalars [2 + C]; g_values [2rh] (alpha * g_summed); rows: pre1, act1, pre2, hidden of the forward pass.
+template <typename T>
+void pair_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, const T* g_values, const T* radial,
+                   const T* pre1, const T* act1, const T* pre2, const T* hidden, T* work, T* g_sender, T* g_receiver,
+                   T* g_radial) {
+  const int64_t rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + a.C;
+  T* g_hidden = work;
+  T* g_pre2 = work + w;
+  for (int64_t j = 0; j < w; ++j) g_hidden[j] = j >= rh ? g_values[j - rh] : T(0);
+  for (int64_t c = 0; c < n_scalar; ++c) {
+    d.g_b3[c] += g_scalars[c];
+    for (int64_t j = 0; j < w; ++j) {
+      g_hidden[j] += g_scalars[c] * a.w3[c * w + j];
+      d.g_w3[c * w + j] += g_scalars[c] * hidden[j];
+    }
+  }
+  for (int64_t j = 0; j < w; ++j) {
+    g_pre2[j] = g_hidden[j] * silu_slope(pre2[j]);
+    d.g_b2[j] += g_pre2[j];
+  }
+  for (int64_t j = 0; j < w; ++j) g_sender[j] = 0;
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < rh; ++i)
+      for (int64_t m = 0; m < rh; ++m) {
+        d.g_w2[(b * rh + i) * rh + m] += g_pre2[b * rh + i] * act1[b * rh + m];
+        g_sender[b * rh + m] += g_pre2[b * rh + i] * d.w2_n[(b * rh + i) * rh + m];
+      }
+  for (int64_t j = 0; j < w; ++j) g_sender[j] *= silu_slope(pre1[j]);  // g_pre1
+  for (int64_t j = 0; j < rh; ++j) g_receiver[j] += g_sender[j];
+  for (int64_t m = 0; m < nr; ++m) g_radial[m] = 0;
+  for (int64_t j = 0; j < w; ++j)
+    for (int64_t m = 0; m < nr; ++m) {
+      d.g_w_rbf[j * nr + m] += g_sender[j] * radial[m];
+      g_radial[m] += g_sender[j] * d.w_rbf[j * nr + m];
+    }
+}
+
+inline v8 silu_slope8(v8 x) {
+  const v8 s = 1.0f / (1.0f + exp8(-x));
+  return s * (1.0f + x * (1.0f - s));
+}
+
+inline void add8(float* p, v8 v) { store8(p, load8(p) + v); }
+
+// pair_backward for float32 with rh = nr = 8, in vectors, for NH heads of one pair at once (independent chains
+// the processor overlaps; weight gradients summed over the NH heads in registers before they reach memory).
+// Per-head inputs and outputs are consecutive rows: g_scalars [NH, 2 + C], g_values [NH, 16], radial [NH, 8],
+// pre1 ... hidden [NH, 24], g_sender [NH, 24], g_receiver [NH, 8], g_radial [NH, 8].
+template <int NH>
+inline void pair_backward8(const Args<float>& a, const Grads<float>& d, const float* g_scalars, const float* g_values,
+                           const float* radial, const float* pre1, const float* act1, const float* pre2,
+                           const float* hidden, float* __restrict__ g_sender, float* __restrict__ g_receiver,
+                           float* __restrict__ g_radial) {
+  const int64_t n_scalar = 2 + a.C;
+  v8 g_hidden[NH][3], h[NH][3], g_pre1[NH][3];
+  for (int n = 0; n < NH; ++n) {
+    g_hidden[n][0] = v8{};
+    g_hidden[n][1] = load8(g_values + 16 * n);
+    g_hidden[n][2] = load8(g_values + 16 * n + 8);
+    for (int b = 0; b < 3; ++b) h[n][b] = load8(hidden + 24 * n + 8 * b);
+  }
+  for (int64_t c = 0; c < n_scalar; ++c) {
+    v8 weight[3], g_weight[3] = {v8{}, v8{}, v8{}};
+    float g_bias = 0;
+    for (int b = 0; b < 3; ++b) weight[b] = load8(a.w3 + c * 24 + 8 * b);
+    for (int n = 0; n < NH; ++n) {
+      const float g = g_scalars[n * n_scalar + c];
+      g_bias += g;
+      for (int b = 0; b < 3; ++b) {
+        g_hidden[n][b] += g * weight[b];
+        g_weight[b] += g * h[n][b];
+      }
+    }
+    d.g_b3[c] += g_bias;
+    for (int b = 0; b < 3; ++b) add8(d.g_w3 + c * 24 + 8 * b, g_weight[b]);
+  }
+  for (int b = 0; b < 3; ++b) {
+    v8 g_pre2[NH], act[NH], g_act[NH], g_bias = v8{};
+    for (int n = 0; n < NH; ++n) {
+      g_pre2[n] = g_hidden[n][b] * silu_slope8(load8(pre2 + 24 * n + 8 * b));
+      g_bias += g_pre2[n];
+      act[n] = load8(act1 + 24 * n + 8 * b);
+      g_act[n] = v8{};
+    }
+    add8(d.g_b2 + 8 * b, g_bias);
+    for (int i = 0; i < 8; ++i) {
+      const v8 row = load8(d.w2_n + (8 * b + i) * 8);
+      v8 g_weight = v8{};
+      for (int n = 0; n < NH; ++n) {
+        g_weight += g_pre2[n][i] * act[n];
+        g_act[n] += g_pre2[n][i] * row;
+      }
+      add8(d.g_w2 + (8 * b + i) * 8, g_weight);
+    }
+    for (int n = 0; n < NH; ++n) {
+      g_pre1[n][b] = g_act[n] * silu_slope8(load8(pre1 + 24 * n + 8 * b));
+      store8(g_sender + 24 * n + 8 * b, g_pre1[n][b]);
+    }
+  }
+  v8 r[NH], g_r[NH];
+  for (int n = 0; n < NH; ++n) {
+    add8(g_receiver + 8 * n, g_pre1[n][0]);
+    r[n] = load8(radial + 8 * n);
+    g_r[n] = v8{};
+  }
+  for (int b = 0; b < 3; ++b)
+    for (int i = 0; i < 8; ++i) {
+      const v8 row = load8(d.w_rbf + (8 * b + i) * 8);
+      v8 g_weight = v8{};
+      for (int n = 0; n < NH; ++n) {
+        g_weight += g_pre1[n][b][i] * r[n];
+        g_r[n] += g_pre1[n][b][i] * row;
+      }
+      add8(d.g_w_rbf + (8 * b + i) * 8, g_weight);
+    }
+  for (int n = 0; n < NH; ++n) store8(g_radial + 8 * n, g_r[n]);
+}
+
+// The backward pass of all h heads of one pair: per-head rows as in pair_backward8 (rows [4, h, 3rh]: pre1, act1,
+// pre2, hidden), g_sender [h, 3rh], g_receiver [h, rh], g_radial [h, nr].
+template <typename T>
+inline void pair_all_heads_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, const T* g_values,
+                                    const T* radial, const T* rows, T* work, T* g_sender, T* g_receiver,
+                                    T* g_radial) {
+  const int64_t h = a.h, rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + a.C;
+  for (int64_t hd = 0; hd < h; ++hd)
+    pair_backward(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * rh, radial + hd * nr, rows + hd * w,
+                  rows + (h + hd) * w, rows + (2 * h + hd) * w, rows + (3 * h + hd) * w, work, g_sender + hd * w,
+                  g_receiver + hd * rh, g_radial + hd * nr);
+}
+
+template <>
+inline void pair_all_heads_backward<float>(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
+                                           const float* g_values, const float* radial, const float* rows,
+                                           float* work, float* g_sender, float* g_receiver, float* g_radial) {
+  const int64_t h = a.h, n_scalar = 2 + a.C;
+  if (a.rh != 8 || a.nr != 8) {
+    for (int64_t hd = 0; hd < h; ++hd)
+      pair_backward(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * a.rh, radial + hd * a.nr,
+                    rows + hd * 3 * a.rh, rows + (h + hd) * 3 * a.rh, rows + (2 * h + hd) * 3 * a.rh,
+                    rows + (3 * h + hd) * 3 * a.rh, work, g_sender + hd * 3 * a.rh, g_receiver + hd * a.rh,
+                    g_radial + hd * a.nr);
+    return;
+  }
+  int64_t hd = 0;
+  for (; hd + 4 <= h; hd += 4)
+    pair_backward8<4>(a, d, g_scalars + hd * n_scalar, g_values + hd * 16, radial + hd * 8, rows + hd * 24,
+                      rows + (h + hd) * 24, rows + (2 * h + hd) * 24, rows + (3 * h + hd) * 24, g_sender + hd * 24,
+                      g_receiver + hd * 8, g_radial + hd * 8);
+  for (; hd < h; ++hd)
+    pair_backward8<1>(a, d, g_scalars + hd * n_scalar, g_values + hd * 16, radial + hd * 8, rows + hd * 24,
+                      rows + (h + hd) * 24, rows + (2 * h + hd) * 24, rows + (3 * h + hd) * 24, g_sender + hd * 24,
+                      g_receiver + hd * 8, g_radial + hd * 8);
+}
+
+template <typename T>
+void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
+  const int64_t h = a.h, C = a.C, rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + C;
+  const int64_t max_k = largest_group(a);
+  GroupWork<T> work(a, max_k, true);
+  std::vector<T> g_alpha(max_k * h), radial(max_k * h * nr), slope(max_k * h * nr);
+  std::vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
+  for (int64_t g = a.group_begin; g < a.group_end; ++g) {
+    const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
+    // forward again, keeping each pair's rows [4][h][3rh]: pre1, act1, pre2, hidden
+    for (int64_t q = 0; q < k; ++q) {
+      const int64_t p = first + q;
+      std::memcpy(radial.data() + q * h * nr, pair_radial(p, a, work, true), h * nr * sizeof(T));
+      if (!a.radial) std::memcpy(slope.data() + q * h * nr, work.radial_slope.data(), h * nr * sizeof(T));
+      T* rows = work.rows.data() + q * h * 4 * w;
+      pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, radial.data() + q * h * nr, a, work.work.data(),
+                     PairRows<T>{rows, rows + h * w, rows + 2 * h * w, rows + 3 * h * w,
+                                 work.values.data() + q * h * 2 * rh, work.scalars.data() + q * h * n_scalar});
+    }
+    // the gradients of each pair's scalars and values, head by head
+    for (int64_t hd = 0; hd < h; ++hd) {
+      group_softmax(k, hd, a, work);
+      const T* g_summed = d.g_summed + (g * h + hd) * 2 * rh;
+      T mean = 0;  // the softmax's backward: g_logit = alpha (g_alpha - sum alpha g_alpha)
+      for (int64_t q = 0; q < k; ++q) {
+        const int64_t slot = q * h + hd, row = (first + q) * h + hd;
+        const T* values = work.values.data() + slot * 2 * rh;
+        const T* scalars = work.scalars.data() + slot * n_scalar;
+        T sum = 0;
+        for (int64_t j = 0; j < 2 * rh; ++j) sum += g_summed[j] * values[j];
+        for (int64_t c = 0; c < C; ++c) sum += d.g_alpha_weight[row * C + c] * scalars[2 + c];
+        g_alpha[slot] = sum;
+        mean += work.weights[slot] * sum;
+      }
+      for (int64_t q = 0; q < k; ++q) {
+        const int64_t slot = q * h + hd, row = (first + q) * h + hd;
+        const T alpha = work.weights[slot];
+        T* g_s = g_scalars.data() + slot * n_scalar;
+        g_s[0] = alpha * (g_alpha[slot] - mean);
+        g_s[1] = d.g_block_sum[g * h + hd];
+        for (int64_t c = 0; c < C; ++c) g_s[2 + c] = alpha * d.g_alpha_weight[row * C + c];
+        for (int64_t j = 0; j < 2 * rh; ++j) g_values[slot * 2 * rh + j] = alpha * g_summed[j];
+      }
+    }
+    // then each pair's MLPs backwards, all heads at once
+    T* g_receiver = d.g_receiver + g * h * rh;
+    for (int64_t j = 0; j < h * rh; ++j) g_receiver[j] = 0;
+    for (int64_t q = 0; q < k; ++q) {
+      const int64_t p = first + q;
+      pair_all_heads_backward(a, d, g_scalars.data() + q * h * n_scalar, g_values.data() + q * h * 2 * rh,
+                              radial.data() + q * h * nr, work.rows.data() + q * h * 4 * w, work.work.data(),
+                              d.g_sender + p * h * w, g_receiver, g_radial.data());
+      if (d.g_radial) std::memcpy(d.g_radial + p * h * nr, g_radial.data(), h * nr * sizeof(T));
+      if (d.g_distance) {  // head hd's features: channel c's basis functions hd R/h ... in columns c R/h ...
+        const int64_t per_head = a.n_rbf / h;
+        const T* s_row = slope.data() + q * h * nr;
+        for (int64_t c = 0; c < C; ++c) {
+          T sum = 0;
+          for (int64_t hd = 0; hd < h; ++hd)
+            for (int64_t m = c * per_head; m < (c + 1) * per_head; ++m) sum += g_radial[hd * nr + m] * s_row[hd * nr + m];
+          d.g_distance[p * C + c] = sum;
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+int check(const Args<T>& a) {
   if (a.h < 1 || a.nr < 1 || a.rh < 1 || a.C < 1 || a.group_begin < 0 || a.group_end < a.group_begin) return 1;
   if (!a.radial && (!a.distance || a.n_rbf % a.h || a.C * a.n_rbf / a.h != a.nr)) return 1;
   for (int64_t g = a.group_begin; g < a.group_end; ++g)
     if (a.group_start[g + 1] <= a.group_start[g]) return 2;  // every group has at least one pair
-  attend_pairs(a);
   return 0;
 }
 
 }  // namespace
 
-#define GEOMOL_ATTEND_PAIRS(NAME, T)                                                                           \
-  extern "C" int NAME(int64_t group_begin, int64_t group_end, const int64_t* group_start, int64_t h,             \
-                      int64_t nr, int64_t rh, int64_t C, int64_t n_rbf, int64_t envelope_p, const T* radial,     \
-                      const T* distance, const T* rbf_offset, const T* rbf, const T* sender,                     \
-                      const int64_t* sender_index, const T* receiver, const T* w_rbf_t, const T* w2_t,           \
-                      const T* b2, const T* w3, const T* b3, T* summed, T* block_sum, T* alpha_weight, T* pre1,  \
-                      T* act1, T* pre2, T* hidden, T* scalars, T* alpha) {                                       \
-    return entry<T>(Args<T>{group_begin, group_end, group_start, h, nr, rh, C, n_rbf, envelope_p, radial,        \
-                            distance, rbf_offset, rbf, sender, sender_index, receiver, w_rbf_t, w2_t, b2, w3,    \
-                            b3, summed, block_sum, alpha_weight, pre1, act1, pre2, hidden, scalars, alpha});     \
+#define GEOMOL_ARGS(T)                                                                                          \
+  int64_t group_begin, int64_t group_end, const int64_t *group_start, int64_t h, int64_t nr, int64_t rh,       \
+      int64_t C, int64_t n_rbf, int64_t envelope_p, const T *radial, const T *distance, const T *rbf_offset,   \
+      const T *rbf, const T *sender, const int64_t *sender_index, const T *receiver, const T *w_rbf_t,         \
+      const T *w2_t, const T *b2, const T *w3, const T *b3, T *summed, T *block_sum, T *alpha_weight, T *pre1, \
+      T *act1, T *pre2, T *hidden, T *scalars, T *alpha
+#define GEOMOL_ARGS_VALUE(T)                                                                                   \
+  Args<T> {                                                                                                    \
+    group_begin, group_end, group_start, h, nr, rh, C, n_rbf, envelope_p, radial, distance, rbf_offset, rbf,   \
+        sender, sender_index, receiver, w_rbf_t, w2_t, b2, w3, b3, summed, block_sum, alpha_weight, pre1, act1, \
+        pre2, hidden, scalars, alpha                                                                           \
   }
 
-GEOMOL_ATTEND_PAIRS(geomol_attend_pairs_f32, float)
-GEOMOL_ATTEND_PAIRS(geomol_attend_pairs_f64, double)
+// Forward: returns 0, or 1 for invalid sizes, 2 for an empty group.
+#define GEOMOL_FORWARD(NAME, T)                   \
+  extern "C" int NAME(GEOMOL_ARGS(T)) {           \
+    const Args<T> a = GEOMOL_ARGS_VALUE(T);       \
+    if (const int status = check(a)) return status; \
+    attend_pairs(a);                              \
+    return 0;                                     \
+  }
+
+// Backward: the forward arguments (outputs unused, may be null), then the gradients (see Grads).
+#define GEOMOL_BACKWARD(NAME, T)                                                                            \
+  extern "C" int NAME(GEOMOL_ARGS(T), const T *w_rbf, const T *w2_n, const T *g_summed, const T *g_block_sum, \
+                      const T *g_alpha_weight, T *g_sender, T *g_receiver, T *g_radial, T *g_distance,       \
+                      T *g_w_rbf, T *g_w2, T *g_b2, T *g_w3, T *g_b3) {                                       \
+    const Args<T> a = GEOMOL_ARGS_VALUE(T);                                                                 \
+    if (const int status = check(a)) return status;                                                         \
+    attend_pairs_backward(a, Grads<T>{w_rbf, w2_n, g_summed, g_block_sum, g_alpha_weight, g_sender,          \
+                                      g_receiver, g_radial, g_distance, g_w_rbf, g_w2, g_b2, g_w3, g_b3});  \
+    return 0;                                                                                               \
+  }
+
+GEOMOL_FORWARD(geomol_attend_pairs_f32, float)
+GEOMOL_FORWARD(geomol_attend_pairs_f64, double)
+GEOMOL_BACKWARD(geomol_attend_pairs_backward_f32, float)
+GEOMOL_BACKWARD(geomol_attend_pairs_backward_f64, double)

@@ -106,17 +106,17 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
     distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
     receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
-    rbf_slope = radial = None
+    rbf_slope = radial = starts = None
     weights = (w_rbf, w2, b2, w3, b3)
-    if keep:
-        rbf_values, rbf_slope = rbf.with_derivative(distance)
-        radial = _heads(rbf_values, h)
-    if (keep or not torch.is_grad_enabled()) and _native_ready(x, sender_rows, q_rows, edge_rows, w_rbf, w2, w3):
+    compiled = (keep or not torch.is_grad_enabled()) and _native_ready(x, sender_rows, q_rows, edge_rows, w_rbf, w2, w3)
+    if compiled:  # (with ``keep``, the compiled backward pass recomputes the basis and the per-pair rows itself)
         starts = native.group_starts(index.pair_group, n_groups)
-        s = native.attend_pairs(starts, sender_rows, sender_index, receiver, *weights, radial=radial,
-                                distance=None if keep else distance, rbf=rbf, keep=keep)
+        s = native.attend_pairs(starts, sender_rows, sender_index, receiver, *weights, distance=distance, rbf=rbf)
     else:
-        if radial is None:
+        if keep:
+            rbf_values, rbf_slope = rbf.with_derivative(distance)
+            radial = _heads(rbf_values, h)
+        else:
             radial = _heads(rbf(distance), h)  # [p, h, C·R/h]
         if sender_index is not None:
             sender_rows = sender_rows.index_select(0, sender_index)
@@ -139,11 +139,11 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     group_coef = beta.unsqueeze(-1) * kappa.view(n_groups, h, C)
     coef = (s["alpha_weight"] * group_coef.index_select(0, index.pair_group)).sum(1)  # [p, C]
     if keep:  # the backward pass needs these, not the outputs
-        return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, pre1=s["pre1"], act1=s["act1"],
-                          pre2=s["pre2"], hidden=s["hidden"], scalars=s["scalars"], alpha=s["alpha"],
-                          beta_edge=beta_edge, beta=beta, node=(node_in, node_pre1, node_act1, node_pre2),
-                          update=update, coord=(coord_in, coord_pre1, coord_act1, coord_pre2), kappa=kappa,
-                          group_coef=group_coef, coef=coef)
+        return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, receiver=receiver, pair=s,
+                          compiled=compiled, starts=starts, beta_edge=beta_edge, beta=beta,
+                          node=(node_in, node_pre1, node_act1, node_pre2), update=update,
+                          coord=(coord_in, coord_pre1, coord_act1, coord_pre2), kappa=kappa, group_coef=group_coef,
+                          coef=coef)
     G = scatter_sum((beta.unsqueeze(-1) * update.view(n_groups, h, -1)).view(n_groups, -1),
                     index.group_atom, index.n_atoms)
     dZ = scatter_sum(coef.unsqueeze(-1) * x, index.pair_atom, index.n_atoms)
@@ -182,12 +182,41 @@ def _mlp2_backward(grad, kept, w1, w2):
     return g1 @ w1, g1.T @ inp, g1.sum(0), g2.T @ act1, g2.sum(0)
 
 
+def _pair_stage_backward(index: PairIndex, kept: dict, radial, w_rbf, w2, w3, g_summed, g_block_sum,
+                         g_alpha_weight) -> dict:
+    """The gradients of :func:`native.attend_pairs_backward <geomol.nn.native.attend_pairs_backward>` in PyTorch,
+    from the tensors :func:`_pair_stage` kept (``keep=True``)."""
+    p, h = radial.shape[:2]
+    n_groups, rh = index.group_atom.numel(), w2.size(0) // 3
+    pg = index.pair_group
+    alpha, scalars, hidden = kept["alpha"], kept["scalars"], kept["hidden"]
+    g_values = g_summed.index_select(0, pg)  # [p, h, 2rh]; summed = Σ α hidden[rh:]
+    g_alpha = (g_values * hidden[..., rh:]).sum(-1) + (g_alpha_weight * scalars[..., 2:]).sum(-1)  # [p, h]
+    g_scalars = torch.empty_like(scalars)
+    g_alpha_mean = scatter_sum(g_alpha * alpha, pg, n_groups).index_select(0, pg)
+    g_scalars[..., 0] = alpha * (g_alpha - g_alpha_mean)  # α = softmax within the group
+    g_scalars[..., 1] = g_block_sum.index_select(0, pg)
+    g_scalars[..., 2:] = g_alpha_weight * alpha.unsqueeze(-1)
+    flat_g = g_scalars.view(p * h, -1)
+    g_hidden = (flat_g @ w3).view(p, h, -1)
+    g_hidden[..., rh:] += g_values.mul_(alpha.unsqueeze(-1))
+    g_pre2 = _silu_backward(g_hidden, kept["pre2"]).view(p * h, -1)
+    g_pre1 = _silu_backward((g_pre2 @ w2).view(p, h, -1), kept["pre1"])  # [p, h, 3rh]
+    flat_pre1 = g_pre1.view(p * h, -1)
+    return dict(sender=g_pre1, receiver=scatter_sum(g_pre1[..., :rh], pg, n_groups),
+                radial=(flat_pre1 @ w_rbf).view(p, h, -1), w_rbf=flat_pre1.T @ radial.view(p * h, -1),
+                w2=torch.block_diag(*native.diagonal_blocks(g_pre2.T @ kept["act1"].view(p * h, -1), rh)),
+                b2=g_pre2.sum(0), w3=flat_g.T @ hidden.view(p * h, -1), b3=flat_g.sum(0))
+
+
 def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head: int):
     """Gradients of :func:`attend` with respect to its 18 tensor ``inputs`` (in :func:`attend`'s order), given
-    ``grads``, the gradients (grad_G [n, d], grad_dZ [n, C, 3]; either may be None) of its outputs.
+    ``grads``, the gradients (grad_G [n, d], grad_dZ [n, C, 3]; either may be None) of its outputs. The gradient
+    of the block-diagonal ``w2`` is returned on its three diagonal blocks (zero elsewhere).
 
-    Written by hand: it recomputes the forward pass once without autograd, keeping the pre-activations, and
-    runs the chain rule on whole tensors, with no autograd graph (a chunk of the chunked path)."""
+    Written by hand: the forward pass is recomputed once without autograd and the chain rule runs on whole
+    tensors, with no autograd graph (a chunk of the chunked path); the per-pair stage's part is compiled
+    (:func:`geomol.nn.native.attend_pairs_backward`) where available."""
     grad_G, grad_dZ = grads
     (x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block, node_w1, node_b1, node_w2, node_b2,
      coord_w1, coord_b1, coord_w2, coord_b2) = inputs
@@ -197,27 +226,22 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         rh = w2.size(0) // 3
         n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
         pg, ge = index.pair_group, index.group_edge
-        alpha, beta, scalars, hidden = s["alpha"], s["beta"], s["scalars"], s["hidden"]
-        g_scalars = torch.zeros_like(scalars)
+        beta = s["beta"]
         g_summed = x.new_zeros(n_groups, h, 2 * rh)
         g_beta = x.new_zeros(n_groups, h)
+        g_alpha_weight = x.new_zeros(p, h, C)
         g_x = torch.zeros_like(x)
         coord_grads = node_grads = None
-        if grad_dZ is not None:  # ΔZ = Σ coef x, coef = Σ_heads α · w_coord · (β κ)[group]
+        if grad_dZ is not None:  # ΔZ = Σ coef x, coef = Σ_heads α w_c · (β κ)[group] = Σ_heads alpha_weight · group_coef
             g_pair = grad_dZ.index_select(0, index.pair_atom)  # [p, C, 3]
-            g_coef = (g_pair * x).sum(-1)  # [p, C]
+            g_coef = (g_pair * x).sum(-1).unsqueeze(1)  # [p, 1, C]
             g_x = g_pair.mul_(s["coef"].unsqueeze(-1))
-            coef_group = s["group_coef"].index_select(0, pg)  # [p, h, C]
-            weighted = g_coef.unsqueeze(1) * alpha.unsqueeze(-1)  # [p, h, C]
-            g_scalars[..., 2:] = weighted * coef_group
-            g_alpha = (g_coef.unsqueeze(1) * scalars[..., 2:] * coef_group).sum(-1)  # [p, h]
-            g_group_coef = scatter_sum(weighted.mul_(scalars[..., 2:]), pg, n_groups)  # [g, h, C]
+            g_alpha_weight = g_coef * s["group_coef"].index_select(0, pg)  # [p, h, C]
+            g_group_coef = scatter_sum(g_coef * s["pair"]["alpha_weight"], pg, n_groups)  # [g, h, C]
             g_beta += (g_group_coef * s["kappa"].view(n_groups, h, C)).sum(-1)
             g_kappa = (g_group_coef * beta.unsqueeze(-1)).view(n_groups, -1)
             g_in, *coord_grads = _mlp2_backward(g_kappa, s["coord"], coord_w1, coord_w2)
             g_summed[..., rh:] = g_in.view(n_groups, h, rh)
-        else:
-            g_alpha = torch.zeros_like(alpha)
         if grad_G is not None:  # G = Σ β · update, update = MLP(Σ α m)
             g_update = grad_G.index_select(0, index.group_atom).view(n_groups, h, -1)
             update = s["update"].view(n_groups, h, -1)
@@ -231,32 +255,25 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         inner = scatter_sum(g_beta_edge * beta_edge, index.edge_block, index.n_blocks)
         g_logit = beta_edge * (g_beta_edge - inner.index_select(0, index.edge_block))  # [e, h]
         g_b_block = g_logit.sum().reshape(b_block.shape)
-        g_mean_logit = g_logit / index.edge_pairs.unsqueeze(1).to(x.dtype)  # τ_e is a mean over the edge's pairs
-        g_scalars[..., 1] = g_mean_logit.index_select(0, ge.index_select(0, pg))
-        # atom level: summed = Σ α m (values are hidden[..., rh:]); α = softmax within the group
-        g_values = g_summed.index_select(0, pg)  # [p, h, 2rh]
-        g_alpha += (g_values * hidden[..., rh:]).sum(-1)
-        g_alpha_mean = scatter_sum(g_alpha * alpha, pg, n_groups).index_select(0, pg)
-        g_scalars[..., 0] = alpha * (g_alpha - g_alpha_mean)
-        flat_g = g_scalars.view(p * h, -1)
-        g_hidden = (flat_g @ w3).view(p, h, -1)
-        g_hidden[..., rh:] += g_values.mul_(alpha.unsqueeze(-1))
-        g_w3, g_b3 = flat_g.T @ hidden.view(p * h, -1), flat_g.sum(0)
-        g_pre2 = _silu_backward(g_hidden, s["pre2"]).view(p * h, -1)
-        g_w2, g_b2 = g_pre2.T @ s["act1"].view(p * h, -1), g_pre2.sum(0)
-        g_pre1 = _silu_backward((g_pre2 @ w2).view(p, h, -1), s["pre1"])  # [p, h, 3rh]
-        g_receiver = scatter_sum(g_pre1[..., :rh], pg, n_groups)  # [g, h, rh]
-        g_q = scatter_sum(g_receiver, index.group_atom, q_rows.size(0))
-        g_edge = scatter_sum(g_receiver, ge, edge_rows.size(0))
-        radial = s["radial"]
-        g_w_rbf = g_pre1.view(p * h, -1).T @ radial.view(p * h, -1)
-        g_radial = (g_pre1.view(p * h, -1) @ w_rbf).view(p, h, C, -1).transpose(1, 2).reshape(p, C, -1)
-        g_distance = (g_radial * s["rbf_slope"]).sum(-1)  # [p, C]
+        g_block_sum = (g_logit / index.edge_pairs.unsqueeze(1).to(x.dtype)).index_select(0, ge)  # [g, h]
+        # the per-pair stage
         distance = s["distance"]
+        if s["compiled"]:
+            pair = native.attend_pairs_backward(s["starts"], sender_rows, None, s["receiver"], w_rbf, w2, b2, w3, b3,
+                                                g_summed, g_block_sum, g_alpha_weight, distance=distance, rbf=rbf)
+            g_distance = pair["distance"]
+        else:
+            pair = _pair_stage_backward(index, s["pair"], s["radial"], w_rbf, w2, w3, g_summed, g_block_sum,
+                                        g_alpha_weight)
+            g_radial = pair["radial"].view(p, h, C, -1).transpose(1, 2).reshape(p, C, -1)
+            g_distance = (g_radial * s["rbf_slope"]).sum(-1)  # [p, C]
+        g_q = scatter_sum(pair["receiver"], index.group_atom, q_rows.size(0))
+        g_edge = scatter_sum(pair["receiver"], ge, edge_rows.size(0))
         g_x += x * (g_distance / distance).masked_fill_(distance == 0, 0.0).unsqueeze(-1)
         node_grads = node_grads or [None] * 4
         coord_grads = coord_grads or [None] * 4
-        return (g_x, g_pre1, g_q, g_edge, g_w_rbf, g_w2, g_b2, g_w3, g_b3, g_b_block, *node_grads, *coord_grads)
+        return (g_x, pair["sender"], g_q, g_edge, pair["w_rbf"], pair["w2"], pair["b2"], pair["w3"], pair["b3"],
+                g_b_block, *node_grads, *coord_grads)
 
 
 class BilevelAttention(nn.Module):

@@ -30,13 +30,14 @@ import torch
 
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
-__all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "group_starts"]
+__all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "group_starts", "diagonal_blocks"]
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulation even where the compiled loop is available."""
 SOURCE = Path(__file__).with_name("attend_pairs.cpp")
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
-_SYMBOLS = {torch.float32: "geomol_attend_pairs_f32", torch.float64: "geomol_attend_pairs_f64"}
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+_N_FORWARD_POINTERS, _N_BACKWARD_POINTERS = 21, 14
 
 _lock = threading.Lock()
 _library: ctypes.CDLL | None = None
@@ -79,10 +80,11 @@ def _load() -> ctypes.CDLL | None:
                       f"formulation (same results, slower)", RuntimeWarning, stacklevel=3)
         return None
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    for symbol in _SYMBOLS.values():
-        function = getattr(library, symbol)
-        function.restype = ctypes.c_int
-        function.argtypes = [size, size, pointer] + [size] * 6 + [pointer] * 21
+    forward = [size, size, pointer] + [size] * 6 + [pointer] * _N_FORWARD_POINTERS
+    for suffix in _SUFFIX.values():
+        for name, argtypes in (("", forward), ("_backward", forward + [pointer] * _N_BACKWARD_POINTERS)):
+            function = getattr(library, f"geomol_attend_pairs{name}_{suffix}")
+            function.restype, function.argtypes = ctypes.c_int, argtypes
     return library
 
 
@@ -113,18 +115,79 @@ MIN_GROUPS_PER_THREAD = 64
 """Work is split over threads only in ranges of at least this many groups (thread hand-off costs ~10 µs)."""
 
 
-def _run_parallel(call, n_groups: int, starts: torch.Tensor) -> None:
-    """``call(begin, end)`` on ranges of groups with about equal numbers of pairs, one per thread."""
-    global _pool
+def _group_ranges(n_groups: int, starts: torch.Tensor) -> list[tuple[int, int]]:
+    """Consecutive ranges of groups with about equal numbers of pairs, one per thread (at most
+    ``torch.get_num_threads()``, each of at least :data:`MIN_GROUPS_PER_THREAD` groups)."""
     threads = min(torch.get_num_threads(), max(1, n_groups // MIN_GROUPS_PER_THREAD))
     if threads <= 1:
-        call(0, n_groups)
-        return
+        return [(0, n_groups)]
     cuts = torch.searchsorted(starts, torch.linspace(0, int(starts[-1]), threads + 1, dtype=starts.dtype)[1:-1])
     bounds = [0, *cuts.tolist(), n_groups]
-    if _pool is None or _pool._max_workers < threads:
-        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="geomol-attend")
-    list(_pool.map(lambda span: call(*span), [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b]))
+    return [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b]
+
+
+def _run_parallel(call, ranges: list[tuple[int, int]]) -> None:
+    """``call(i, begin, end)`` for every range i, on a pool of threads when there are several (the compiled
+    functions run without the GIL)."""
+    global _pool
+    if len(ranges) == 1:
+        call(0, *ranges[0])
+        return
+    if _pool is None or _pool._max_workers < len(ranges):
+        _pool = ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="geomol-attend")
+    list(_pool.map(lambda item: call(item[0], *item[1]), enumerate(ranges)))
+
+
+def diagonal_blocks(w2: torch.Tensor, rh: int) -> torch.Tensor:
+    """[3, rh, rh] the three diagonal blocks of the block-diagonal [3rh, 3rh] ``w2``."""
+    return torch.stack([w2[b * rh:(b + 1) * rh, b * rh:(b + 1) * rh] for b in range(3)])
+
+
+def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial, distance, rbf, keep: bool):
+    """(function suffix, (h, nr, rh, C, n_rbf, envelope exponent), the forward pass's tensors in the C order,
+    the outputs by name) for the compiled functions; see :func:`attend_pairs`."""
+    n_groups, h, rh = receiver.shape
+    C, nr = w3.size(0) - 2, w_rbf.size(1)
+    dtype = receiver.dtype
+    p = (radial if radial is not None else distance).size(0)
+    floats = [radial, distance, None, None, sender, None, receiver, w_rbf.T, diagonal_blocks(w2, rh).transpose(1, 2),
+              b2, w3, b3]
+    n_rbf = envelope = 0
+    if radial is None:
+        n_rbf, envelope = rbf.offset.numel(), rbf.envelope_exponent
+        a, b, c = envelope_coefficients(envelope)
+        floats[2] = rbf.offset.to(dtype)
+        floats[3] = torch.tensor([rbf.inv_cutoff, rbf.gamma, a, b, c, MIN_EXPONENT, FLUSH_BELOW], dtype=dtype)
+    if dtype not in _SUFFIX or any(t is not None and t.dtype != dtype for t in floats):
+        raise TypeError(f"attend_pairs: every tensor must be float32 or float64 alike (receiver is {dtype})")
+    tensors = [None if t is None else t.contiguous() for t in floats]
+    tensors[5] = None if sender_index is None else sender_index.contiguous()
+    new = receiver.new_empty
+    out = {"summed": new(n_groups, h, 2 * rh), "block_sum": new(n_groups, h), "alpha_weight": new(p, h, C)}
+    if keep:
+        out.update({name: new(p, h, 3 * rh) for name in ("pre1", "act1", "pre2", "hidden")})
+        out.update(scalars=new(p, h, 2 + C), alpha=new(p, h))
+    tensors += [out["summed"], out["block_sum"], out["alpha_weight"]]
+    tensors += [out.get(name) for name in ("pre1", "act1", "pre2", "hidden", "scalars", "alpha")]
+    return _SUFFIX[dtype], (h, nr, rh, C, n_rbf, envelope), tensors, out
+
+
+def _call(name: str, starts: torch.Tensor, sizes, tensors, n_groups: int, per_range=None) -> int:
+    """Run compiled function ``name`` over ranges of groups (:func:`_group_ranges`, :func:`_run_parallel`);
+    ``per_range`` [i] lists the extra tensors of range i (its own accumulators). Returns the number of ranges."""
+    function = getattr(_library, name)
+    starts = starts.contiguous()
+    ranges = _group_ranges(n_groups, starts)
+    pointers = [_pointer(t) for t in tensors]
+    extras = [[_pointer(t) for t in per_range(i)] for i in range(len(ranges))] if per_range else [[]] * len(ranges)
+
+    def call(i: int, begin: int, end: int) -> None:
+        status = function(begin, end, starts.data_ptr(), *sizes, *pointers, *extras[i])
+        if status:
+            raise ValueError(f"{name}: invalid sizes or an empty group (code {status})")
+
+    _run_parallel(call, ranges)
+    return len(ranges)
 
 
 def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch.Tensor | None,
@@ -147,36 +210,49 @@ def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch
         summed [g, h, 2rh] (Σ α · hidden[rh:]), block_sum [g, h] (Σ block logits), alpha_weight [p, h, C]
         (α · w_c) and, with ``keep``, the per-pair tensors above.
     """
-    n_groups, h, rh = receiver.shape
-    C, nr = w3.size(0) - 2, w_rbf.size(1)
-    dtype = receiver.dtype
-    p = (radial if radial is not None else distance).size(0)
-    blocks = torch.stack([w2[b * rh:(b + 1) * rh, b * rh:(b + 1) * rh].T for b in range(3)]).contiguous()
-    floats = [radial, distance, None, None, sender, None, receiver, w_rbf.T, blocks, b2, w3, b3]
-    n_rbf = envelope = 0
-    if radial is None:
-        n_rbf, envelope = rbf.offset.numel(), rbf.envelope_exponent
-        a, b, c = envelope_coefficients(envelope)
-        floats[2] = rbf.offset.to(dtype)
-        floats[3] = torch.tensor([rbf.inv_cutoff, rbf.gamma, a, b, c, MIN_EXPONENT, FLUSH_BELOW], dtype=dtype)
-    if any(t is not None and t.dtype != dtype for t in floats) or dtype not in _SYMBOLS:
-        raise TypeError(f"attend_pairs: every tensor must be float32 or float64 alike (receiver is {dtype})")
-    inputs = [None if t is None else t.contiguous() for t in floats]
-    inputs[5] = None if sender_index is None else sender_index.contiguous()
-    new = receiver.new_empty
-    out = {"summed": new(n_groups, h, 2 * rh), "block_sum": new(n_groups, h), "alpha_weight": new(p, h, C)}
-    if keep:
-        out.update({name: new(p, h, 3 * rh) for name in ("pre1", "act1", "pre2", "hidden")})
-        out.update(scalars=new(p, h, 2 + C), alpha=new(p, h))
-    kept = [out.get(name) for name in ("pre1", "act1", "pre2", "hidden", "scalars", "alpha")]
-    function = getattr(_library, _SYMBOLS[dtype])
-    starts = starts.contiguous()
-    pointers = [_pointer(t) for t in inputs + [out["summed"], out["block_sum"], out["alpha_weight"], *kept]]
-
-    def call(begin: int, end: int) -> None:
-        status = function(begin, end, starts.data_ptr(), h, nr, rh, C, n_rbf, envelope, *pointers)
-        if status:
-            raise ValueError(f"attend_pairs: invalid sizes or an empty group (code {status})")
-
-    _run_parallel(call, n_groups, starts)
+    suffix, sizes, tensors, out = _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial,
+                                             distance, rbf, keep)
+    _call(f"geomol_attend_pairs_{suffix}", starts, sizes, tensors, receiver.size(0))
     return out
+
+
+def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch.Tensor | None,
+                          receiver: torch.Tensor, w_rbf: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
+                          w3: torch.Tensor, b3: torch.Tensor, g_summed: torch.Tensor, g_block_sum: torch.Tensor,
+                          g_alpha_weight: torch.Tensor, *, radial: torch.Tensor | None = None,
+                          distance: torch.Tensor | None = None, rbf=None) -> dict[str, torch.Tensor]:
+    """Gradients of :func:`attend_pairs`' outputs with respect to its inputs, compiled: the pair stage is
+    recomputed group by group and differentiated by hand, nothing per pair and head is kept in memory.
+
+    Args:
+        the inputs of :func:`attend_pairs` (``radial`` given, or ``distance`` and ``rbf``), and the gradients
+        g_summed [g, h, 2rh], g_block_sum [g, h], g_alpha_weight [p, h, C] of its three outputs.
+
+    Returns:
+        sender [p, h, 3rh] (one row per pair, whatever ``sender_index``), receiver [g, h, rh], radial [p, h, nr]
+        (given ``radial``) or distance [p, C] (given ``distance``), w_rbf, w2 (block-diagonal: zero off its
+        diagonal blocks), b2, w3, b3: the gradients, by input name.
+    """
+    suffix, sizes, tensors, _ = _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial,
+                                           distance, rbf, False)
+    (n_groups, h, rh), nr = receiver.shape, w_rbf.size(1)
+    p = (radial if radial is not None else distance).size(0)
+    blocks = diagonal_blocks(w2, rh).contiguous()
+    new = receiver.new_empty
+    grads = {"sender": new(p, h, 3 * rh), "receiver": new(n_groups, h, rh)}
+    if radial is not None:
+        grads["radial"] = new(p, h, nr)
+    else:
+        grads["distance"] = new(distance.shape)
+    inputs = [w_rbf.contiguous(), blocks] + [t.contiguous() for t in (g_summed, g_block_sum, g_alpha_weight)]
+    outputs = [grads["sender"], grads["receiver"], grads.get("radial"), grads.get("distance")]
+    accumulators = []  # per range of groups: w_rbf, w2 blocks, b2, w3, b3
+
+    def per_range(i: int):
+        accumulators.append([torch.zeros_like(t) for t in (w_rbf, blocks, b2, w3, b3)])
+        return accumulators[i]
+
+    _call(f"geomol_attend_pairs_backward_{suffix}", starts, sizes, tensors + inputs + outputs, n_groups, per_range)
+    g_w_rbf, g_blocks, g_b2, g_w3, g_b3 = (sum(parts) for parts in zip(*accumulators))
+    grads.update(w_rbf=g_w_rbf, w2=torch.block_diag(*g_blocks), b2=g_b2, w3=g_w3, b3=g_b3)
+    return grads

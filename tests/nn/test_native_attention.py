@@ -6,7 +6,7 @@ import torch
 
 from geomol.nn import bilevel_attention, native
 from geomol.nn.atom_pairs import sparse_atom_pairs
-from geomol.nn.bilevel_attention import BilevelAttention, _heads, _pair_stage
+from geomol.nn.bilevel_attention import BilevelAttention, _heads, _pair_stage, _pair_stage_backward
 from geomol.nn.radial import RadialBasis
 
 pytestmark = pytest.mark.skipif(not native.native_available(), reason="no C++ compiler: the PyTorch path runs alone")
@@ -53,6 +53,35 @@ def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf
     assert set(plain) == {"summed", "block_sum", "alpha_weight"}
     for name, value in plain.items():
         assert torch.equal(value, got[name]), name  # keeping the intermediates changes nothing else
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 2, 2, 8), (8, 6, 1, 48)])
+@pytest.mark.parametrize("basis", ["given", "computed"])
+def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis):
+    index, pairs, distance, sender, receiver, weights, p = _pairs_case(dtype, rh, n_head, n_channel, n_rbf, seed=2)
+    gen = torch.Generator().manual_seed(3)
+    rand = lambda *shape: torch.randn(*shape, dtype=dtype, generator=gen)  # noqa: E731
+    g = pairs.num_groups
+    upstream = (rand(g, n_head, 2 * rh), rand(g, n_head), rand(p, n_head, n_channel))
+    rbf = RadialBasis(n_rbf, cutoff=1.5)
+    values, slope = rbf.with_derivative(distance)
+    radial = _heads(values, n_head)
+    rows = sender.index_select(0, pairs.pair_neighbor)
+    kept = _pair_stage(index, radial, rows, receiver, *weights, keep=True)
+    want = _pair_stage_backward(index, kept, radial, weights[0], weights[1], weights[3], *upstream)
+    want["distance"] = (want["radial"].view(p, n_head, n_channel, -1).transpose(1, 2).reshape(p, n_channel, -1)
+                        * slope).sum(-1)
+    starts = native.group_starts(index.pair_group, g)
+    source = dict(radial=radial) if basis == "given" else dict(distance=distance, rbf=rbf)
+    got = native.attend_pairs_backward(starts, sender, pairs.pair_neighbor, receiver, *weights, *upstream, **source)
+    names = {"sender", "receiver", "w_rbf", "w2", "b2", "w3", "b3", "radial" if basis == "given" else "distance"}
+    assert set(got) == names
+    tol = dict(rtol=1e-9, atol=1e-11) if dtype == torch.float64 else dict(rtol=1e-3, atol=1e-4)
+    for name in names:
+        assert got[name].shape == want[name].shape, name
+        assert torch.allclose(got[name], want[name], **tol), (name, float((got[name] - want[name]).abs().max()))
+        assert want[name].abs().max() > 1e-3, name  # every gradient is exercised
 
 
 def test_compiled_pair_stage_splits_work_over_threads(monkeypatch):
