@@ -109,6 +109,7 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     rbf_slope = radial = starts = None
     weights = (w_rbf, w2, b2, w3, b3)
     compiled = (keep or not torch.is_grad_enabled()) and _native_ready(x, sender_rows, q_rows, edge_rows, w_rbf, w2, w3)
+    node, coord = (node_w1, node_b1, node_w2, node_b2), (coord_w1, coord_b1, coord_w2, coord_b2)
     if compiled:  # (with ``keep``, the compiled backward pass recomputes the basis and the per-pair rows itself)
         starts = native.group_starts(index.pair_group, n_groups)
         s = native.attend_pairs(starts, sender_rows, sender_index, receiver, *weights, distance=distance, rbf=rbf)
@@ -128,22 +129,14 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
 
     summed = s["summed"]
     node_in, coord_in = summed[..., :rh].reshape(n_groups, -1), summed[..., rh:].reshape(n_groups, -1)
-    node_pre1 = F.linear(node_in, node_w1, node_b1)
-    node_act1 = F.silu(node_pre1)
-    node_pre2 = F.linear(node_act1, node_w2, node_b2)
-    update = F.silu(node_pre2)
-    coord_pre1 = F.linear(coord_in, coord_w1, coord_b1)
-    coord_act1 = F.silu(coord_pre1)
-    coord_pre2 = F.linear(coord_act1, coord_w2, coord_b2)
-    kappa = F.silu(coord_pre2)
+    node_kept, update = _mlp2_forward(node_in, *node)
+    coord_kept, kappa = _mlp2_forward(coord_in, *coord)
     group_coef = beta.unsqueeze(-1) * kappa.view(n_groups, h, C)
     coef = (s["alpha_weight"] * group_coef.index_select(0, index.pair_group)).sum(1)  # [p, C]
     if keep:  # the backward pass needs these, not the outputs
         return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, receiver=receiver, pair=s,
-                          compiled=compiled, starts=starts, beta_edge=beta_edge, beta=beta,
-                          node=(node_in, node_pre1, node_act1, node_pre2), update=update,
-                          coord=(coord_in, coord_pre1, coord_act1, coord_pre2), kappa=kappa, group_coef=group_coef,
-                          coef=coef)
+                          compiled=compiled, starts=starts, beta_edge=beta_edge, beta=beta, node=node_kept,
+                          update=update, coord=coord_kept, kappa=kappa, group_coef=group_coef, coef=coef)
     G = scatter_sum((beta.unsqueeze(-1) * update.view(n_groups, h, -1)).view(n_groups, -1),
                     index.group_atom, index.n_atoms)
     dZ = scatter_sum(coef.unsqueeze(-1) * x, index.pair_atom, index.n_atoms)
@@ -171,6 +164,15 @@ def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w
     return _attend(index, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block, node_w1, node_b1,
                    node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, rbf=rbf, n_head=n_head,
                    sender_index=sender_index)[0]
+
+
+def _mlp2_forward(inp, w1, b1, w2, b2):
+    """(kept, SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2)), kept = (inp, first pre-activation, its SiLU, second
+    pre-activation): what :func:`_mlp2_backward` needs."""
+    pre1 = F.linear(inp, w1, b1)
+    act1 = F.silu(pre1)
+    pre2 = F.linear(act1, w2, b2)
+    return (inp, pre1, act1, pre2), F.silu(pre2)
 
 
 def _mlp2_backward(grad, kept, w1, w2):
