@@ -143,16 +143,19 @@ _PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 def product_gflop(fns: dict[str, Callable[[int], object]], step: int = 0) -> dict[str, float]:
     """{"<name>_product_gflop": GFLOP} of one call ``fn(step)`` of each: the floating-point operations of its
-    matrix products (mm, addmm, bmm, …) as torch.profiler counts them (2·m·n·k each). The products are most of
+    matrix products (mm, addmm, bmm, …) as torch.profiler counts them (2·m·n·k each), plus those of geomol's
+    compiled attention loop (:func:`geomol.nn.native.counting_products`). The products are most of
     the arithmetic of these models, so the official/geomol ratio of these counts is about how much faster
     geomol can be by doing less work alone; a time ratio above it comes from running the same work faster."""
     from torch.profiler import ProfilerActivity, profile
 
+    from geomol.nn.native import counting_products
+
     counted = {}
     for name, fn in fns.items():
-        with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof, counting_products() as native:
             fn(step)
-        flops = sum(e.flops for e in prof.key_averages() if e.key in _PRODUCTS and e.flops)
+        flops = sum(e.flops for e in prof.key_averages() if e.key in _PRODUCTS and e.flops) + native[0]
         counted[f"{name}_product_gflop"] = round(flops / 1e9, 4)
     return counted
 

@@ -24,13 +24,15 @@ import tempfile
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
-__all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "group_starts", "diagonal_blocks"]
+__all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "group_starts", "diagonal_blocks",
+           "counting_products"]
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulation even where the compiled loop is available."""
@@ -40,6 +42,7 @@ _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _N_FORWARD_POINTERS, _N_BACKWARD_POINTERS = 21, 14
 
 _lock = threading.Lock()
+_counted: list[int] = []  # product FLOPs of the compiled calls inside counting_products()
 _library: ctypes.CDLL | None = None
 _tried = False
 
@@ -97,6 +100,28 @@ def native_available() -> bool:
         if not _tried:
             _library, _tried = _load(), True
     return _library is not None
+
+
+@contextmanager
+def counting_products():
+    """Count the arithmetic of the matrix-vector products the compiled loop performs (which torch.profiler
+    cannot see) while the block runs: ``with counting_products() as count: ...; count[0]`` (FLOPs, 2 per
+    multiply-add), for benchmarks that compare the work of two implementations."""
+    count = [0]
+    _counted.append(0)
+    try:
+        yield count
+    finally:
+        count[0] = _counted.pop()
+
+
+def _count_products(n_pair_heads: int, rh: int, nr: int, C: int, backward: bool) -> None:
+    """Add the products of ``n_pair_heads`` (pair, head) rows: per row, forward 2·(3rh·nr + 3rh² + (2 + C)·3rh)
+    (W2 as its three diagonal blocks); the backward pass recomputes that and adds twice as much again (the
+    gradients of each product's input and of its weight)."""
+    if _counted:
+        forward = 2 * (3 * rh * nr + 3 * rh * rh + (2 + C) * 3 * rh)
+        _counted[-1] += n_pair_heads * forward * (3 if backward else 1)
 
 
 def group_starts(pair_group: torch.Tensor, n_groups: int) -> torch.Tensor:
@@ -213,6 +238,8 @@ def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch
     suffix, sizes, tensors, out = _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial,
                                              distance, rbf, keep)
     _call(f"geomol_attend_pairs_{suffix}", starts, sizes, tensors, receiver.size(0))
+    h, nr, rh, C = sizes[:4]
+    _count_products(out["alpha_weight"].size(0) * h, rh, nr, C, backward=False)
     return out
 
 
@@ -253,6 +280,7 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
         return accumulators[i]
 
     _call(f"geomol_attend_pairs_backward_{suffix}", starts, sizes, tensors + inputs + outputs, n_groups, per_range)
+    _count_products(p * h, rh, nr, w3.size(0) - 2, backward=True)
     g_w_rbf, g_blocks, g_b2, g_w3, g_b3 = (sum(parts) for parts in zip(*accumulators))
     grads.update(w_rbf=g_w_rbf, w2=torch.block_diag(*g_blocks), b2=g_b2, w3=g_w3, b3=g_b3)
     return grads
