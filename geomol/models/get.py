@@ -24,6 +24,9 @@ Deviations from the official code (deliberate; normal inputs give the official v
 * robustness: ``d_edge=0`` works (upstream crashes, E2), ``n_rbf=1`` raises a clear error,
   a graph without a segment-0 global atom is centred on segment 0's atoms (E9), and exact
   distance ties in the KNN are broken deterministically (upstream: unstable sort);
+* on the CPU the per-pair stage of the attention runs as a compiled loop (:mod:`geomol.nn.native`; its
+  exponential is a degree-7 polynomial, and sums run in another order): float32 results differ from the
+  PyTorch formulation's by float32 rounding (~1e-7 relative);
 * ``pre_norm`` (unused in every official configuration) is not implemented; the chunked
   attention path (default for large batches) supports first derivatives only.
 

@@ -15,15 +15,15 @@ Heads share all weights and differ by the slice of H, of the edge features and o
 
 Implementation. The first linear layer of each pair MLP is split by input blocks: the query,
 key and value parts are applied once per atom and the edge part once per edge, so only the RBF
-part is a matmul over pairs. The three pair MLPs (attention, message, coordinate message) run
-as one block-diagonal matmul on the concatenated [pairs, heads, 3·r/h] state, and the three
-scalar read-outs (atom logit, block logit, coordinate weight) as one more. The work runs
-in chunks of whole receiving blocks, recomputed in the backward pass (:mod:`geomol.nn.chunked`):
-memory stays flat and the chunks stay in cache. The backward pass of a chunk is written by hand
-(:func:`attend_backward`: one forward recomputation without autograd that keeps the pre-activations,
-then the chain rule on whole tensors): a GET training step on a whole protein 9 % faster than
-recomputing the chunk under autograd. ``chunked=False`` runs :func:`attend` on everything at once with
-plain autograd instead (second derivatives, 4× the memory).
+part is a product over pairs. The per-pair stage (the three pair MLPs, the scalar read-outs, the
+softmax within each group and the α-weighted sums) runs as one compiled loop where it is available
+(:mod:`geomol.nn.native`: no [pairs, heads, 3rh] tensor is formed), else in PyTorch (:func:`_pair_stage`:
+the three MLPs as one block-diagonal product on the concatenated [pairs, heads, 3·r/h] state). Both give
+the same function to float32 rounding. The work runs in chunks of whole receiving blocks, recomputed in
+the backward pass (:mod:`geomol.nn.chunked`): memory stays flat and the chunks stay in cache. The backward
+pass of a chunk is written by hand (:func:`attend_backward`: one forward recomputation without autograd,
+then the chain rule; its per-pair part compiled too). ``chunked=False`` runs :func:`attend` on everything at
+once with plain autograd and the PyTorch stage instead (second derivatives, 4× the memory).
 """
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ def _pointer(t: torch.Tensor | None):
     return None if t is None else t.data_ptr()
 
 
-_pool: ThreadPoolExecutor | None = None
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (process id, pool)
 MIN_GROUPS_PER_THREAD = 64
 """Work is split over threads only in ranges of at least this many groups (thread hand-off costs ~10 µs)."""
 
@@ -158,9 +158,12 @@ def _run_parallel(call, ranges: list[tuple[int, int]]) -> None:
     if len(ranges) == 1:
         call(0, *ranges[0])
         return
-    if _pool is None or _pool._max_workers < len(ranges):
-        _pool = ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="geomol-attend")
-    list(_pool.map(lambda item: call(item[0], *item[1]), enumerate(ranges)))
+    # a pool made before a fork has no threads in the child: make one per process
+    if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < len(ranges):
+        if _pool is not None and _pool[0] == os.getpid():
+            _pool[1].shutdown(wait=False)
+        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="geomol-attend"))
+    list(_pool[1].map(lambda item: call(item[0], *item[1]), enumerate(ranges)))
 
 
 def diagonal_blocks(w2: torch.Tensor, rh: int) -> torch.Tensor:

@@ -146,6 +146,22 @@ def test_missing_compiler_falls_back_with_a_warning(monkeypatch, tmp_path):
     assert not bilevel_attention._native_ready(torch.zeros(1))
 
 
+def test_counting_products_counts_the_compiled_arithmetic():
+    index, pairs, distance, sender, receiver, weights, p = _pairs_case(torch.float32, 8, 4, 1, 32)
+    starts = native.group_starts(index.pair_group, pairs.num_groups)
+    rbf = RadialBasis(32, cutoff=1.5)
+    upstream = (torch.ones(pairs.num_groups, 4, 16), torch.ones(pairs.num_groups, 4), torch.ones(p, 4, 1))
+    per_row = 2 * (24 * 8 + 3 * 8 * 8 + 3 * 24)  # W_rbf, the three diagonal blocks of W2, W3
+    native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, distance=distance, rbf=rbf)
+    with native.counting_products() as outer:
+        native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, distance=distance, rbf=rbf)
+        with native.counting_products() as inner:
+            native.attend_pairs_backward(starts, sender, pairs.pair_neighbor, receiver, *weights, *upstream,
+                                         distance=distance, rbf=rbf)
+    assert inner[0] == 3 * p * 4 * per_row  # recomputation, then the gradients of inputs and weights
+    assert outer[0] == p * 4 * per_row  # its own call only
+
+
 def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv(native.NATIVE_ENV, "0")
     assert not native.native_available()
