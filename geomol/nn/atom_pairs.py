@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from geomol.nn import native
 from geomol.nn.ranges import chunk_bounds, expand_ranges, padded_blocks_rows, segment_starts
 
 __all__ = ["AtomPairs", "PairIndex", "PairChunk", "CHUNK_PAIRS", "INFERENCE_CHUNK_PAIRS", "sparse_atom_pairs"]
@@ -119,12 +120,15 @@ def _nearest_neighbors(Z, block_start, block_len, group_atom, group_block, group
     than one per candidate atom). A group whose sending block has a single atom (a ligand atom's block, a
     global block: about half of the groups of a complex) takes that atom without a distance being measured.
     Slots past a block's end are never chosen while it has ``keep`` atoms; when it has fewer, the extra
-    columns hold indices past the block, which the caller drops.
+    columns hold indices past the block, which the caller drops. Where the compiled library is available
+    (:func:`geomol.nn.native.nearest_atoms`), one loop does it (ties to the lower atom index).
     """
+    first = block_start.index_select(0, group_block)
+    if keep <= native.MAX_NEAREST and native.native_ready(Z, first):  # one compiled loop, same choice
+        return native.nearest_atoms(Z, group_atom, first, group_n, keep)
     n_blocks, C = block_len.numel(), Z.size(1)
     offsets = torch.arange(width, device=Z.device)
     padded = padded_blocks_rows(Z, block_start, block_len, width)[0].view(n_blocks, -1)
-    first = block_start.index_select(0, group_block)
     neighbor = first.unsqueeze(1) + torch.arange(keep, device=Z.device)
     measured = (group_n > 1).nonzero(as_tuple=True)[0]
     for begin, end in chunk_bounds(torch.full_like(measured, width), chunk):

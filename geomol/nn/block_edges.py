@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from geomol.nn import native
 from geomol.nn.ranges import chunk_bounds, expand_ranges, padded_blocks_rows, segment_starts
 from geomol.nn.scatter import scatter_max, scatter_mean
 
@@ -111,12 +112,16 @@ def block_min_distance(Z, block_start, block_len, rows, cols, chunk: int = _CHUN
     """[P] minimum atom–atom distance between blocks ``rows[p]`` and ``cols[p]``.
 
     The atom distance is the minimum over channels of the per-channel Euclidean distance.
-    Pairs of blocks with at most ``_PAD_WIDTH`` atoms use padded distance matrices (fast, no
-    per-atom-pair index arithmetic); pairs involving a larger block enumerate their atom pairs.
+    Where the compiled library is available (:mod:`geomol.nn.native`) one loop measures every atom pair of
+    every block pair (values equal to float rounding). Otherwise pairs of blocks with at most ``_PAD_WIDTH``
+    atoms use padded distance matrices (fast, no per-atom-pair index arithmetic); pairs involving a larger
+    block enumerate their atom pairs.
     Args: Z [N, C, 3]; block_start, block_len [Nb]; rows, cols [P] block indices; padded: the
     :func:`padded_blocks` of these blocks when the caller has them (built here otherwise).
     """
     Z = _as_channels(Z)
+    if native.native_ready(Z, block_start, rows) and not (Z.requires_grad and torch.is_grad_enabled()):
+        return native.block_min_distance(Z, block_start, block_len, rows, cols)  # one compiled loop, same values
     small = (block_len[rows] <= _PAD_WIDTH) & (block_len[cols] <= _PAD_WIDTH)
     out = torch.empty(rows.numel(), dtype=Z.dtype, device=Z.device)
     if small.any():

@@ -32,11 +32,14 @@ import torch
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
 __all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "group_starts", "diagonal_blocks",
-           "counting_products"]
+           "counting_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST"]
+
+MAX_NEAREST = 64
+"""The most atoms :func:`nearest_atoms` keeps per group."""
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulation even where the compiled loop is available."""
-SOURCE = Path(__file__).with_name("attend_pairs.cpp")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "nearest.cpp"))
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _N_FORWARD_POINTERS, _N_BACKWARD_POINTERS = 21, 14
@@ -64,13 +67,15 @@ def _build(compiler: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
-        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built)], check=True, capture_output=True, text=True)
+        subprocess.run([compiler, *FLAGS, *map(str, SOURCES), "-o", str(built)], check=True, capture_output=True,
+                       text=True)
         os.replace(built, target)
 
 
 def _load() -> ctypes.CDLL | None:
     compiler = os.environ.get("CXX", "c++")
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, *FLAGS, _cpu_signature()]).encode()).hexdigest()
+    texts = [source.read_text() for source in SOURCES]
+    key = hashlib.sha256("\n".join([*texts, compiler, *FLAGS, _cpu_signature()]).encode()).hexdigest()
     cache = Path(os.environ.get("GEOMOL_CACHE", Path.home() / ".cache" / "geomol"))
     target = cache / "native" / f"attend_pairs-{key[:16]}.so"
     try:
@@ -88,6 +93,9 @@ def _load() -> ctypes.CDLL | None:
         for name, argtypes in (("", forward), ("_backward", forward + [pointer] * _N_BACKWARD_POINTERS)):
             function = getattr(library, f"geomol_attend_pairs{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, argtypes
+        getattr(library, f"geomol_block_min_distance_{suffix}").argtypes = [size, size, pointer, size] + [pointer] * 5
+        getattr(library, f"geomol_nearest_atoms_{suffix}").argtypes = ([size, size, pointer, size] + [pointer] * 3
+                                                                       + [size, pointer])
     return library
 
 
@@ -129,6 +137,13 @@ def group_starts(pair_group: torch.Tensor, n_groups: int) -> torch.Tensor:
     starts = pair_group.new_zeros(n_groups + 1)
     torch.cumsum(torch.bincount(pair_group, minlength=n_groups), 0, out=starts[1:])
     return starts
+
+
+def _function(name: str):
+    """The compiled function ``name``; RuntimeError where the library is unavailable (see :func:`native_available`)."""
+    if not native_available():
+        raise RuntimeError(f"geomol: the compiled library is unavailable (or {NATIVE_ENV}=0); {name} cannot run")
+    return getattr(_library, name)
 
 
 def _pointer(t: torch.Tensor | None):
@@ -203,7 +218,7 @@ def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, ra
 def _call(name: str, starts: torch.Tensor, sizes, tensors, n_groups: int, per_range=None) -> int:
     """Run compiled function ``name`` over ranges of groups (:func:`_group_ranges`, :func:`_run_parallel`);
     ``per_range`` [i] lists the extra tensors of range i (its own accumulators). Returns the number of ranges."""
-    function = getattr(_library, name)
+    function = _function(name)
     starts = starts.contiguous()
     ranges = _group_ranges(n_groups, starts)
     pointers = [_pointer(t) for t in tensors]
@@ -287,3 +302,46 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
     g_w_rbf, g_blocks, g_b2, g_w3, g_b3 = (sum(parts) for parts in zip(*accumulators))
     grads.update(w_rbf=g_w_rbf, w2=torch.block_diag(*g_blocks), b2=g_b2, w3=g_w3, b3=g_b3)
     return grads
+
+
+def native_ready(*tensors: torch.Tensor) -> bool:
+    """Whether the compiled functions can take these tensors: CPU tensors, floating ones all float32 or all
+    float64, and the library available."""
+    floats = {t.dtype for t in tensors if t.is_floating_point()}
+    return (len(floats) == 1 and floats <= {torch.float32, torch.float64} and all(t.device.type == "cpu" for t in tensors)
+            and native_available())
+
+
+def _split(call, n: int) -> None:
+    """``call(i, begin, end)`` over ``torch.get_num_threads()`` equal ranges of ``n`` items (:func:`_run_parallel`)."""
+    threads = min(torch.get_num_threads(), max(1, n // (MIN_GROUPS_PER_THREAD * 4)))
+    bounds = [n * t // threads for t in range(threads + 1)]
+    _run_parallel(call, [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)])
+
+
+def block_min_distance(Z: torch.Tensor, block_start: torch.Tensor, block_len: torch.Tensor, rows: torch.Tensor,
+                       cols: torch.Tensor) -> torch.Tensor:
+    """[P] minimum atom–atom distance (minimum over channels of the Euclidean distance) between blocks ``rows[p]``
+    and ``cols[p]``, compiled (:func:`geomol.nn.block_edges.block_min_distance` is the reference).
+    Z [N, C, 3]; block_start, block_len [Nb]; rows, cols [P]."""
+    Z, args = Z.contiguous(), [t.contiguous() for t in (block_start, block_len, rows, cols)]
+    out = Z.new_empty(rows.numel())
+    function = _function(f"geomol_block_min_distance_{_SUFFIX[Z.dtype]}")
+    pointers = [t.data_ptr() for t in args] + [out.data_ptr()]
+    _split(lambda i, b, e: function(b, e, Z.data_ptr(), Z.size(1), *pointers), rows.numel())
+    return out
+
+
+def nearest_atoms(Z: torch.Tensor, group_atom: torch.Tensor, first: torch.Tensor, count: torch.Tensor,
+                  keep: int) -> torch.Tensor:
+    """[g, keep] for each group, the ``keep`` atoms among ``first[g]`` … ``first[g] + count[g] − 1`` nearest to atom
+    ``group_atom[g]`` (distance: sum over channels of the Euclidean distance), nearest first, ties to the lower
+    index; columns past ``count[g]`` hold ``first[g] + column``. Z [N, C, 3]; keep ≤ :data:`MAX_NEAREST`."""
+    if not 1 <= keep <= MAX_NEAREST:
+        raise ValueError(f"nearest_atoms: keep must be 1 … {MAX_NEAREST}, got {keep}")
+    Z, args = Z.contiguous(), [t.contiguous() for t in (group_atom, first, count)]
+    out = torch.empty(group_atom.numel(), keep, dtype=torch.long)
+    function = _function(f"geomol_nearest_atoms_{_SUFFIX[Z.dtype]}")
+    pointers = [t.data_ptr() for t in args]
+    _split(lambda i, b, e: function(b, e, Z.data_ptr(), Z.size(1), *pointers, keep, out.data_ptr()), out.size(0))
+    return out

@@ -4,7 +4,7 @@ import warnings
 import pytest
 import torch
 
-from geomol.nn import bilevel_attention, native
+from geomol.nn import atom_pairs, bilevel_attention, block_edges, native
 from geomol.nn.atom_pairs import sparse_atom_pairs
 from geomol.nn.bilevel_attention import BilevelAttention, _heads, _pair_stage, _pair_stage_backward
 from geomol.nn.radial import RadialBasis
@@ -165,3 +165,33 @@ def test_counting_products_counts_the_compiled_arithmetic():
 def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv(native.NATIVE_ENV, "0")
     assert not native.native_available()
+
+
+@pytest.mark.parametrize("n_channel", [1, 2])
+def test_compiled_block_distances_and_nearest_atoms_match_pytorch(n_channel, monkeypatch):
+    gen = torch.Generator().manual_seed(7)
+    block_len = torch.randint(1, 40, (30,), generator=gen)  # up to 39 atoms: both padded and flat reference paths
+    block_start = torch.cumsum(block_len, 0) - block_len
+    Z = 4.0 * torch.randn(int(block_len.sum()), n_channel, 3, dtype=torch.float64, generator=gen)
+    rows, cols = torch.randint(0, 30, (200,), generator=gen), torch.randint(0, 30, (200,), generator=gen)
+    got = native.block_min_distance(Z, block_start, block_len, rows, cols)
+    group_block = torch.randint(0, 30, (300,), generator=gen)
+    group_atom = torch.randint(0, Z.size(0), (300,), generator=gen)
+    first, count = block_start[group_block], block_len[group_block]
+    nearest = native.nearest_atoms(Z, group_atom, first, count, 5)
+    monkeypatch.setenv(native.NATIVE_ENV, "0")
+    want = block_edges.block_min_distance(Z, block_start, block_len, rows, cols)
+    assert torch.allclose(got, want, rtol=1e-12)
+    reference = atom_pairs._nearest_neighbors(Z, block_start, block_len, group_atom, group_block, count,
+                                              int(block_len.max()), 5, 1 << 20)
+    valid = torch.arange(5) < count.unsqueeze(1)  # columns past a block's atoms are dropped by the caller
+    assert torch.equal(nearest[valid], reference[valid])
+    assert (count < 5).any() and (count > 5).any()  # blocks with fewer and with more atoms than kept
+
+
+def test_nearest_atoms_breaks_ties_by_index():
+    Z = torch.tensor([[0.0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [3, 0, 0]]).view(5, 1, 3)
+    out = native.nearest_atoms(Z, torch.tensor([0]), torch.tensor([1]), torch.tensor([4]), 2)
+    assert out.tolist() == [[1, 2]]  # three atoms at distance 1: the two of lowest index, in index order
+    with pytest.raises(ValueError, match="keep must be"):
+        native.nearest_atoms(Z, torch.tensor([0]), torch.tensor([1]), torch.tensor([4]), native.MAX_NEAREST + 1)
