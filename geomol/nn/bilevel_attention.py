@@ -97,22 +97,26 @@ def _heads(rbf_values: torch.Tensor, n_head: int) -> torch.Tensor:
 
 def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
             node_w1, node_b1, node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, *, rbf: RadialBasis,
-            n_head: int, keep: bool = False, sender_index: torch.Tensor | None = None):
-    """:func:`attend` as ``((G, ΔZ), None)``; with ``keep`` (no autograd) ``(None, intermediates)``: what
-    :func:`attend_backward` needs, without computing the outputs. With ``sender_index`` [p], ``sender_rows`` holds
-    one row per sending atom ([n_s, h, 3rh]) and pair k reads row ``sender_index[k]``."""
+            n_head: int, keep: bool = False, sender_index: torch.Tensor | None = None, pair_stage: dict | None = None):
+    """:func:`attend` as ``((G, ΔZ), pair_stage)``, pair_stage: the compiled pair stage's outputs (a few [g, ·]
+    and [p, ·] tensors, for :func:`attend_backward`; None on the PyTorch path). With ``keep`` (no autograd)
+    ``(None, intermediates)``: what :func:`attend_backward` needs, without computing the outputs; a given
+    ``pair_stage`` is then reused instead of recomputed. With ``sender_index`` [p], ``sender_rows`` holds one row
+    per sending atom ([n_s, h, 3rh]) and pair k reads row ``sender_index[k]``."""
     h, (p, C) = n_head, x.shape[:2]
     rh = w2.size(0) // 3
     n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
     distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
     receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
-    rbf_slope = radial = starts = None
+    rbf_slope = radial = None
     weights = (w_rbf, w2, b2, w3, b3)
     compiled = (keep or not torch.is_grad_enabled()) and _native_ready(x, sender_rows, q_rows, edge_rows, w_rbf, w2, w3)
     node, coord = (node_w1, node_b1, node_w2, node_b2), (coord_w1, coord_b1, coord_w2, coord_b2)
-    if compiled:  # (with ``keep``, the compiled backward pass recomputes the basis and the per-pair rows itself)
-        starts = native.group_starts(index.pair_group, n_groups)
-        s = native.attend_pairs(starts, sender_rows, sender_index, receiver, *weights, distance=distance, rbf=rbf)
+    if compiled and pair_stage is not None:
+        s = pair_stage
+    elif compiled:  # (with ``keep``, the compiled backward pass recomputes the basis and the per-pair rows itself)
+        s = native.attend_pairs(native.group_starts(index.pair_group, n_groups), sender_rows, sender_index, receiver,
+                                *weights, distance=distance, rbf=rbf)
     else:
         if keep:
             rbf_values, rbf_slope = rbf.with_derivative(distance)
@@ -135,12 +139,12 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     coef = (s["alpha_weight"] * group_coef.index_select(0, index.pair_group)).sum(1)  # [p, C]
     if keep:  # the backward pass needs these, not the outputs
         return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, receiver=receiver, pair=s,
-                          compiled=compiled, starts=starts, beta_edge=beta_edge, beta=beta, node=node_kept,
+                          compiled=compiled, beta_edge=beta_edge, beta=beta, node=node_kept,
                           update=update, coord=coord_kept, kappa=kappa, group_coef=group_coef, coef=coef)
     G = scatter_sum((beta.unsqueeze(-1) * update.view(n_groups, h, -1)).view(n_groups, -1),
                     index.group_atom, index.n_atoms)
     dZ = scatter_sum(coef.unsqueeze(-1) * x, index.pair_atom, index.n_atoms)
-    return (G, dZ), None
+    return (G, dZ), (s if compiled else None)
 
 
 def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
@@ -211,9 +215,10 @@ def _pair_stage_backward(index: PairIndex, kept: dict, radial, w_rbf, w2, w3, g_
                 b2=g_pre2.sum(0), w3=flat_g.T @ hidden.view(p * h, -1), b3=flat_g.sum(0))
 
 
-def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head: int):
+def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head: int, saved: dict | None = None):
     """Gradients of :func:`attend` with respect to its 18 tensor ``inputs`` (in :func:`attend`'s order), given
-    ``grads``, the gradients (grad_G [n, d], grad_dZ [n, C, 3]; either may be None) of its outputs. The gradient
+    ``grads``, the gradients (grad_G [n, d], grad_dZ [n, C, 3]; either may be None) of its outputs, and ``saved``,
+    the pair stage of the forward pass where it returned one (``_attend(...)[1]``: not recomputed). The gradient
     of the block-diagonal ``w2`` is returned on its three diagonal blocks (zero elsewhere).
 
     Written by hand: the forward pass is recomputed once without autograd and the chain rule runs on whole
@@ -223,7 +228,7 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
     (x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block, node_w1, node_b1, node_w2, node_b2,
      coord_w1, coord_b1, coord_w2, coord_b2) = inputs
     with torch.no_grad():
-        _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True)
+        _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True, pair_stage=saved)
         h, (p, C) = n_head, x.shape[:2]
         rh = w2.size(0) // 3
         n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
@@ -261,7 +266,8 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         # the per-pair stage
         distance = s["distance"]
         if s["compiled"]:
-            pair = native.attend_pairs_backward(s["starts"], sender_rows, None, s["receiver"], w_rbf, w2, b2, w3, b3,
+            starts = native.group_starts(pg, n_groups)
+            pair = native.attend_pairs_backward(starts, sender_rows, None, s["receiver"], w_rbf, w2, b2, w3, b3,
                                                 g_summed, g_block_sum, g_alpha_weight, distance=distance, rbf=rbf)
             g_distance = pair["distance"]
         else:
@@ -370,10 +376,11 @@ class BilevelAttention(nn.Module):
             chunks = [Chunk(c.index, (c.pairs, c.neighbor, c.atoms, c.edge_ids) + (None,) * len(weights),
                             (c.atoms, c.atoms)) for c in pairs.chunks]
             # under autocast the chunks' inputs mix dtypes: recompute them under autograd instead
-            backward = (None if torch.is_autocast_enabled(H.device.type)
-                        else partial(attend_backward, rbf=self.rbf, n_head=self.n_head))
+            hand_written = not torch.is_autocast_enabled(H.device.type)
+            backward = partial(attend_backward, rbf=self.rbf, n_head=self.n_head) if hand_written else None
+            forward = partial(_attend, rbf=self.rbf, n_head=self.n_head) if hand_written else None
             G, dZ = chunked_recompute(fn, (x, sender, query, edge, *weights), chunks, (H.shape, Z.shape),
-                                      backward=backward)
+                                      backward=backward, forward=forward)
         else:
             G, dZ = fn(pairs.full_index(), x, sender.index_select(0, pairs.pair_neighbor), query, edge, *weights)
         return H + self.node_out_linear(G), Z + dZ

@@ -15,7 +15,8 @@ gathers accumulated with ``index_add_``, whole tensors summed over chunks.
 
 The backward pass is not itself differentiable (no second derivatives through a chunked call).
 Where ``fn`` has a hand-written backward (``backward=``), each chunk's gradients come from it instead of
-from a recomputation of ``fn`` under autograd.
+from a recomputation of ``fn`` under autograd; ``forward=`` can then give, per chunk, small results of the
+forward pass (``saved``) that this backward reads instead of recomputing them.
 """
 from __future__ import annotations
 
@@ -67,16 +68,20 @@ def _set_rng_state(device: torch.device, state) -> None:
 
 class _ChunkedRecompute(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, fn, backward, chunks, output_shapes, preserve_rng, *inputs):
+    def forward(ctx, fn, backward, chunks, output_shapes, preserve_rng, saving, *inputs):
         outputs = [inputs[0].new_zeros(shape) for shape in output_shapes]
-        rng_states = []
+        rng_states, saved = [], []
         for chunk in chunks:
             if preserve_rng:
                 rng_states.append(_rng_state(inputs[0].device))
             parts = fn(chunk.context, *(_select(t, s) for t, s in zip(inputs, chunk.inputs)))
+            if saving:
+                parts, kept = parts
+                saved.append(kept)
             for out, part, (start, end) in zip(outputs, parts, chunk.outputs):
                 out[start:end] = part
         ctx.fn, ctx.backward, ctx.chunks, ctx.rng_states = fn, backward, chunks, rng_states
+        ctx.saved = saved if saving else [None] * len(chunks)
         ctx.save_for_backward(*inputs)
         return tuple(outputs)
 
@@ -84,17 +89,17 @@ class _ChunkedRecompute(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grad_outputs):
         inputs = ctx.saved_tensors
-        wanted = ctx.needs_input_grad[5:]
+        wanted = ctx.needs_input_grad[6:]
         grads = [torch.zeros_like(t) if need else None for t, need in zip(inputs, wanted)]
         if ctx.backward is not None:
-            for chunk in ctx.chunks:
+            for chunk, saved in zip(ctx.chunks, ctx.saved):
                 selected = [_select(t, s) for t, s in zip(inputs, chunk.inputs)]
                 parts = [None if g is None else g[s:e] for g, (s, e) in zip(grad_outputs, chunk.outputs)]
-                found = ctx.backward(chunk.context, selected, parts)
+                found = ctx.backward(chunk.context, selected, parts, **({} if saved is None else {"saved": saved}))
                 for k, need in enumerate(wanted):
                     if need:
                         _accumulate(grads[k], found[k], chunk.inputs[k])
-            return (None, None, None, None, None, *grads)
+            return (None, None, None, None, None, None, *grads)
         # Whole-tensor inputs become one leaf each, shared by all chunks.
         shared = [t.detach().requires_grad_(need) if need else t.detach() for t, need in zip(inputs, wanted)]
         for i, chunk in enumerate(ctx.chunks):
@@ -116,12 +121,13 @@ class _ChunkedRecompute(torch.autograd.Function):
             for k, need in enumerate(wanted):
                 if need:
                     _accumulate(grads[k], next(found), chunk.inputs[k])
-        return (None, None, None, None, None, *grads)
+        return (None, None, None, None, None, None, *grads)
 
 
 def chunked_recompute(fn: Callable[..., Sequence[torch.Tensor]], inputs: Sequence[torch.Tensor],
                       chunks: Sequence[Chunk], output_shapes: Sequence[tuple[int, ...]],
-                      preserve_rng: bool = False, backward: Callable[..., Sequence[torch.Tensor | None]] | None = None
+                      preserve_rng: bool = False, backward: Callable[..., Sequence[torch.Tensor | None]] | None = None,
+                      forward: Callable[..., tuple[Sequence[torch.Tensor], Any]] | None = None
                       ) -> tuple[torch.Tensor, ...]:
     """Evaluate ``fn`` chunk by chunk (see the module docstring).
 
@@ -134,10 +140,14 @@ def chunked_recompute(fn: Callable[..., Sequence[torch.Tensor]], inputs: Sequenc
         backward: ``backward(context, selected_inputs, output_grads)`` → one gradient (or None) per input of a
             chunk, written by hand; the backward pass then calls it instead of recomputing ``fn`` under autograd
             (``output_grads``: the chunk's rows of each output's gradient, None where an output has none).
+        forward: with ``backward``, ``forward(context, *selected_inputs)`` → (outputs, saved) replaces ``fn`` in
+            the forward pass, and each chunk's ``saved`` (anything but None) reaches ``backward(..., saved=saved)``.
 
     Returns: the outputs, with the dtype and device of ``inputs[0]``.
     """
     if backward is not None and preserve_rng:
         raise ValueError("chunked_recompute: a hand-written backward does not replay random states")
-    return _ChunkedRecompute.apply(fn, backward, list(chunks), [tuple(s) for s in output_shapes], preserve_rng,
-                                   *inputs)
+    if forward is not None and backward is None:
+        raise ValueError("chunked_recompute: forward= needs a hand-written backward= that reads what it saves")
+    return _ChunkedRecompute.apply(forward or fn, backward, list(chunks), [tuple(s) for s in output_shapes],
+                                   preserve_rng, forward is not None, *inputs)

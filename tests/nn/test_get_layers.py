@@ -6,7 +6,7 @@ import torch
 
 from geomol.nn import native
 from geomol.nn.atom_pairs import sparse_atom_pairs
-from geomol.nn.bilevel_attention import BilevelAttention, attend, attend_backward
+from geomol.nn.bilevel_attention import BilevelAttention, _attend, attend, attend_backward
 from geomol.nn.chunked import Chunk, chunked_recompute
 from geomol.nn.equivariant_ffn import EquivariantFFN
 from geomol.nn.equivariant_norm import EquivariantLayerNorm, recover_scale
@@ -80,6 +80,23 @@ def test_chunked_recompute_gradients():
         chunked_recompute(_toy, (rows, table, shared), chunks, ((10, 4), (10, 1)), preserve_rng=True,
                           backward=by_hand)
 
+    # forward= hands each chunk's saved value (here its context, doubled) to the hand-written backward
+    received = []
+
+    def saving(context, *inputs):
+        return _toy(context, *inputs), 2 * context
+
+    def reading(context, inputs, grads, saved):
+        received.append(saved)
+        return by_hand(context, inputs, grads)
+
+    assert torch.autograd.gradcheck(
+        lambda r, t, s: chunked_recompute(_toy, (r, t, s), chunks, ((10, 4), (10, 1)), backward=reading,
+                                          forward=saving), (rows, table, shared))
+    assert received and set(received) == {3.0}
+    with pytest.raises(ValueError, match="forward= needs"):
+        chunked_recompute(_toy, (rows, table, shared), chunks, ((10, 4), (10, 1)), forward=saving)
+
 
 def test_chunked_recompute_replays_dropout():
     x = torch.randn(40, 8, dtype=torch.float64, requires_grad=True)
@@ -140,6 +157,18 @@ def test_hand_written_attention_backward_matches_autograd(outputs, compiled, mon
     used = [(out, g) for out, g in ((G, grad_G), (dZ, grad_dZ)) if g is not None]
     want = torch.autograd.grad([o for o, _ in used], inputs, [g for _, g in used], allow_unused=True)
     got = list(attend_backward(index, [t.detach() for t in inputs], (grad_G, grad_dZ), rbf=layer.rbf, n_head=2))
+    with torch.no_grad():  # the forward pass's pair stage, reused by the backward pass instead of recomputed
+        _, saved = _attend(index, *inputs, rbf=layer.rbf, n_head=2)
+    assert (saved is not None) == (compiled == "1")
+    reused = attend_backward(index, [t.detach() for t in inputs], (grad_G, grad_dZ), rbf=layer.rbf, n_head=2,
+                             saved=saved)
+    for a, b in zip(got, reused):
+        assert (a is None and b is None) or torch.equal(a, b)
+    if saved is not None:  # and it is really read: a different pair stage gives different gradients
+        wrong = {name: 2 * value for name, value in saved.items()}
+        changed = attend_backward(index, [t.detach() for t in inputs], (grad_G, grad_dZ), rbf=layer.rbf, n_head=2,
+                                  saved=wrong)
+        assert any(a is not None and not torch.allclose(a, b) for a, b in zip(changed, got))
     assert len(got) == len(inputs)
     # w2 (input 5) is block-diagonal: its gradient is given on the three diagonal blocks, zero elsewhere
     on_blocks = torch.block_diag(*(torch.ones(4, 4, dtype=torch.bool),) * 3)
