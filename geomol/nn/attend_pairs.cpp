@@ -33,19 +33,23 @@ namespace {
 // e^x in float32 without a library call, so that loops over it vectorise: x = k ln2 + r with |r| <= ln2 / 2,
 // e^r from its Taylor polynomial of degree 7 (truncation error below 1e-8 relative), 2^k from the exponent
 // bits. k is rounded by adding and subtracting 1.5 * 2^23 (std::floor would keep the loop scalar); arguments
-// are clamped to [-87, 88], so results stay normal floats.
-inline float exp_approx(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;  // ln2 split in two for an exact k ln2
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
+// are clamped to [-87, 88], so results stay normal floats. V: float, or a vector of floats (exp8 below).
+template <typename V>
+inline V exp_of_reduced(V x, V& k) {  // e^r for x clamped; k: the power of two still to apply
+  k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const V r = (x - k * 0.693359375f) + k * 2.12194440e-4f;  // ln2 split in two for an exact k ln2
+  V p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
   p = p * r + 1.0f / 6.0f;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  return p * r + 1.0f;
+}
+
+inline float exp_approx(float x) {
+  float k;
+  const float p = exp_of_reduced(std::min(std::max(x, -87.0f), 88.0f), k);
   const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
@@ -137,15 +141,8 @@ inline v8 exp8(v8 x) {  // exp_approx on 8 lanes
   const v8 low = v8{} - 87.0f, high = v8{} + 88.0f;
   x = x < low ? low : x;
   x = x > high ? high : x;
-  const v8 k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const v8 r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
-  v8 p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  v8 k;
+  const v8 p = exp_of_reduced(x, k);
   const v8i bits = (__builtin_convertvector(k, v8i) + 127) << 23;
   v8 scale;
   std::memcpy(&scale, &bits, sizeof scale);

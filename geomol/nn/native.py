@@ -1,17 +1,19 @@
-"""The per-pair stage of GET's attention as one compiled loop (``attend_pairs.cpp``), built on first use.
+"""GET's per-atom-pair work as compiled loops (``attend_pairs.cpp``, ``nearest.cpp``), built on first use.
 
 In eager PyTorch the three pair MLPs of :func:`geomol.nn.bilevel_attention.attend` are some twenty passes over
 [pairs, heads, 3rh] tensors (products with 8–24 columns, SiLUs, gathers, the group softmax, the α-weighted
 sums); on a 10 Å pocket they cost ~11 µs per atom pair per training step although the arithmetic is ~0.3 µs.
-The compiled loop keeps each pair's 3rh values in registers and writes only what the next stage reads: the
-groups' α-weighted sums, their block-logit sums and α·w_c per pair (and, for a backward pass, the
-pre-activations it needs).
+:func:`attend_pairs` keeps each pair's 3rh values in registers and writes only what the next stage reads: the
+groups' α-weighted sums, their block-logit sums and α·w_c per pair; :func:`attend_pairs_backward` recomputes
+that group by group and runs the chain rule down to the inputs, the distances and the weights. For the graph
+itself, :func:`block_min_distance` (block edges) and :func:`nearest_atoms` (atom pairs) measure atom distances
+in one loop instead of padded distance matrices.
 
 The library is compiled once per machine with the system's C++ compiler (``$CXX``, else ``c++``; ``-O3
--march=native``, about a second) into ``$GEOMOL_CACHE`` (default ``~/.cache/geomol``)/native, keyed by the
-source, the flags and the CPU's instruction sets. Without a compiler, or with ``GEOMOL_NATIVE=0``, everything
-runs the PyTorch formulation instead (same function; float32 results agree to rounding). Work is split over
-``torch.get_num_threads()`` threads by ranges of groups (the loop runs without the GIL).
+-march=native``, about two seconds) into ``$GEOMOL_CACHE`` (default ``~/.cache/geomol``)/native, keyed by the
+sources, the flags and the CPU's instruction sets. Without a compiler, or with ``GEOMOL_NATIVE=0``, everything
+runs the PyTorch formulations instead (same functions; float32 results agree to rounding). Work is split over
+``torch.get_num_threads()`` threads by ranges of groups (the loops run without the GIL).
 """
 from __future__ import annotations
 
