@@ -40,7 +40,7 @@ MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
 
 NATIVE_ENV = "GEOMOL_NATIVE"
-"""Set to ``0`` to run the PyTorch formulation even where the compiled loop is available."""
+"""Set to ``0`` to run the PyTorch formulations even where the compiled library is available."""
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "nearest.cpp"))
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
@@ -79,15 +79,15 @@ def _load() -> ctypes.CDLL | None:
     texts = [source.read_text() for source in SOURCES]
     key = hashlib.sha256("\n".join([*texts, compiler, *FLAGS, _cpu_signature()]).encode()).hexdigest()
     cache = Path(os.environ.get("GEOMOL_CACHE", Path.home() / ".cache" / "geomol"))
-    target = cache / "native" / f"attend_pairs-{key[:16]}.so"
+    target = cache / "native" / f"geomol-native-{key[:16]}.so"
     try:
         if not target.exists():
             _build(compiler, target)
         library = ctypes.CDLL(str(target))
     except (OSError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", "") or error
-        warnings.warn(f"geomol: the compiled attention loop is unavailable ({detail}); GET runs its PyTorch "
-                      f"formulation (same results, slower)", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"geomol: the compiled loops (GET's attention and atom distances) are unavailable ({detail}); "
+                      f"GET runs its PyTorch formulation (same results, slower)", RuntimeWarning, stacklevel=3)
         return None
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     forward = [size, size, pointer] + [size] * 6 + [pointer] * _N_FORWARD_POINTERS
@@ -95,14 +95,15 @@ def _load() -> ctypes.CDLL | None:
         for name, argtypes in (("", forward), ("_backward", forward + [pointer] * _N_BACKWARD_POINTERS)):
             function = getattr(library, f"geomol_attend_pairs{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, argtypes
-        getattr(library, f"geomol_block_min_distance_{suffix}").argtypes = [size, size, pointer, size] + [pointer] * 5
-        getattr(library, f"geomol_nearest_atoms_{suffix}").argtypes = ([size, size, pointer, size] + [pointer] * 3
-                                                                       + [size, pointer])
+        distances = getattr(library, f"geomol_block_min_distance_{suffix}")
+        distances.restype, distances.argtypes = ctypes.c_int, [size, size, pointer, size] + [pointer] * 5
+        nearest = getattr(library, f"geomol_nearest_atoms_{suffix}")
+        nearest.restype, nearest.argtypes = ctypes.c_int, [size, size, pointer, size] + [pointer] * 3 + [size, pointer]
     return library
 
 
 def native_available() -> bool:
-    """True where the compiled loop is built (or can be: this call builds it) and not switched off."""
+    """True where the compiled library is built (or can be: this call builds it) and not switched off."""
     global _library, _tried
     if os.environ.get(NATIVE_ENV, "1") == "0":
         return False
@@ -314,10 +315,17 @@ def native_ready(*tensors: torch.Tensor) -> bool:
             and native_available())
 
 
-def _split(call, n: int) -> None:
-    """``call(i, begin, end)`` over ``torch.get_num_threads()`` equal ranges of ``n`` items (:func:`_run_parallel`)."""
+def _split(name: str, n: int, *args) -> None:
+    """Compiled function ``name``(begin, end, *args) over ``torch.get_num_threads()`` equal ranges of ``n`` items
+    (:func:`_run_parallel`); ValueError if it reports invalid arguments."""
+    function = _function(name)
     threads = min(torch.get_num_threads(), max(1, n // (MIN_GROUPS_PER_THREAD * 4)))
     bounds = [n * t // threads for t in range(threads + 1)]
+
+    def call(i: int, begin: int, end: int) -> None:
+        if function(begin, end, *args):
+            raise ValueError(f"{name}: invalid arguments")
+
     _run_parallel(call, [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)])
 
 
@@ -328,9 +336,8 @@ def block_min_distance(Z: torch.Tensor, block_start: torch.Tensor, block_len: to
     Z [N, C, 3]; block_start, block_len [Nb]; rows, cols [P]."""
     Z, args = Z.contiguous(), [t.contiguous() for t in (block_start, block_len, rows, cols)]
     out = Z.new_empty(rows.numel())
-    function = _function(f"geomol_block_min_distance_{_SUFFIX[Z.dtype]}")
-    pointers = [t.data_ptr() for t in args] + [out.data_ptr()]
-    _split(lambda i, b, e: function(b, e, Z.data_ptr(), Z.size(1), *pointers), rows.numel())
+    _split(f"geomol_block_min_distance_{_SUFFIX[Z.dtype]}", rows.numel(), Z.data_ptr(), Z.size(1),
+           *[t.data_ptr() for t in args], out.data_ptr())
     return out
 
 
@@ -343,7 +350,6 @@ def nearest_atoms(Z: torch.Tensor, group_atom: torch.Tensor, first: torch.Tensor
         raise ValueError(f"nearest_atoms: keep must be 1 … {MAX_NEAREST}, got {keep}")
     Z, args = Z.contiguous(), [t.contiguous() for t in (group_atom, first, count)]
     out = torch.empty(group_atom.numel(), keep, dtype=torch.long)
-    function = _function(f"geomol_nearest_atoms_{_SUFFIX[Z.dtype]}")
-    pointers = [t.data_ptr() for t in args]
-    _split(lambda i, b, e: function(b, e, Z.data_ptr(), Z.size(1), *pointers, keep, out.data_ptr()), out.size(0))
+    _split(f"geomol_nearest_atoms_{_SUFFIX[Z.dtype]}", out.size(0), Z.data_ptr(), Z.size(1),
+           *[t.data_ptr() for t in args], keep, out.data_ptr())
     return out
