@@ -124,79 +124,99 @@ inline void pair_mlps(const T* __restrict__ sender, const T* __restrict__ receiv
   }
 }
 
-// The common configuration (float32, rh = 8: one 8-float vector per MLP) with GCC/Clang vector types, so that
-// every step is a vector instruction whatever the compiler's auto-vectoriser decides.
-typedef float v8 __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
+// The common configurations (float32 with rh = nr = L, L = 8 or 4: one L-float vector per MLP) with GCC/Clang
+// vector types, so that every step is a vector instruction whatever the compiler's auto-vectoriser decides.
+template <int L>
+struct Lanes {
+  typedef float type __attribute__((vector_size(4 * L)));
+  typedef int32_t integers __attribute__((vector_size(4 * L)));
+};
 
-inline v8 load8(const float* p) {
-  v8 v;
+template <int L>
+using vec = typename Lanes<L>::type;
+
+template <int L>
+inline vec<L> load(const float* p) {
+  vec<L> v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+template <int L>
+inline void store(float* p, vec<L> v) { std::memcpy(p, &v, sizeof v); }
 
-inline v8 exp8(v8 x) {  // exp_approx on 8 lanes
-  const v8 low = v8{} - 87.0f, high = v8{} + 88.0f;
+template <int L>
+inline void add_to(float* p, vec<L> v) { store<L>(p, load<L>(p) + v); }
+
+template <int L>
+inline vec<L> exp_lanes(vec<L> x) {  // exp_approx on L lanes
+  const vec<L> low = vec<L>{} - 87.0f, high = vec<L>{} + 88.0f;
   x = x < low ? low : x;
   x = x > high ? high : x;
-  v8 k;
-  const v8 p = exp_of_reduced(x, k);
-  const v8i bits = (__builtin_convertvector(k, v8i) + 127) << 23;
-  v8 scale;
+  vec<L> k;
+  const vec<L> p = exp_of_reduced(x, k);
+  const typename Lanes<L>::integers bits = (__builtin_convertvector(k, typename Lanes<L>::integers) + 127) << 23;
+  vec<L> scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
 
-inline v8 silu8(v8 x) { return x / (1.0f + exp8(-x)); }
+template <int L>
+inline vec<L> silu_lanes(vec<L> x) { return x / (1.0f + exp_lanes<L>(-x)); }
 
-inline float sum8(v8 v) {
-  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+template <int L>
+inline float sum_lanes(vec<L> v) {  // pairwise: lanes l and l + L/2 first
+  float lanes[L];
+  store<L>(lanes, v);
+  for (int width = L / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  return lanes[0];
 }
 
-// NH heads of one pair at once (rh = nr = 8): NH independent chains of dependent vector operations, so that the
+// NH heads of one pair at once (rh = nr = L): NH independent chains of dependent vector operations, so that the
 // processor overlaps them (one head alone is a ~200-cycle chain of latencies). Rows of consecutive heads are
 // consecutive in every [p, h, .] tensor; kept tensors (null: not written) point at the first head's row.
-template <int NH>
-inline void pair_heads8(const float* __restrict__ sender, const float* __restrict__ receiver,
-                        const float* __restrict__ radial, const Args<float>& a, float* __restrict__ pre1,
-                        float* __restrict__ act1, float* __restrict__ pre2, float* __restrict__ hidden,
-                        float* __restrict__ values, float* __restrict__ scalars) {
+template <int L, int NH>
+inline void pair_heads_lanes(const float* __restrict__ sender, const float* __restrict__ receiver,
+                             const float* __restrict__ radial, const Args<float>& a, float* __restrict__ pre1,
+                             float* __restrict__ act1, float* __restrict__ pre2, float* __restrict__ hidden,
+                             float* __restrict__ values, float* __restrict__ scalars) {
+  constexpr int W = 3 * L;
   const int64_t n_scalar = 2 + a.C;
-  v8 x[NH][3], y[NH][3];
+  vec<L> x[NH][3], y[NH][3];
   for (int n = 0; n < NH; ++n) {
-    for (int b = 0; b < 3; ++b) x[n][b] = load8(sender + 24 * n + 8 * b);
-    x[n][0] += load8(receiver + 8 * n);
+    for (int b = 0; b < 3; ++b) x[n][b] = load<L>(sender + W * n + L * b);
+    x[n][0] += load<L>(receiver + L * n);
   }
-  for (int m = 0; m < 8; ++m)
+  for (int m = 0; m < L; ++m)
     for (int b = 0; b < 3; ++b) {
-      const v8 column = load8(a.w_rbf_t + m * 24 + 8 * b);
-      for (int n = 0; n < NH; ++n) x[n][b] += column * radial[8 * n + m];
+      const vec<L> column = load<L>(a.w_rbf_t + m * W + L * b);
+      for (int n = 0; n < NH; ++n) x[n][b] += column * radial[L * n + m];
     }
   for (int b = 0; b < 3; ++b) {
-    v8 act[NH];
+    vec<L> act[NH];
     for (int n = 0; n < NH; ++n) {
-      if (pre1) store8(pre1 + 24 * n + 8 * b, x[n][b]);
-      act[n] = silu8(x[n][b]);
-      if (act1) store8(act1 + 24 * n + 8 * b, act[n]);
-      y[n][b] = load8(a.b2 + 8 * b);
+      if (pre1) store<L>(pre1 + W * n + L * b, x[n][b]);
+      act[n] = silu_lanes<L>(x[n][b]);
+      if (act1) store<L>(act1 + W * n + L * b, act[n]);
+      y[n][b] = load<L>(a.b2 + L * b);
     }
-    for (int m = 0; m < 8; ++m) {
-      const v8 column = load8(a.w2_t + (8 * b + m) * 8);
+    for (int m = 0; m < L; ++m) {
+      const vec<L> column = load<L>(a.w2_t + (L * b + m) * L);
       for (int n = 0; n < NH; ++n) y[n][b] += column * act[n][m];
     }
     for (int n = 0; n < NH; ++n) {
-      if (pre2) store8(pre2 + 24 * n + 8 * b, y[n][b]);
-      y[n][b] = silu8(y[n][b]);
-      if (hidden) store8(hidden + 24 * n + 8 * b, y[n][b]);
-      if (b > 0) store8(values + 16 * n + 8 * (b - 1), y[n][b]);
+      if (pre2) store<L>(pre2 + W * n + L * b, y[n][b]);
+      y[n][b] = silu_lanes<L>(y[n][b]);
+      if (hidden) store<L>(hidden + W * n + L * b, y[n][b]);
+      if (b > 0) store<L>(values + 2 * L * n + L * (b - 1), y[n][b]);
     }
   }
   for (int64_t c = 0; c < n_scalar; ++c) {
-    const float* w3 = a.w3 + c * 24;
-    const v8 w0 = load8(w3), w1 = load8(w3 + 8), w2 = load8(w3 + 16);
-    for (int n = 0; n < NH; ++n) scalars[n * n_scalar + c] = sum8(w0 * y[n][0] + w1 * y[n][1] + w2 * y[n][2]) + a.b3[c];
+    const float* w3 = a.w3 + c * W;
+    const vec<L> w0 = load<L>(w3), w1 = load<L>(w3 + L), w2 = load<L>(w3 + 2 * L);
+    for (int n = 0; n < NH; ++n)
+      scalars[n * n_scalar + c] = sum_lanes<L>(w0 * y[n][0] + w1 * y[n][1] + w2 * y[n][2]) + a.b3[c];
   }
 }
 
@@ -232,23 +252,32 @@ inline void pair_all_heads(int64_t s, int64_t g, const T* radial, const Args<T>&
   pair_all_heads_generic(s, g, radial, a, work, out);
 }
 
-template <>
-inline void pair_all_heads<float>(int64_t s, int64_t g, const float* radial, const Args<float>& a, float* work,
-                                  const PairRows<float>& out) {
-  if (a.rh != 8 || a.nr != 8) {
-    pair_all_heads_generic(s, g, radial, a, work, out);
-    return;
-  }
+// Heads in fours, then one by one, through pair_heads_lanes<L>.
+template <int L>
+inline void pair_all_heads_lanes(int64_t s, int64_t g, const float* radial, const Args<float>& a,
+                                 const PairRows<float>& out) {
+  constexpr int W = 3 * L;
   const int64_t h = a.h, n_scalar = 2 + a.C;
   int64_t hd = 0;
   for (; hd + 4 <= h; hd += 4)
-    pair_heads8<4>(a.sender + (s * h + hd) * 24, a.receiver + (g * h + hd) * 8, radial + hd * 8, a,
-                   offset(out.pre1, hd * 24), offset(out.act1, hd * 24), offset(out.pre2, hd * 24),
-                   offset(out.hidden, hd * 24), out.values + hd * 16, out.scalars + hd * n_scalar);
+    pair_heads_lanes<L, 4>(a.sender + (s * h + hd) * W, a.receiver + (g * h + hd) * L, radial + hd * L, a,
+                           offset(out.pre1, hd * W), offset(out.act1, hd * W), offset(out.pre2, hd * W),
+                           offset(out.hidden, hd * W), out.values + hd * 2 * L, out.scalars + hd * n_scalar);
   for (; hd < h; ++hd)
-    pair_heads8<1>(a.sender + (s * h + hd) * 24, a.receiver + (g * h + hd) * 8, radial + hd * 8, a,
-                   offset(out.pre1, hd * 24), offset(out.act1, hd * 24), offset(out.pre2, hd * 24),
-                   offset(out.hidden, hd * 24), out.values + hd * 16, out.scalars + hd * n_scalar);
+    pair_heads_lanes<L, 1>(a.sender + (s * h + hd) * W, a.receiver + (g * h + hd) * L, radial + hd * L, a,
+                           offset(out.pre1, hd * W), offset(out.act1, hd * W), offset(out.pre2, hd * W),
+                           offset(out.hidden, hd * W), out.values + hd * 2 * L, out.scalars + hd * n_scalar);
+}
+
+template <>
+inline void pair_all_heads<float>(int64_t s, int64_t g, const float* radial, const Args<float>& a, float* work,
+                                  const PairRows<float>& out) {
+  if (a.rh == 8 && a.nr == 8)
+    pair_all_heads_lanes<8>(s, g, radial, a, out);
+  else if (a.rh == 4 && a.nr == 4)
+    pair_all_heads_lanes<4>(s, g, radial, a, out);
+  else
+    pair_all_heads_generic(s, g, radial, a, work, out);
 }
 
 // Per-group scratch: the radial basis of the current pair and, per pair q of the group, its heads' results.
@@ -392,34 +421,34 @@ void pair_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, cons
     }
 }
 
-inline v8 silu_slope8(v8 x) {
-  const v8 s = 1.0f / (1.0f + exp8(-x));
+template <int L>
+inline vec<L> silu_slope_lanes(vec<L> x) {
+  const vec<L> s = 1.0f / (1.0f + exp_lanes<L>(-x));
   return s * (1.0f + x * (1.0f - s));
 }
 
-inline void add8(float* p, v8 v) { store8(p, load8(p) + v); }
-
-// pair_backward for float32 with rh = nr = 8, in vectors, for NH heads of one pair at once (independent chains
+// pair_backward for float32 with rh = nr = L, in vectors, for NH heads of one pair at once (independent chains
 // the processor overlaps; weight gradients summed over the NH heads in registers before they reach memory).
-// Per-head inputs and outputs are consecutive rows: g_scalars [NH, 2 + C], g_values [NH, 16], radial [NH, 8],
-// pre1 ... hidden [NH, 24], g_sender [NH, 24], g_receiver [NH, 8], g_radial [NH, 8].
-template <int NH>
-inline void pair_backward8(const Args<float>& a, const Grads<float>& d, const float* g_scalars, const float* g_values,
-                           const float* radial, const float* pre1, const float* act1, const float* pre2,
-                           const float* hidden, float* __restrict__ g_sender, float* __restrict__ g_receiver,
-                           float* __restrict__ g_radial) {
+// Per-head inputs and outputs are consecutive rows: g_scalars [NH, 2 + C], g_values [NH, 2L], radial [NH, L],
+// pre1 ... hidden [NH, 3L], g_sender [NH, 3L], g_receiver [NH, L], g_radial [NH, L].
+template <int L, int NH>
+inline void pair_backward_lanes(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
+                                const float* g_values, const float* radial, const float* pre1, const float* act1,
+                                const float* pre2, const float* hidden, float* __restrict__ g_sender,
+                                float* __restrict__ g_receiver, float* __restrict__ g_radial) {
+  constexpr int W = 3 * L;
   const int64_t n_scalar = 2 + a.C;
-  v8 g_hidden[NH][3], h[NH][3], g_pre1[NH][3];
+  vec<L> g_hidden[NH][3], h[NH][3], g_pre1[NH][3];
   for (int n = 0; n < NH; ++n) {
-    g_hidden[n][0] = v8{};
-    g_hidden[n][1] = load8(g_values + 16 * n);
-    g_hidden[n][2] = load8(g_values + 16 * n + 8);
-    for (int b = 0; b < 3; ++b) h[n][b] = load8(hidden + 24 * n + 8 * b);
+    g_hidden[n][0] = vec<L>{};
+    g_hidden[n][1] = load<L>(g_values + 2 * L * n);
+    g_hidden[n][2] = load<L>(g_values + 2 * L * n + L);
+    for (int b = 0; b < 3; ++b) h[n][b] = load<L>(hidden + W * n + L * b);
   }
   for (int64_t c = 0; c < n_scalar; ++c) {
-    v8 weight[3], g_weight[3] = {v8{}, v8{}, v8{}};
+    vec<L> weight[3], g_weight[3] = {vec<L>{}, vec<L>{}, vec<L>{}};
     float g_bias = 0;
-    for (int b = 0; b < 3; ++b) weight[b] = load8(a.w3 + c * 24 + 8 * b);
+    for (int b = 0; b < 3; ++b) weight[b] = load<L>(a.w3 + c * W + L * b);
     for (int n = 0; n < NH; ++n) {
       const float g = g_scalars[n * n_scalar + c];
       g_bias += g;
@@ -429,56 +458,74 @@ inline void pair_backward8(const Args<float>& a, const Grads<float>& d, const fl
       }
     }
     d.g_b3[c] += g_bias;
-    for (int b = 0; b < 3; ++b) add8(d.g_w3 + c * 24 + 8 * b, g_weight[b]);
+    for (int b = 0; b < 3; ++b) add_to<L>(d.g_w3 + c * W + L * b, g_weight[b]);
   }
   for (int b = 0; b < 3; ++b) {
-    v8 g_pre2[NH], act[NH], g_act[NH], g_bias = v8{};
+    vec<L> g_pre2[NH], act[NH], g_act[NH], g_bias = vec<L>{};
     for (int n = 0; n < NH; ++n) {
-      g_pre2[n] = g_hidden[n][b] * silu_slope8(load8(pre2 + 24 * n + 8 * b));
+      g_pre2[n] = g_hidden[n][b] * silu_slope_lanes<L>(load<L>(pre2 + W * n + L * b));
       g_bias += g_pre2[n];
-      act[n] = load8(act1 + 24 * n + 8 * b);
-      g_act[n] = v8{};
+      act[n] = load<L>(act1 + W * n + L * b);
+      g_act[n] = vec<L>{};
     }
-    add8(d.g_b2 + 8 * b, g_bias);
-    for (int i = 0; i < 8; ++i) {
-      const v8 row = load8(d.w2_n + (8 * b + i) * 8);
-      v8 g_weight = v8{};
+    add_to<L>(d.g_b2 + L * b, g_bias);
+    for (int i = 0; i < L; ++i) {
+      const vec<L> row = load<L>(d.w2_n + (L * b + i) * L);
+      vec<L> g_weight = vec<L>{};
       for (int n = 0; n < NH; ++n) {
         g_weight += g_pre2[n][i] * act[n];
         g_act[n] += g_pre2[n][i] * row;
       }
-      add8(d.g_w2 + (8 * b + i) * 8, g_weight);
+      add_to<L>(d.g_w2 + (L * b + i) * L, g_weight);
     }
     for (int n = 0; n < NH; ++n) {
-      g_pre1[n][b] = g_act[n] * silu_slope8(load8(pre1 + 24 * n + 8 * b));
-      store8(g_sender + 24 * n + 8 * b, g_pre1[n][b]);
+      g_pre1[n][b] = g_act[n] * silu_slope_lanes<L>(load<L>(pre1 + W * n + L * b));
+      store<L>(g_sender + W * n + L * b, g_pre1[n][b]);
     }
   }
-  v8 r[NH], g_r[NH];
+  vec<L> r[NH], g_r[NH];
   for (int n = 0; n < NH; ++n) {
-    add8(g_receiver + 8 * n, g_pre1[n][0]);
-    r[n] = load8(radial + 8 * n);
-    g_r[n] = v8{};
+    add_to<L>(g_receiver + L * n, g_pre1[n][0]);
+    r[n] = load<L>(radial + L * n);
+    g_r[n] = vec<L>{};
   }
   for (int b = 0; b < 3; ++b)
-    for (int i = 0; i < 8; ++i) {
-      const v8 row = load8(d.w_rbf + (8 * b + i) * 8);
-      v8 g_weight = v8{};
+    for (int i = 0; i < L; ++i) {
+      const vec<L> row = load<L>(d.w_rbf + (L * b + i) * L);
+      vec<L> g_weight = vec<L>{};
       for (int n = 0; n < NH; ++n) {
         g_weight += g_pre1[n][b][i] * r[n];
         g_r[n] += g_pre1[n][b][i] * row;
       }
-      add8(d.g_w_rbf + (8 * b + i) * 8, g_weight);
+      add_to<L>(d.g_w_rbf + (L * b + i) * L, g_weight);
     }
-  for (int n = 0; n < NH; ++n) store8(g_radial + 8 * n, g_r[n]);
+  for (int n = 0; n < NH; ++n) store<L>(g_radial + L * n, g_r[n]);
 }
 
-// The backward pass of all h heads of one pair: per-head rows as in pair_backward8 (rows [4, h, 3rh]: pre1, act1,
-// pre2, hidden), g_sender [h, 3rh], g_receiver [h, rh], g_radial [h, nr].
+// Heads in fours, then one by one, through pair_backward_lanes<L> (rows [4, h, 3L]: pre1, act1, pre2, hidden).
+template <int L>
+inline void pair_all_heads_backward_lanes(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
+                                          const float* g_values, const float* radial, const float* rows,
+                                          float* g_sender, float* g_receiver, float* g_radial) {
+  constexpr int W = 3 * L;
+  const int64_t h = a.h, n_scalar = 2 + a.C;
+  int64_t hd = 0;
+  for (; hd + 4 <= h; hd += 4)
+    pair_backward_lanes<L, 4>(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * L, radial + hd * L,
+                              rows + hd * W, rows + (h + hd) * W, rows + (2 * h + hd) * W, rows + (3 * h + hd) * W,
+                              g_sender + hd * W, g_receiver + hd * L, g_radial + hd * L);
+  for (; hd < h; ++hd)
+    pair_backward_lanes<L, 1>(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * L, radial + hd * L,
+                              rows + hd * W, rows + (h + hd) * W, rows + (2 * h + hd) * W, rows + (3 * h + hd) * W,
+                              g_sender + hd * W, g_receiver + hd * L, g_radial + hd * L);
+}
+
+// The backward pass of all h heads of one pair: per-head rows as in pair_backward_lanes (rows [4, h, 3rh]: pre1,
+// act1, pre2, hidden), g_sender [h, 3rh], g_receiver [h, rh], g_radial [h, nr].
 template <typename T>
-inline void pair_all_heads_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, const T* g_values,
-                                    const T* radial, const T* rows, T* work, T* g_sender, T* g_receiver,
-                                    T* g_radial) {
+inline void pair_all_heads_backward_generic(const Args<T>& a, const Grads<T>& d, const T* g_scalars,
+                                            const T* g_values, const T* radial, const T* rows, T* work, T* g_sender,
+                                            T* g_receiver, T* g_radial) {
   const int64_t h = a.h, rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + a.C;
   for (int64_t hd = 0; hd < h; ++hd)
     pair_backward(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * rh, radial + hd * nr, rows + hd * w,
@@ -486,28 +533,23 @@ inline void pair_all_heads_backward(const Args<T>& a, const Grads<T>& d, const T
                   g_receiver + hd * rh, g_radial + hd * nr);
 }
 
+template <typename T>
+inline void pair_all_heads_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, const T* g_values,
+                                    const T* radial, const T* rows, T* work, T* g_sender, T* g_receiver,
+                                    T* g_radial) {
+  pair_all_heads_backward_generic(a, d, g_scalars, g_values, radial, rows, work, g_sender, g_receiver, g_radial);
+}
+
 template <>
 inline void pair_all_heads_backward<float>(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
                                            const float* g_values, const float* radial, const float* rows,
                                            float* work, float* g_sender, float* g_receiver, float* g_radial) {
-  const int64_t h = a.h, n_scalar = 2 + a.C;
-  if (a.rh != 8 || a.nr != 8) {
-    for (int64_t hd = 0; hd < h; ++hd)
-      pair_backward(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * a.rh, radial + hd * a.nr,
-                    rows + hd * 3 * a.rh, rows + (h + hd) * 3 * a.rh, rows + (2 * h + hd) * 3 * a.rh,
-                    rows + (3 * h + hd) * 3 * a.rh, work, g_sender + hd * 3 * a.rh, g_receiver + hd * a.rh,
-                    g_radial + hd * a.nr);
-    return;
-  }
-  int64_t hd = 0;
-  for (; hd + 4 <= h; hd += 4)
-    pair_backward8<4>(a, d, g_scalars + hd * n_scalar, g_values + hd * 16, radial + hd * 8, rows + hd * 24,
-                      rows + (h + hd) * 24, rows + (2 * h + hd) * 24, rows + (3 * h + hd) * 24, g_sender + hd * 24,
-                      g_receiver + hd * 8, g_radial + hd * 8);
-  for (; hd < h; ++hd)
-    pair_backward8<1>(a, d, g_scalars + hd * n_scalar, g_values + hd * 16, radial + hd * 8, rows + hd * 24,
-                      rows + (h + hd) * 24, rows + (2 * h + hd) * 24, rows + (3 * h + hd) * 24, g_sender + hd * 24,
-                      g_receiver + hd * 8, g_radial + hd * 8);
+  if (a.rh == 8 && a.nr == 8)
+    pair_all_heads_backward_lanes<8>(a, d, g_scalars, g_values, radial, rows, g_sender, g_receiver, g_radial);
+  else if (a.rh == 4 && a.nr == 4)
+    pair_all_heads_backward_lanes<4>(a, d, g_scalars, g_values, radial, rows, g_sender, g_receiver, g_radial);
+  else
+    pair_all_heads_backward_generic(a, d, g_scalars, g_values, radial, rows, work, g_sender, g_receiver, g_radial);
 }
 
 template <typename T>
@@ -569,7 +611,8 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
         for (int64_t c = 0; c < C; ++c) {
           T sum = 0;
           for (int64_t hd = 0; hd < h; ++hd)
-            for (int64_t m = c * per_head; m < (c + 1) * per_head; ++m) sum += g_radial[hd * nr + m] * s_row[hd * nr + m];
+            for (int64_t m = c * per_head; m < (c + 1) * per_head; ++m)
+              sum += g_radial[hd * nr + m] * s_row[hd * nr + m];
           d.g_distance[p * C + c] = sum;
         }
       }

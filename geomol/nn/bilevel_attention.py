@@ -57,9 +57,7 @@ def _group_softmax(logits: torch.Tensor, index: PairIndex) -> torch.Tensor:
 def _native_ready(*tensors: torch.Tensor) -> bool:
     """Whether the compiled pair stage (:mod:`geomol.nn.native`) can take these tensors (no autograd): CPU tensors
     of one dtype, float32 or float64, outside autocast."""
-    dtype = tensors[0].dtype
-    return (dtype in (torch.float32, torch.float64) and all(t.dtype == dtype and t.device.type == "cpu" for t in tensors)
-            and not torch.is_autocast_enabled("cpu") and native.native_available())
+    return not torch.is_autocast_enabled("cpu") and native.native_ready(*tensors)
 
 
 def _pair_stage(index: PairIndex, radial, sender_rows, receiver, w_rbf, w2, b2, w3, b3, keep: bool) -> dict:
@@ -239,7 +237,8 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         g_alpha_weight = x.new_zeros(p, h, C)
         g_x = torch.zeros_like(x)
         coord_grads = node_grads = None
-        if grad_dZ is not None:  # ΔZ = Σ coef x, coef = Σ_heads α w_c · (β κ)[group] = Σ_heads alpha_weight · group_coef
+        # ΔZ = Σ coef x, coef = Σ_heads α w_c (β κ)[group] = Σ_heads alpha_weight · group_coef
+        if grad_dZ is not None:
             g_pair = grad_dZ.index_select(0, index.pair_atom)  # [p, C, 3]
             g_coef = (g_pair * x).sum(-1).unsqueeze(1)  # [p, 1, C]
             g_x = g_pair.mul_(s["coef"].unsqueeze(-1))

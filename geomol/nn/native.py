@@ -311,8 +311,8 @@ def native_ready(*tensors: torch.Tensor) -> bool:
     """Whether the compiled functions can take these tensors: CPU tensors, floating ones all float32 or all
     float64, and the library available."""
     floats = {t.dtype for t in tensors if t.is_floating_point()}
-    return (len(floats) == 1 and floats <= {torch.float32, torch.float64} and all(t.device.type == "cpu" for t in tensors)
-            and native_available())
+    on_cpu = all(t.device.type == "cpu" for t in tensors)
+    return len(floats) == 1 and floats <= {torch.float32, torch.float64} and on_cpu and native_available()
 
 
 def _split(name: str, n: int, *args) -> None:

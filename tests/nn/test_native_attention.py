@@ -33,7 +33,7 @@ def _pairs_case(dtype, rh, n_head, n_channel, n_rbf, seed=0):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 2, 2, 8), (8, 3, 1, 24)])
+@pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 4, 1, 16), (4, 2, 2, 8), (8, 3, 1, 24)])
 @pytest.mark.parametrize("basis", ["given", "computed"])
 def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis):
     index, pairs, distance, sender, receiver, weights, p = _pairs_case(dtype, rh, n_head, n_channel, n_rbf)
@@ -56,7 +56,7 @@ def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 2, 2, 8), (8, 6, 1, 48)])
+@pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 5, 1, 20), (4, 2, 2, 8), (8, 6, 1, 48)])
 @pytest.mark.parametrize("basis", ["given", "computed"])
 def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis):
     index, pairs, distance, sender, receiver, weights, p = _pairs_case(dtype, rh, n_head, n_channel, n_rbf, seed=2)
