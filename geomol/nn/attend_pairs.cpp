@@ -59,7 +59,7 @@ inline float exp_approx(float x) {
 inline double exp_approx(double x) { return std::exp(x); }  // float64: the exact function (checks, not speed)
 
 template <typename T>
-inline T silu(T x) { return x / (T(1) + exp_approx(-x)); }
+inline T sigmoid(T x) { return T(1) / (T(1) + exp_approx(-x)); }
 
 template <typename T>
 struct Args {
@@ -101,22 +101,23 @@ inline void radial_basis(T d, const Args<T>& a, T* __restrict__ out, T* __restri
   }
 }
 
-// One pair and head: the three pair MLPs and the scalar read-outs.
+// One pair and head: the three pair MLPs and the scalar read-outs. sig1, sig2: the sigmoids of pre1, pre2
+// (SiLU(x) = x sigmoid(x); a backward pass reuses them).
 template <typename T>
 inline void pair_mlps(const T* __restrict__ sender, const T* __restrict__ receiver, const T* __restrict__ radial,
                       const Args<T>& a, T* __restrict__ pre1, T* __restrict__ act1, T* __restrict__ pre2,
-                      T* __restrict__ hidden, T* __restrict__ scalars) {
+                      T* __restrict__ hidden, T* __restrict__ sig1, T* __restrict__ sig2, T* __restrict__ scalars) {
   const int64_t rh = a.rh, nr = a.nr, w = 3 * rh;
   for (int64_t j = 0; j < w; ++j) pre1[j] = sender[j];
   for (int64_t j = 0; j < rh; ++j) pre1[j] += receiver[j];
   for (int64_t m = 0; m < nr; ++m)
     for (int64_t j = 0; j < w; ++j) pre1[j] += a.w_rbf_t[m * w + j] * radial[m];
-  for (int64_t j = 0; j < w; ++j) act1[j] = silu(pre1[j]);
+  for (int64_t j = 0; j < w; ++j) act1[j] = pre1[j] * (sig1[j] = sigmoid(pre1[j]));
   for (int64_t j = 0; j < w; ++j) pre2[j] = a.b2[j];
   for (int64_t b = 0; b < 3; ++b)
     for (int64_t m = 0; m < rh; ++m)
       for (int64_t i = 0; i < rh; ++i) pre2[b * rh + i] += a.w2_t[(b * rh + m) * rh + i] * act1[b * rh + m];
-  for (int64_t j = 0; j < w; ++j) hidden[j] = silu(pre2[j]);
+  for (int64_t j = 0; j < w; ++j) hidden[j] = pre2[j] * (sig2[j] = sigmoid(pre2[j]));
   for (int64_t c = 0; c < 2 + a.C; ++c) {
     T sum = 0;
     for (int64_t j = 0; j < w; ++j) sum += a.w3[c * w + j] * hidden[j];
@@ -161,8 +162,16 @@ inline vec<L> exp_lanes(vec<L> x) {  // exp_approx on L lanes
   return p * scale;
 }
 
-template <int L>
-inline vec<L> silu_lanes(vec<L> x) { return x / (1.0f + exp_lanes<L>(-x)); }
+// SiLU on L lanes; with Sigmoids, as x sigmoid(x), the sigmoid kept at ``sigmoid`` for a backward pass (a
+// forward pass alone takes x / (1 + e^-x): one multiplication less in its chain of latencies).
+template <int L, bool Sigmoids>
+inline vec<L> silu_lanes(vec<L> x, float* sigmoid) {
+  const vec<L> denominator = 1.0f + exp_lanes<L>(-x);
+  if (!Sigmoids) return x / denominator;
+  const vec<L> s = 1.0f / denominator;
+  store<L>(sigmoid, s);
+  return x * s;
+}
 
 template <int L>
 inline float sum_lanes(vec<L> v) {  // pairwise: lanes l and l + L/2 first
@@ -176,11 +185,12 @@ inline float sum_lanes(vec<L> v) {  // pairwise: lanes l and l + L/2 first
 // NH heads of one pair at once (rh = nr = L): NH independent chains of dependent vector operations, so that the
 // processor overlaps them (one head alone is a ~200-cycle chain of latencies). Rows of consecutive heads are
 // consecutive in every [p, h, .] tensor; kept tensors (null: not written) point at the first head's row.
-template <int L, int NH>
+template <int L, int NH, bool Sigmoids>
 inline void pair_heads_lanes(const float* __restrict__ sender, const float* __restrict__ receiver,
                              const float* __restrict__ radial, const Args<float>& a, float* __restrict__ pre1,
                              float* __restrict__ act1, float* __restrict__ pre2, float* __restrict__ hidden,
-                             float* __restrict__ values, float* __restrict__ scalars) {
+                             float* __restrict__ sig1, float* __restrict__ sig2, float* __restrict__ values,
+                             float* __restrict__ scalars) {
   constexpr int W = 3 * L;
   const int64_t n_scalar = 2 + a.C;
   vec<L> x[NH][3], y[NH][3];
@@ -197,7 +207,7 @@ inline void pair_heads_lanes(const float* __restrict__ sender, const float* __re
     vec<L> act[NH];
     for (int n = 0; n < NH; ++n) {
       if (pre1) store<L>(pre1 + W * n + L * b, x[n][b]);
-      act[n] = silu_lanes<L>(x[n][b]);
+      act[n] = silu_lanes<L, Sigmoids>(x[n][b], Sigmoids ? sig1 + W * n + L * b : nullptr);
       if (act1) store<L>(act1 + W * n + L * b, act[n]);
       y[n][b] = load<L>(a.b2 + L * b);
     }
@@ -207,7 +217,7 @@ inline void pair_heads_lanes(const float* __restrict__ sender, const float* __re
     }
     for (int n = 0; n < NH; ++n) {
       if (pre2) store<L>(pre2 + W * n + L * b, y[n][b]);
-      y[n][b] = silu_lanes<L>(y[n][b]);
+      y[n][b] = silu_lanes<L, Sigmoids>(y[n][b], Sigmoids ? sig2 + W * n + L * b : nullptr);
       if (hidden) store<L>(hidden + W * n + L * b, y[n][b]);
       if (b > 0) store<L>(values + 2 * L * n + L * (b - 1), y[n][b]);
     }
@@ -223,7 +233,7 @@ inline void pair_heads_lanes(const float* __restrict__ sender, const float* __re
 // Destinations of one pair's per-head rows ([h, 3rh] each, null: not written) and its per-head results.
 template <typename T>
 struct PairRows {
-  T *pre1, *act1, *pre2, *hidden;
+  T *pre1, *act1, *pre2, *hidden, *sig1, *sig2;
   T* values;   // [h, 2rh]: hidden[rh:]
   T* scalars;  // [h, 2 + C]
 };
@@ -241,8 +251,10 @@ inline void pair_all_heads_generic(int64_t s, int64_t g, const T* radial, const 
     T* act1 = out.act1 ? out.act1 + hd * w : work + w;
     T* pre2 = out.pre2 ? out.pre2 + hd * w : work + 2 * w;
     T* hidden = out.hidden ? out.hidden + hd * w : work + 3 * w;
+    T* sig1 = out.sig1 ? out.sig1 + hd * w : work + 4 * w;
+    T* sig2 = out.sig2 ? out.sig2 + hd * w : work + 5 * w;
     pair_mlps(a.sender + (s * h + hd) * w, a.receiver + (g * h + hd) * rh, radial + hd * nr, a, pre1, act1, pre2,
-              hidden, out.scalars + hd * n_scalar);
+              hidden, sig1, sig2, out.scalars + hd * n_scalar);
     std::memcpy(out.values + hd * 2 * rh, hidden + rh, 2 * rh * sizeof(T));
   }
 }
@@ -252,21 +264,32 @@ inline void pair_all_heads(int64_t s, int64_t g, const T* radial, const Args<T>&
   pair_all_heads_generic(s, g, radial, a, work, out);
 }
 
-// Heads in fours, then one by one, through pair_heads_lanes<L>.
-template <int L>
+// Heads in fours, then one by one, through pair_heads_lanes<L> (keeping the sigmoids where out.sig1 is given).
+template <int L, bool Sigmoids>
 inline void pair_all_heads_lanes(int64_t s, int64_t g, const float* radial, const Args<float>& a,
                                  const PairRows<float>& out) {
   constexpr int W = 3 * L;
   const int64_t h = a.h, n_scalar = 2 + a.C;
   int64_t hd = 0;
   for (; hd + 4 <= h; hd += 4)
-    pair_heads_lanes<L, 4>(a.sender + (s * h + hd) * W, a.receiver + (g * h + hd) * L, radial + hd * L, a,
-                           offset(out.pre1, hd * W), offset(out.act1, hd * W), offset(out.pre2, hd * W),
-                           offset(out.hidden, hd * W), out.values + hd * 2 * L, out.scalars + hd * n_scalar);
+    pair_heads_lanes<L, 4, Sigmoids>(a.sender + (s * h + hd) * W, a.receiver + (g * h + hd) * L, radial + hd * L, a,
+                                     offset(out.pre1, hd * W), offset(out.act1, hd * W), offset(out.pre2, hd * W),
+                                     offset(out.hidden, hd * W), offset(out.sig1, hd * W), offset(out.sig2, hd * W),
+                                     out.values + hd * 2 * L, out.scalars + hd * n_scalar);
   for (; hd < h; ++hd)
-    pair_heads_lanes<L, 1>(a.sender + (s * h + hd) * W, a.receiver + (g * h + hd) * L, radial + hd * L, a,
-                           offset(out.pre1, hd * W), offset(out.act1, hd * W), offset(out.pre2, hd * W),
-                           offset(out.hidden, hd * W), out.values + hd * 2 * L, out.scalars + hd * n_scalar);
+    pair_heads_lanes<L, 1, Sigmoids>(a.sender + (s * h + hd) * W, a.receiver + (g * h + hd) * L, radial + hd * L, a,
+                                     offset(out.pre1, hd * W), offset(out.act1, hd * W), offset(out.pre2, hd * W),
+                                     offset(out.hidden, hd * W), offset(out.sig1, hd * W), offset(out.sig2, hd * W),
+                                     out.values + hd * 2 * L, out.scalars + hd * n_scalar);
+}
+
+template <int L>
+inline void pair_all_heads_lanes(int64_t s, int64_t g, const float* radial, const Args<float>& a,
+                                 const PairRows<float>& out) {
+  if (out.sig1)
+    pair_all_heads_lanes<L, true>(s, g, radial, a, out);
+  else
+    pair_all_heads_lanes<L, false>(s, g, radial, a, out);
 }
 
 template <>
@@ -285,9 +308,9 @@ template <typename T>
 struct GroupWork {
   std::vector<T> values, scalars, weights, work, basis, basis_slope, radial, radial_slope, rows;
   GroupWork(const Args<T>& a, int64_t max_k, bool with_rows)
-      : values(max_k * a.h * 2 * a.rh), scalars(max_k * a.h * (2 + a.C)), weights(max_k * a.h), work(12 * a.rh),
+      : values(max_k * a.h * 2 * a.rh), scalars(max_k * a.h * (2 + a.C)), weights(max_k * a.h), work(18 * a.rh),
         basis(a.C * a.n_rbf), basis_slope(a.C * a.n_rbf), radial(a.h * a.nr), radial_slope(a.h * a.nr),
-        rows(with_rows ? max_k * a.h * 12 * a.rh : 0) {}
+        rows(with_rows ? max_k * a.h * 18 * a.rh : 0) {}
 };
 
 template <typename T>
@@ -341,7 +364,7 @@ void attend_pairs(const Args<T>& a) {
       const int64_t p = first + q, row = p * h;
       pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, pair_radial(p, a, work), a, work.work.data(),
                      PairRows<T>{offset(a.pre1, row * w), offset(a.act1, row * w), offset(a.pre2, row * w),
-                                 offset(a.hidden, row * w), work.values.data() + q * h * 2 * rh,
+                                 offset(a.hidden, row * w), nullptr, nullptr, work.values.data() + q * h * 2 * rh,
                                  work.scalars.data() + q * h * n_scalar});
       if (a.scalars) std::memcpy(a.scalars + row * n_scalar, work.scalars.data() + q * h * n_scalar,
                                  h * n_scalar * sizeof(T));
@@ -377,19 +400,29 @@ struct Grads {
   T *g_sender, *g_receiver, *g_radial, *g_distance, *g_w_rbf, *g_w2, *g_b2, *g_w3, *g_b3;
 };
 
-template <typename T>
-inline T silu_slope(T x) {  // d SiLU / dx
-  const T s = T(1) / (T(1) + exp_approx(-x));
-  return s * (T(1) + x * (T(1) - s));
+template <typename V>
+inline V silu_slope(V x, V sig) {  // d SiLU / dx from x and sigmoid(x); V: a float type or a vector of floats
+  return sig * (1.0f + x * (1.0f - sig));
 }
 
+inline double silu_slope(double x, double sig) { return sig * (1.0 + x * (1.0 - sig)); }
+
+// The forward pass's rows of one pair and head, kept for its backward pass: pre1, act1, pre2, hidden,
+// sigmoid(pre1), sigmoid(pre2), each [3rh], the k-th at rows + k * stride.
+template <typename T>
+struct KeptRows {
+  const T* rows;
+  int64_t stride;
+  const T* operator[](int k) const { return rows + k * stride; }
+};
+
 // One pair and head, generic sizes: the chain rule from the scalars' and the values' gradients down to pre1.
-// g_scalars [2 + C]; g_values [2rh] (alpha * g_summed); rows: pre1, act1, pre2, hidden of the forward pass.
+// g_scalars [2 + C]; g_values [2rh] (alpha * g_summed).
 template <typename T>
 void pair_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, const T* g_values, const T* radial,
-                   const T* pre1, const T* act1, const T* pre2, const T* hidden, T* work, T* g_sender, T* g_receiver,
-                   T* g_radial) {
+                   KeptRows<T> kept, T* work, T* g_sender, T* g_receiver, T* g_radial) {
   const int64_t rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + a.C;
+  const T *pre1 = kept[0], *act1 = kept[1], *pre2 = kept[2], *hidden = kept[3], *sig1 = kept[4], *sig2 = kept[5];
   T* g_hidden = work;
   T* g_pre2 = work + w;
   for (int64_t j = 0; j < w; ++j) g_hidden[j] = j >= rh ? g_values[j - rh] : T(0);
@@ -401,7 +434,7 @@ void pair_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, cons
     }
   }
   for (int64_t j = 0; j < w; ++j) {
-    g_pre2[j] = g_hidden[j] * silu_slope(pre2[j]);
+    g_pre2[j] = g_hidden[j] * silu_slope(pre2[j], sig2[j]);
     d.g_b2[j] += g_pre2[j];
   }
   for (int64_t j = 0; j < w; ++j) g_sender[j] = 0;
@@ -411,7 +444,7 @@ void pair_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, cons
         d.g_w2[(b * rh + i) * rh + m] += g_pre2[b * rh + i] * act1[b * rh + m];
         g_sender[b * rh + m] += g_pre2[b * rh + i] * d.w2_n[(b * rh + i) * rh + m];
       }
-  for (int64_t j = 0; j < w; ++j) g_sender[j] *= silu_slope(pre1[j]);  // g_pre1
+  for (int64_t j = 0; j < w; ++j) g_sender[j] *= silu_slope(pre1[j], sig1[j]);  // g_pre1
   for (int64_t j = 0; j < rh; ++j) g_receiver[j] += g_sender[j];
   for (int64_t m = 0; m < nr; ++m) g_radial[m] = 0;
   for (int64_t j = 0; j < w; ++j)
@@ -421,23 +454,18 @@ void pair_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, cons
     }
 }
 
-template <int L>
-inline vec<L> silu_slope_lanes(vec<L> x) {
-  const vec<L> s = 1.0f / (1.0f + exp_lanes<L>(-x));
-  return s * (1.0f + x * (1.0f - s));
-}
-
 // pair_backward for float32 with rh = nr = L, in vectors, for NH heads of one pair at once (independent chains
 // the processor overlaps; weight gradients summed over the NH heads in registers before they reach memory).
 // Per-head inputs and outputs are consecutive rows: g_scalars [NH, 2 + C], g_values [NH, 2L], radial [NH, L],
-// pre1 ... hidden [NH, 3L], g_sender [NH, 3L], g_receiver [NH, L], g_radial [NH, L].
+// the kept rows [NH, 3L] each, g_sender [NH, 3L], g_receiver [NH, L], g_radial [NH, L].
 template <int L, int NH>
 inline void pair_backward_lanes(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
-                                const float* g_values, const float* radial, const float* pre1, const float* act1,
-                                const float* pre2, const float* hidden, float* __restrict__ g_sender,
+                                const float* g_values, const float* radial, KeptRows<float> kept,
+                                float* __restrict__ g_sender,
                                 float* __restrict__ g_receiver, float* __restrict__ g_radial) {
   constexpr int W = 3 * L;
   const int64_t n_scalar = 2 + a.C;
+  const float *pre1 = kept[0], *act1 = kept[1], *pre2 = kept[2], *hidden = kept[3], *sig1 = kept[4], *sig2 = kept[5];
   vec<L> g_hidden[NH][3], h[NH][3], g_pre1[NH][3];
   for (int n = 0; n < NH; ++n) {
     g_hidden[n][0] = vec<L>{};
@@ -463,7 +491,8 @@ inline void pair_backward_lanes(const Args<float>& a, const Grads<float>& d, con
   for (int b = 0; b < 3; ++b) {
     vec<L> g_pre2[NH], act[NH], g_act[NH], g_bias = vec<L>{};
     for (int n = 0; n < NH; ++n) {
-      g_pre2[n] = g_hidden[n][b] * silu_slope_lanes<L>(load<L>(pre2 + W * n + L * b));
+      const int64_t at = W * n + L * b;
+      g_pre2[n] = g_hidden[n][b] * silu_slope(load<L>(pre2 + at), load<L>(sig2 + at));
       g_bias += g_pre2[n];
       act[n] = load<L>(act1 + W * n + L * b);
       g_act[n] = vec<L>{};
@@ -479,7 +508,8 @@ inline void pair_backward_lanes(const Args<float>& a, const Grads<float>& d, con
       add_to<L>(d.g_w2 + (L * b + i) * L, g_weight);
     }
     for (int n = 0; n < NH; ++n) {
-      g_pre1[n][b] = g_act[n] * silu_slope_lanes<L>(load<L>(pre1 + W * n + L * b));
+      const int64_t at = W * n + L * b;
+      g_pre1[n][b] = g_act[n] * silu_slope(load<L>(pre1 + at), load<L>(sig1 + at));
       store<L>(g_sender + W * n + L * b, g_pre1[n][b]);
     }
   }
@@ -502,7 +532,7 @@ inline void pair_backward_lanes(const Args<float>& a, const Grads<float>& d, con
   for (int n = 0; n < NH; ++n) store<L>(g_radial + L * n, g_r[n]);
 }
 
-// Heads in fours, then one by one, through pair_backward_lanes<L> (rows [4, h, 3L]: pre1, act1, pre2, hidden).
+// Heads in fours, then one by one, through pair_backward_lanes<L> (rows [6, h, 3L]: see KeptRows).
 template <int L>
 inline void pair_all_heads_backward_lanes(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
                                           const float* g_values, const float* radial, const float* rows,
@@ -512,25 +542,24 @@ inline void pair_all_heads_backward_lanes(const Args<float>& a, const Grads<floa
   int64_t hd = 0;
   for (; hd + 4 <= h; hd += 4)
     pair_backward_lanes<L, 4>(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * L, radial + hd * L,
-                              rows + hd * W, rows + (h + hd) * W, rows + (2 * h + hd) * W, rows + (3 * h + hd) * W,
-                              g_sender + hd * W, g_receiver + hd * L, g_radial + hd * L);
+                              KeptRows<float>{rows + hd * W, h * W}, g_sender + hd * W, g_receiver + hd * L,
+                              g_radial + hd * L);
   for (; hd < h; ++hd)
     pair_backward_lanes<L, 1>(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * L, radial + hd * L,
-                              rows + hd * W, rows + (h + hd) * W, rows + (2 * h + hd) * W, rows + (3 * h + hd) * W,
-                              g_sender + hd * W, g_receiver + hd * L, g_radial + hd * L);
+                              KeptRows<float>{rows + hd * W, h * W}, g_sender + hd * W, g_receiver + hd * L,
+                              g_radial + hd * L);
 }
 
-// The backward pass of all h heads of one pair: per-head rows as in pair_backward_lanes (rows [4, h, 3rh]: pre1,
-// act1, pre2, hidden), g_sender [h, 3rh], g_receiver [h, rh], g_radial [h, nr].
+// The backward pass of all h heads of one pair: rows [6, h, 3rh] (see KeptRows), g_sender [h, 3rh],
+// g_receiver [h, rh], g_radial [h, nr].
 template <typename T>
 inline void pair_all_heads_backward_generic(const Args<T>& a, const Grads<T>& d, const T* g_scalars,
                                             const T* g_values, const T* radial, const T* rows, T* work, T* g_sender,
                                             T* g_receiver, T* g_radial) {
   const int64_t h = a.h, rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + a.C;
   for (int64_t hd = 0; hd < h; ++hd)
-    pair_backward(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * rh, radial + hd * nr, rows + hd * w,
-                  rows + (h + hd) * w, rows + (2 * h + hd) * w, rows + (3 * h + hd) * w, work, g_sender + hd * w,
-                  g_receiver + hd * rh, g_radial + hd * nr);
+    pair_backward(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * rh, radial + hd * nr,
+                  KeptRows<T>{rows + hd * w, h * w}, work, g_sender + hd * w, g_receiver + hd * rh, g_radial + hd * nr);
 }
 
 template <typename T>
@@ -561,15 +590,16 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
   std::vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
   for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
-    // forward again, keeping each pair's rows [4][h][3rh]: pre1, act1, pre2, hidden
+    // forward again, keeping each pair's rows [6][h][3rh]: pre1, act1, pre2, hidden, sigmoid(pre1), sigmoid(pre2)
     for (int64_t q = 0; q < k; ++q) {
       const int64_t p = first + q;
       std::memcpy(radial.data() + q * h * nr, pair_radial(p, a, work, true), h * nr * sizeof(T));
       if (!a.radial) std::memcpy(slope.data() + q * h * nr, work.radial_slope.data(), h * nr * sizeof(T));
-      T* rows = work.rows.data() + q * h * 4 * w;
+      T* rows = work.rows.data() + q * h * 6 * w;
       pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, radial.data() + q * h * nr, a, work.work.data(),
-                     PairRows<T>{rows, rows + h * w, rows + 2 * h * w, rows + 3 * h * w,
-                                 work.values.data() + q * h * 2 * rh, work.scalars.data() + q * h * n_scalar});
+                     PairRows<T>{rows, rows + h * w, rows + 2 * h * w, rows + 3 * h * w, rows + 4 * h * w,
+                                 rows + 5 * h * w, work.values.data() + q * h * 2 * rh,
+                                 work.scalars.data() + q * h * n_scalar});
     }
     // the gradients of each pair's scalars and values, head by head
     for (int64_t hd = 0; hd < h; ++hd) {
@@ -602,7 +632,7 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
     for (int64_t q = 0; q < k; ++q) {
       const int64_t p = first + q;
       pair_all_heads_backward(a, d, g_scalars.data() + q * h * n_scalar, g_values.data() + q * h * 2 * rh,
-                              radial.data() + q * h * nr, work.rows.data() + q * h * 4 * w, work.work.data(),
+                              radial.data() + q * h * nr, work.rows.data() + q * h * 6 * w, work.work.data(),
                               d.g_sender + p * h * w, g_receiver, g_radial.data());
       if (d.g_radial) std::memcpy(d.g_radial + p * h * nr, g_radial.data(), h * nr * sizeof(T));
       if (d.g_distance) {  // head hd's features: channel c's basis functions hd R/h ... in columns c R/h ...
