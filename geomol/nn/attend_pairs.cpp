@@ -1,4 +1,5 @@
-// The per-pair stage of GET's bilevel attention in one pass (geomol/nn/native.py builds and calls it).
+// The per-pair stage of GET's bilevel attention in one pass, and its backward pass (geomol/nn/native.py builds
+// and calls them; geomol.nn.bilevel_attention._pair_stage is the PyTorch formulation of the same function).
 //
 // For every group (a receiving atom i and a block edge e; its pairs are consecutive, group_start[g] to
 // group_start[g + 1]), every pair of it and every head, the three pair MLPs run on a few registers' worth of data:
@@ -21,6 +22,9 @@
 // w2_t[b][k][i] = W2[b rh + i][b rh + k]; b2 [3rh]; w3 [2 + C, 3rh]; b3 [2 + C].
 // Outputs: summed [g, h, 2rh], block_sum [g, h], alpha_weight [p, h, C]; optional (null: not written)
 // pre1, act1, pre2, hidden [p, h, 3rh], scalars [p, h, 2 + C], alpha [p, h].
+//
+// The backward pass (attend_pairs_backward, further down) recomputes this group by group, keeping each pair's rows
+// in a small buffer, and runs the chain rule from the gradients of the three outputs.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
