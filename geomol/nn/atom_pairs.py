@@ -44,6 +44,7 @@ class PairIndex(NamedTuple):
         edge_block, edge_pairs: [e] receiving block and number of pairs of each edge.
         n_atoms, n_blocks: sizes of the atom and block ranges covered.
         width: K, the largest group size.
+        group_start: [g + 1] offset of each group's first pair (groups are consecutive runs of pairs).
     """
 
     pair_group: torch.Tensor
@@ -56,6 +57,7 @@ class PairIndex(NamedTuple):
     n_atoms: int
     n_blocks: int
     width: int
+    group_start: torch.Tensor
 
 
 class PairChunk(NamedTuple):
@@ -83,6 +85,7 @@ class AtomPairs(NamedTuple):
         edge_pairs: [E] number of pairs of each edge (n_I · min(k, n_J)).
         width: K = min(k, max n_J), the largest group size.
         n_atoms, n_blocks: N and Nb.
+        group_start: [M + 1] offset of each group's first pair.
         chunks: the chunk plan.
     """
 
@@ -97,6 +100,7 @@ class AtomPairs(NamedTuple):
     width: int
     n_atoms: int
     n_blocks: int
+    group_start: torch.Tensor
     chunks: list[PairChunk]
 
     @property
@@ -110,7 +114,7 @@ class AtomPairs(NamedTuple):
     def full_index(self) -> PairIndex:
         """The :class:`PairIndex` of all receiving blocks at once (global indices)."""
         return PairIndex(self.pair_group, self.pair_slot, self.pair_atom, self.group_atom, self.group_edge,
-                         self.edge_block, self.edge_pairs, self.n_atoms, self.n_blocks, self.width)
+                         self.edge_block, self.edge_pairs, self.n_atoms, self.n_blocks, self.width, self.group_start)
 
 
 def _nearest_neighbors(Z, block_start, block_len, group_atom, group_block, group_n, width, keep, chunk):
@@ -142,7 +146,7 @@ def _nearest_neighbors(Z, block_start, block_len, group_atom, group_block, group
     return neighbor
 
 
-def _chunk_plan(block_start, recv_sorted, order, group_sizes, group_pos, pairs, chunk_pairs):
+def _chunk_plan(block_start, recv_sorted, order, group_pos, pairs, chunk_pairs):
     """Cut the receiver-sorted order into chunks of whole receiving blocks (see module doc)."""
     n_blocks = block_start.numel() - 1
     device = recv_sorted.device
@@ -150,12 +154,11 @@ def _chunk_plan(block_start, recv_sorted, order, group_sizes, group_pos, pairs, 
     per_block = torch.zeros(n_blocks, dtype=torch.long, device=device).index_add_(0, recv_sorted, edge_pairs_sorted)
     groups_per_edge = torch.bincount(group_pos, minlength=order.numel())
     group_ptr = torch.cat([segment_starts(groups_per_edge), groups_per_edge.new_tensor([group_pos.numel()])])
-    pair_ptr = torch.cat([segment_starts(group_sizes), group_sizes.new_tensor([pairs.pair_group.numel()])])
     bounds = chunk_bounds(per_block, chunk_pairs)
     starts = torch.tensor([b for b, _ in bounds] + [n_blocks], device=device)
     edge_at = torch.searchsorted(recv_sorted, starts)
     group_at = group_ptr[edge_at]
-    table = torch.stack([starts, block_start[starts], edge_at, group_at, pair_ptr[group_at]], 1).tolist()
+    table = torch.stack([starts, block_start[starts], edge_at, group_at, pairs.group_start[group_at]], 1).tolist()
     chunks = []
     for (b0, a0, e0, m0, p0), (b1, a1, e1, m1, p1) in zip(table[:-1], table[1:]):
         if p1 == p0:
@@ -163,7 +166,7 @@ def _chunk_plan(block_start, recv_sorted, order, group_sizes, group_pos, pairs, 
         group_atom = pairs.group_atom[m0:m1] - a0
         index = PairIndex(pairs.pair_group[p0:p1] - m0, pairs.pair_slot[p0:p1], pairs.pair_atom[p0:p1] - a0,
                           group_atom, group_pos[m0:m1] - e0, recv_sorted[e0:e1] - b0, edge_pairs_sorted[e0:e1],
-                          a1 - a0, b1 - b0, pairs.width)
+                          a1 - a0, b1 - b0, pairs.width, pairs.group_start[m0:m1 + 1] - p0)
         chunks.append(PairChunk(index, (a0, a1), (p0, p1), order[e0:e1], pairs.pair_neighbor[p0:p1]))
     return chunks
 
@@ -199,7 +202,8 @@ def sparse_atom_pairs(Z: torch.Tensor, block_id: torch.Tensor, edges: torch.Tens
     mask = torch.arange(keep, device=Z.device) < group_sizes.unsqueeze(1)
     pair_group, pair_slot = mask.nonzero(as_tuple=True)
     edge_pairs = block_len[edges[0]] * block_len[edges[1]].clamp(max=keep)
+    group_start = torch.cat([segment_starts(group_sizes), group_sizes.new_tensor([pair_group.numel()])])
     pairs = AtomPairs(group_atom, order[group_pos], pair_group, group_atom[pair_group], neighbor[mask], pair_slot,
-                      edges[0], edge_pairs, keep, Z.size(0), n_blocks, [])
+                      edges[0], edge_pairs, keep, Z.size(0), n_blocks, group_start, [])
     starts = torch.cat([block_start, block_start.new_tensor([Z.size(0)])])
-    return pairs._replace(chunks=_chunk_plan(starts, recv, order, group_sizes, group_pos, pairs, chunk_pairs))
+    return pairs._replace(chunks=_chunk_plan(starts, recv, order, group_pos, pairs, chunk_pairs))

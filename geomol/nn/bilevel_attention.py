@@ -113,8 +113,8 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     if compiled and pair_stage is not None:
         s = pair_stage
     elif compiled:  # (with ``keep``, the compiled backward pass recomputes the basis and the per-pair rows itself)
-        s = native.attend_pairs(native.group_starts(index.pair_group, n_groups), sender_rows, sender_index, receiver,
-                                *weights, distance=distance, rbf=rbf)
+        s = native.attend_pairs(index.group_start, sender_rows, sender_index, receiver, *weights, distance=distance,
+                                rbf=rbf)
     else:
         if keep:
             rbf_values, rbf_slope = rbf.with_derivative(distance)
@@ -265,9 +265,8 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         # the per-pair stage
         distance = s["distance"]
         if s["compiled"]:
-            starts = native.group_starts(pg, n_groups)
-            pair = native.attend_pairs_backward(starts, sender_rows, None, s["receiver"], w_rbf, w2, b2, w3, b3,
-                                                g_summed, g_block_sum, g_alpha_weight, distance=distance, rbf=rbf)
+            pair = native.attend_pairs_backward(index.group_start, sender_rows, None, s["receiver"], w_rbf, w2, b2, w3,
+                                                b3, g_summed, g_block_sum, g_alpha_weight, distance=distance, rbf=rbf)
             g_distance = pair["distance"]
         else:
             pair = _pair_stage_backward(index, s["pair"], s["radial"], w_rbf, w2, w3, g_summed, g_block_sum,

@@ -33,7 +33,7 @@ import torch
 
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
-__all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "group_starts", "diagonal_blocks",
+__all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "diagonal_blocks",
            "counting_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST"]
 
 MAX_NEAREST = 64
@@ -133,13 +133,6 @@ def _count_products(n_pair_heads: int, rh: int, nr: int, C: int, backward: bool)
     if _counted:
         forward = 2 * (3 * rh * nr + 3 * rh * rh + (2 + C) * 3 * rh)
         _counted[-1] += n_pair_heads * forward * (3 if backward else 1)
-
-
-def group_starts(pair_group: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """[g + 1] offsets of each group's first pair (``pair_group`` [p] non-decreasing, every group non-empty)."""
-    starts = pair_group.new_zeros(n_groups + 1)
-    torch.cumsum(torch.bincount(pair_group, minlength=n_groups), 0, out=starts[1:])
-    return starts
 
 
 def _function(name: str):
@@ -243,7 +236,7 @@ def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch
     """Run the compiled per-pair stage (call :func:`native_available` first). No autograd.
 
     Args:
-        starts: [g + 1] group offsets (:func:`group_starts`).
+        starts: [g + 1] group offsets (:attr:`geomol.nn.atom_pairs.PairIndex.group_start`).
         sender: [n_s, h, 3rh] sender terms; sender_index: [p] row of each pair (None: row p).
         receiver: [g, h, rh] query + edge terms of each group.
         w_rbf [3rh, nr], w2 [3rh, 3rh] (block-diagonal: only its three diagonal blocks are read), b2 [3rh],

@@ -40,7 +40,7 @@ def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf
     rbf = RadialBasis(n_rbf, cutoff=1.5)
     radial = _heads(rbf(distance), n_head)
     want = _pair_stage(index, radial, sender.index_select(0, pairs.pair_neighbor), receiver, *weights, keep=True)
-    starts = native.group_starts(index.pair_group, pairs.num_groups)
+    starts = index.group_start
     source = dict(radial=radial) if basis == "given" else dict(distance=distance, rbf=rbf)
     got = native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, keep=True, **source)
     assert set(got) == set(want)
@@ -72,7 +72,7 @@ def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_chann
     want = _pair_stage_backward(index, kept, radial, weights[0], weights[1], weights[3], *upstream)
     want["distance"] = (want["radial"].view(p, n_head, n_channel, -1).transpose(1, 2).reshape(p, n_channel, -1)
                         * slope).sum(-1)
-    starts = native.group_starts(index.pair_group, g)
+    starts = index.group_start
     source = dict(radial=radial) if basis == "given" else dict(distance=distance, rbf=rbf)
     got = native.attend_pairs_backward(starts, sender, pairs.pair_neighbor, receiver, *weights, *upstream, **source)
     names = {"sender", "receiver", "w_rbf", "w2", "b2", "w3", "b3", "radial" if basis == "given" else "distance"}
@@ -86,7 +86,7 @@ def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_chann
 
 def test_compiled_pair_stage_splits_work_over_threads(monkeypatch):
     index, pairs, distance, sender, receiver, weights, _ = _pairs_case(torch.float32, 8, 4, 1, 32, seed=1)
-    starts = native.group_starts(index.pair_group, pairs.num_groups)
+    starts = index.group_start
     rbf = RadialBasis(32, cutoff=1.5)
     spans = []
 
@@ -148,7 +148,7 @@ def test_missing_compiler_falls_back_with_a_warning(monkeypatch, tmp_path):
 
 def test_counting_products_counts_the_compiled_arithmetic():
     index, pairs, distance, sender, receiver, weights, p = _pairs_case(torch.float32, 8, 4, 1, 32)
-    starts = native.group_starts(index.pair_group, pairs.num_groups)
+    starts = index.group_start
     rbf = RadialBasis(32, cutoff=1.5)
     upstream = (torch.ones(pairs.num_groups, 4, 16), torch.ones(pairs.num_groups, 4), torch.ones(p, 4, 1))
     per_row = 2 * (24 * 8 + 3 * 8 * 8 + 3 * 24)  # W_rbf, the three diagonal blocks of W2, W3
