@@ -32,6 +32,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from geomol.nn.dense import dense, linear, linears, outer
+from geomol.nn.egnn_compiled import fused_edge_sums, fused_supported
 
 __all__ = ["EGNNLayer", "EdgeWeights", "edge_sums", "in_degree", "CHUNK_ELEMENTS"]
 
@@ -204,6 +205,8 @@ def edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, edge_te
     no per-edge autograd graph is built; under autocast the plain autograd formulation is used instead.
     """
     row, col = edge_index[0], edge_index[1]
+    if not torch.is_autocast_enabled(x.device.type) and fused_supported(h_row, x, h_col, edge_term, *weights):
+        return fused_edge_sums(x, h_row, h_col, edge_term, row, col, weights)
     per_edge = h_row.size(1) * h_row.size(2)
     step = max(1, min(chunk, store_limit) // per_edge)
     tensors = (x, h_row, h_col, edge_term) + tuple(weights)

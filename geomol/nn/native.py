@@ -1,4 +1,5 @@
-"""GET's per-atom-pair work as compiled loops (``attend_pairs.cpp``, ``nearest.cpp``), built on first use.
+"""Compiled loops, built on first use: GET's per-atom-pair work (``attend_pairs.cpp``, ``nearest.cpp``) and the
+element-wise passes of EGNO's edge MLPs (``egnn_edges.cpp``, driven by :mod:`geomol.nn.egnn_compiled`).
 
 In eager PyTorch the three pair MLPs of :func:`geomol.nn.bilevel_attention.attend` are some twenty passes over
 [pairs, heads, 3rh] tensors (products with 8–24 columns, SiLUs, gathers, the group softmax, the α-weighted
@@ -34,14 +35,15 @@ import torch
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
 __all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "diagonal_blocks",
-           "counting_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST"]
+           "counting_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST", "run_edge_ranges"]
 
 MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulations even where the compiled library is available."""
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "nearest.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "nearest.cpp", "egnn_edges.cpp"))
+HEADERS = (Path(__file__).with_name("native_math.h"),)
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _N_FORWARD_POINTERS, _N_BACKWARD_POINTERS = 21, 14
@@ -76,7 +78,7 @@ def _build(compiler: str, target: Path) -> None:
 
 def _load() -> ctypes.CDLL | None:
     compiler = os.environ.get("CXX", "c++")
-    texts = [source.read_text() for source in SOURCES]
+    texts = [source.read_text() for source in SOURCES + HEADERS]
     key = hashlib.sha256("\n".join([*texts, compiler, *FLAGS, _cpu_signature()]).encode()).hexdigest()
     cache = Path(os.environ.get("GEOMOL_CACHE", Path.home() / ".cache" / "geomol"))
     target = cache / "native" / f"geomol-native-{key[:16]}.so"
@@ -99,6 +101,9 @@ def _load() -> ctypes.CDLL | None:
         distances.restype, distances.argtypes = ctypes.c_int, [size, size, pointer, size] + [pointer] * 5
         nearest = getattr(library, f"geomol_nearest_atoms_{suffix}")
         nearest.restype, nearest.argtypes = ctypes.c_int, [size, size, pointer, size] + [pointer] * 3 + [size, pointer]
+        for name, n_pointers in (("forward", 15), ("backward", 28)):
+            function = getattr(library, f"geomol_egnn_fused_{name}_{suffix}")
+            function.restype, function.argtypes = ctypes.c_int, [size] * 4 + [pointer] * n_pointers
     return library
 
 
@@ -346,3 +351,27 @@ def nearest_atoms(Z: torch.Tensor, group_atom: torch.Tensor, first: torch.Tensor
     _split(f"geomol_nearest_atoms_{_SUFFIX[Z.dtype]}", out.size(0), Z.data_ptr(), Z.size(1),
            *[t.data_ptr() for t in args], keep, out.data_ptr())
     return out
+
+
+
+MIN_ELEMENTS_PER_THREAD = 1 << 15
+"""EGNN edges are split over threads only in ranges of at least this many [edge, slice, channel] elements."""
+
+
+def run_edge_ranges(name: str, n_edges: int, per_edge: int, arguments) -> int:
+    """Run compiled function ``name``(begin, end, *arguments(i)) over ranges of edges, one per thread (at most
+    ``torch.get_num_threads()``, each of at least :data:`MIN_ELEMENTS_PER_THREAD` elements at ``per_edge`` an
+    edge). ``arguments(i, n_ranges)`` gives range i's arguments (its own accumulators where it has any).
+    Returns the number of ranges; ValueError if the function reports invalid arguments."""
+    function = _function(name)
+    threads = min(torch.get_num_threads(), max(1, n_edges * per_edge // MIN_ELEMENTS_PER_THREAD))
+    bounds = [n_edges * t // threads for t in range(threads + 1)]
+    ranges = [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)]
+    args = [arguments(i, len(ranges)) for i in range(len(ranges))]
+
+    def call(i: int, begin: int, end: int) -> None:
+        if function(begin, end, *args[i]):
+            raise ValueError(f"{name}: invalid sizes or an unsupported width")
+
+    _run_parallel(call, ranges)
+    return len(ranges)

@@ -1,0 +1,106 @@
+""":func:`geomol.nn.egnn.edge_sums` as one compiled loop over the edges (``egnn_edges.cpp``).
+
+In eager PyTorch a chunk of c edges costs some fifteen passes over [c, P, H] tensors (gathers, sums, SiLUs, the
+scatter-adds) around four BLAS products. The compiled loop takes a few (edge, slice) rows at a time through the
+whole edge MLP in registers (its products register-blocked, ~170–200 GFLOP/s on 64 channels here against BLAS's
+~140 on chunk-sized products) and adds the results straight onto the nodes; the backward pass recomputes a
+block of rows instead of storing six [M, P, H] tensors, then runs the chain rule down to every input. Work is
+split over ``torch.get_num_threads()`` threads by ranges of edges, each with its own node accumulators.
+Results equal the PyTorch formulation's up to float32 rounding (float64: 1e-12).
+"""
+from __future__ import annotations
+
+import torch
+
+from geomol.nn.native import _SUFFIX, native_ready, run_edge_ranges
+
+__all__ = ["fused_supported", "fused_edge_sums"]
+
+_WIDTHS = (1, 2, 4, 8)  # vectors of 64 bytes per row of H channels the compiled loop is built for
+
+
+def fused_supported(h_row: torch.Tensor, *tensors: torch.Tensor) -> bool:
+    """Whether the compiled loop takes these inputs: CPU float32 or float64 alike, H a supported width (float32:
+    16, 32, 64 or 128 channels; float64: 8 … 64) and the library available."""
+    lanes = 64 // h_row.element_size()
+    H = h_row.size(-1)
+    return H % lanes == 0 and H // lanes in _WIDTHS and native_ready(h_row, *tensors)
+
+
+def _accumulators(i: int, finals: list[torch.Tensor], extra: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """Range i's accumulators: the final (zeroed) buffers for range 0, fresh zeros for the others."""
+    if i == 0:
+        return finals
+    extra.append([torch.zeros_like(t) for t in finals])
+    return extra[-1]
+
+
+def _pointers(tensors) -> list:
+    return [None if t is None else t.data_ptr() for t in tensors]
+
+
+def _forward(inputs: tuple, weights) -> tuple[torch.Tensor, torch.Tensor]:
+    x, h_row, h_col, edge_term, row, col = inputs
+    (n_edges,), (_, P, H) = row.shape, h_row.shape
+    w = _weights(weights)  # (kept referenced while the compiled loop reads the copies)
+    force, agg, extra = torch.zeros_like(x), torch.zeros_like(h_row), []
+    fixed = _pointers([x, h_row, h_col, edge_term, row, col, *w[:7]])
+
+    def arguments(i: int, _: int) -> list:
+        return [P, H, *fixed, *_pointers(_accumulators(i, [agg, force], extra))]
+
+    run_edge_ranges(f"geomol_egnn_fused_forward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
+    for part_agg, part_force in extra:
+        agg += part_agg
+        force += part_force
+    return force, agg
+
+
+def _weights(weights) -> list[torch.Tensor]:
+    """The C order: w_s, W2ᵀ, b2, Wcᵀ, bc, wo, bo, W2, Wc (contiguous)."""
+    w_s, w2, b2, wc, bc, wo, bo = (t.detach() for t in weights)
+    return [t.contiguous() for t in (w_s, w2.t(), b2, wc.t(), bc, wo.reshape(-1), bo, w2, wc)]
+
+
+class _FusedEdgeSums(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, h_row, h_col, edge_term, row, col, *weights):
+        ctx.save_for_backward(x, h_row, h_col, edge_term, row, col, *weights)
+        return _forward((x, h_row, h_col, edge_term, row, col), weights)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_force, g_agg):
+        x, h_row, h_col, edge_term, row, col, *weights = ctx.saved_tensors
+        (n_edges,), (_, P, H) = row.shape, h_row.shape
+        node_grads = [torch.zeros_like(t) for t in (h_row, h_col, x)]
+        weight_grads = [torch.zeros_like(t) for t in weights]  # w_s, w2, b2, wc, bc, wo, bo
+        g_edge = torch.zeros_like(edge_term) if ctx.needs_input_grad[3] else None
+        inputs = [x, h_row, h_col, edge_term, row, col, *_weights(weights), g_force.contiguous(), g_agg.contiguous()]
+        fixed = _pointers(inputs)  # (``inputs`` keeps the copies alive while the compiled loop reads them)
+        finals, extra = node_grads + weight_grads, []
+
+        def arguments(i: int, _: int) -> list:
+            g_h_row, g_h_col, g_x, g_w_s, g_w2, g_b2, g_wc, g_bc, g_wo, g_bo = _accumulators(i, finals, extra)
+            return [P, H, *fixed, *_pointers([g_h_row, g_h_col, g_x, g_edge, g_w_s, g_w2, g_b2, g_wc, g_bc, g_wo,
+                                               g_bo])]
+
+        run_edge_ranges(f"geomol_egnn_fused_backward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
+        for parts in extra:
+            for total, part in zip(finals, parts):
+                total += part
+        g_h_row, g_h_col, g_x = node_grads
+        grads = (g_x, g_h_row, g_h_col, g_edge, None, None, *weight_grads)
+        return tuple(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad))
+
+
+def fused_edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, edge_term: torch.Tensor,
+                    row: torch.Tensor, col: torch.Tensor, weights) -> tuple[torch.Tensor, torch.Tensor]:
+    """Σ_j r_ij φ_x(m_ij) [N, P, 3] and Σ_j m_ij [N, P, H], compiled (arguments as
+    :func:`geomol.nn.egnn.edge_sums`, row and col [M] the receivers and senders; call :func:`fused_supported`
+    first). Differentiable with respect to every floating input."""
+    inputs = [t.contiguous() for t in (x, h_row, h_col, edge_term, row, col)]
+    weights = [t.contiguous() for t in weights]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (*inputs[:4], *weights)):
+        return _FusedEdgeSums.apply(*inputs, *weights)
+    return _forward(tuple(inputs), weights)
