@@ -39,15 +39,17 @@ def _pointers(tensors) -> list:
     return [None if t is None else t.data_ptr() for t in tensors]
 
 
-def _forward(inputs: tuple, weights) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward(inputs: tuple, weights, kept: list | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two sums; ``kept``: two [M, P, H] tensors the loop writes the pre-activations of m and a3 into."""
     x, h_row, h_col, edge_term, row, col = inputs
     (n_edges,), (_, P, H) = row.shape, h_row.shape
     w = _weights(weights)  # (kept referenced while the compiled loop reads the copies)
     force, agg, extra = torch.zeros_like(x), torch.zeros_like(h_row), []
     fixed = _pointers([x, h_row, h_col, edge_term, row, col, *w[:7]])
+    kept_pointers = _pointers(kept or [None, None])
 
     def arguments(i: int, _: int) -> list:
-        return [P, H, *fixed, *_pointers(_accumulators(i, [agg, force], extra))]
+        return [P, H, *fixed, *_pointers(_accumulators(i, [agg, force], extra)), *kept_pointers]
 
     run_edge_ranges(f"geomol_egnn_fused_forward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
     for part_agg, part_force in extra:
@@ -64,14 +66,16 @@ def _weights(weights) -> list[torch.Tensor]:
 
 class _FusedEdgeSums(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, h_row, h_col, edge_term, row, col, *weights):
-        ctx.save_for_backward(x, h_row, h_col, edge_term, row, col, *weights)
-        return _forward((x, h_row, h_col, edge_term, row, col), weights)
+    def forward(ctx, x, h_row, h_col, edge_term, row, col, store, *weights):
+        kept = [h_row.new_empty(row.numel(), *h_row.shape[1:]) for _ in range(2)] if store else []
+        ctx.save_for_backward(x, h_row, h_col, edge_term, row, col, *weights, *kept)
+        return _forward((x, h_row, h_col, edge_term, row, col), weights, kept)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_force, g_agg):
         x, h_row, h_col, edge_term, row, col, *weights = ctx.saved_tensors
+        weights, kept = weights[:7], weights[7:]
         (n_edges,), (_, P, H) = row.shape, h_row.shape
         node_grads = [torch.zeros_like(t) for t in (h_row, h_col, x)]
         weight_grads = [torch.zeros_like(t) for t in weights]  # w_s, w2, b2, wc, bc, wo, bo
@@ -83,24 +87,28 @@ class _FusedEdgeSums(torch.autograd.Function):
         def arguments(i: int, _: int) -> list:
             g_h_row, g_h_col, g_x, g_w_s, g_w2, g_b2, g_wc, g_bc, g_wo, g_bo = _accumulators(i, finals, extra)
             return [P, H, *fixed, *_pointers([g_h_row, g_h_col, g_x, g_edge, g_w_s, g_w2, g_b2, g_wc, g_bc, g_wo,
-                                               g_bo])]
+                                               g_bo, *(kept or [None, None])])]
 
         run_edge_ranges(f"geomol_egnn_fused_backward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
         for parts in extra:
             for total, part in zip(finals, parts):
                 total += part
         g_h_row, g_h_col, g_x = node_grads
-        grads = (g_x, g_h_row, g_h_col, g_edge, None, None, *weight_grads)
+        grads = (g_x, g_h_row, g_h_col, g_edge, None, None, None, *weight_grads)
         return tuple(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad))
 
 
 def fused_edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, edge_term: torch.Tensor,
-                    row: torch.Tensor, col: torch.Tensor, weights) -> tuple[torch.Tensor, torch.Tensor]:
+                    row: torch.Tensor, col: torch.Tensor, weights, store_limit: int = 1 << 25
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Σ_j r_ij φ_x(m_ij) [N, P, 3] and Σ_j m_ij [N, P, H], compiled (arguments as
     :func:`geomol.nn.egnn.edge_sums`, row and col [M] the receivers and senders; call :func:`fused_supported`
-    first). Differentiable with respect to every floating input."""
+    first). Differentiable with respect to every floating input. With gradients, two pre-activations per edge row
+    ([M, P, H] ×2) are kept for the backward pass when 2·M·P·H ≤ ``store_limit`` (it then skips two of its four
+    products), else it recomputes them."""
     inputs = [t.contiguous() for t in (x, h_row, h_col, edge_term, row, col)]
     weights = [t.contiguous() for t in weights]
     if torch.is_grad_enabled() and any(t.requires_grad for t in (*inputs[:4], *weights)):
-        return _FusedEdgeSums.apply(*inputs, *weights)
+        store = 2 * row.numel() * h_row.size(1) * h_row.size(2) <= store_limit
+        return _FusedEdgeSums.apply(*inputs, store, *weights)
     return _forward(tuple(inputs), weights)

@@ -69,11 +69,15 @@ struct Weights {
   const T *w_s, *w2t, *b2, *wct, *bc, *wo, *bo, *w2, *wc;
 };
 
+// kept_z2, kept_z3 [rows, H] (null: not kept): the pre-activations of m and a3, written by a forward pass and read
+// by the backward pass when stored (it then skips the two products of its recomputation).
 template <typename T>
 struct Graph {
   int64_t P;
   const T *x, *h_row, *h_col, *edge_term;
   const int64_t *row, *col;
+  T *kept_z2, *kept_z3;
+  bool stored;
 };
 
 template <typename T, int NV, int R>
@@ -119,6 +123,19 @@ struct EdgeBlock {
     }
   }
 
+  // out = wt^T in + bias for the rows q0 ... q0 + n - 1, or, where stored, those rows of kept (then rows n ... R - 1
+  // of out are zero); a forward pass with kept not null writes the rows there.
+  static void pre_activations(const T* in, const T* wt, const T* bias, T* out, T* kept, bool stored, int64_t q0,
+                              int n) {
+    if (kept && stored) {
+      std::copy(kept + q0 * H, kept + (q0 + n) * H, out);
+      std::fill(out + n * H, out + R * H, T(0));
+      return;
+    }
+    product(in, wt, bias, out);
+    if (kept) std::copy(out, out + n * H, kept + q0 * H);
+  }
+
   // What the forward pass computes for the rows q0 ... q0 + n - 1 (n <= R); rows n ... R - 1 of the buffers are zero
   // inputs. With sigmoids (a backward pass), sig1/sig2/sig3 are kept too.
   struct Rows {
@@ -153,13 +170,13 @@ struct EdgeBlock {
         if (sigmoids) K::store(b.sig1 + r * H + k, sig);
       }
     }
-    product(b.act, w.w2t, w.b2, b.z);
+    pre_activations(b.act, w.w2t, w.b2, b.z, g.kept_z2, g.stored, q0, n);
     for (int i = 0; i < R * H; i += L) {
       const V z = K::load(b.z + i), sig = K::sigmoid(z);
       K::store(b.m + i, z * sig);
       if (sigmoids) K::store(b.sig2 + i, sig);
     }
-    product(b.m, w.wct, w.bc, b.z);
+    pre_activations(b.m, w.wct, w.bc, b.z, g.kept_z3, g.stored, q0, n);
     for (int r = 0; r < n; ++r) {
       V total{};
       for (int v = 0; v < NV; ++v) {
@@ -282,9 +299,9 @@ int dispatch(int64_t H, F&& f) {
   extern "C" int geomol_egnn_fused_forward_##SUFFIX(                                                                \
       int64_t begin, int64_t end, int64_t P, int64_t H, const T* x, const T* h_row, const T* h_col,                 \
       const T* edge_term, const int64_t* row, const int64_t* col, const T* w_s, const T* w2t, const T* b2,           \
-      const T* wct, const T* bc, const T* wo, const T* bo, T* agg, T* force) {                                       \
-    if (P < 1 || begin < 0 || end < begin) return 1;                                                               \
-    const Graph<T> g{P, x, h_row, h_col, edge_term, row, col};                                                      \
+      const T* wct, const T* bc, const T* wo, const T* bo, T* agg, T* force, T* kept_z2, T* kept_z3) {               \
+    if (P < 1 || begin < 0 || end < begin || (kept_z2 == nullptr) != (kept_z3 == nullptr)) return 1;              \
+    const Graph<T> g{P, x, h_row, h_col, edge_term, row, col, kept_z2, kept_z3, false};                             \
     const Weights<T> w{w_s, w2t, b2, wct, bc, wo, bo, nullptr, nullptr};                                            \
     return dispatch<T>(H, [&](auto block) { decltype(block)::forward(begin, end, g, w, agg, force); });             \
   }                                                                                                                \
@@ -293,9 +310,9 @@ int dispatch(int64_t H, F&& f) {
       const T* edge_term, const int64_t* row, const int64_t* col, const T* w_s, const T* w2t, const T* b2,           \
       const T* wct, const T* bc, const T* wo, const T* bo, const T* w2, const T* wc, const T* g_force,               \
       const T* g_agg, T* g_h_row, T* g_h_col, T* g_x, T* g_edge, T* g_w_s, T* g_w2, T* g_b2, T* g_wc, T* g_bc,      \
-      T* g_wo, T* g_bo) {                                                                                          \
-    if (P < 1 || begin < 0 || end < begin) return 1;                                                               \
-    const Graph<T> g{P, x, h_row, h_col, edge_term, row, col};                                                      \
+      T* g_wo, T* g_bo, T* kept_z2, T* kept_z3) {                                                                  \
+    if (P < 1 || begin < 0 || end < begin || (kept_z2 == nullptr) != (kept_z3 == nullptr)) return 1;              \
+    const Graph<T> g{P, x, h_row, h_col, edge_term, row, col, kept_z2, kept_z3, true};                              \
     const Weights<T> w{w_s, w2t, b2, wct, bc, wo, bo, w2, wc};                                                      \
     return dispatch<T>(H, [&](auto block) {                                                                         \
       using Block = decltype(block);                                                                               \

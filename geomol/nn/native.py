@@ -1,5 +1,5 @@
-"""Compiled loops, built on first use: GET's per-atom-pair work (``attend_pairs.cpp``, ``nearest.cpp``) and the
-element-wise passes of EGNO's edge MLPs (``egnn_edges.cpp``, driven by :mod:`geomol.nn.egnn_compiled`).
+"""Compiled loops, built on first use: GET's per-atom-pair work (``attend_pairs.cpp``, ``nearest.cpp``) and EGNO's
+EGNN edge MLPs (``egnn_edges.cpp``, driven by :mod:`geomol.nn.egnn_compiled`).
 
 In eager PyTorch the three pair MLPs of :func:`geomol.nn.bilevel_attention.attend` are some twenty passes over
 [pairs, heads, 3rh] tensors (products with 8–24 columns, SiLUs, gathers, the group softmax, the α-weighted
@@ -11,10 +11,11 @@ itself, :func:`block_min_distance` (block edges) and :func:`nearest_atoms` (atom
 in one loop instead of padded distance matrices.
 
 The library is compiled once per machine with the system's C++ compiler (``$CXX``, else ``c++``; ``-O3
--march=native``, about two seconds) into ``$GEOMOL_CACHE`` (default ``~/.cache/geomol``)/native, keyed by the
-sources, the flags and the CPU's instruction sets. Without a compiler, or with ``GEOMOL_NATIVE=0``, everything
-runs the PyTorch formulations instead (same functions; float32 results agree to rounding). Work is split over
-``torch.get_num_threads()`` threads by ranges of groups (the loops run without the GIL).
+-march=native``) into ``$GEOMOL_CACHE`` (default ``~/.cache/geomol``)/native, keyed by the
+sources (with the shared header ``native_math.h``), the flags and the CPU's instruction sets (about three seconds).
+Without a compiler, or with ``GEOMOL_NATIVE=0``, everything runs the PyTorch formulations instead (same
+functions; float32 results agree to rounding). Work is split over ``torch.get_num_threads()`` threads by ranges
+of groups or edges (the loops run without the GIL).
 """
 from __future__ import annotations
 
@@ -88,8 +89,9 @@ def _load() -> ctypes.CDLL | None:
         library = ctypes.CDLL(str(target))
     except (OSError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", "") or error
-        warnings.warn(f"geomol: the compiled loops (GET's attention and atom distances) are unavailable ({detail}); "
-                      f"GET runs its PyTorch formulation (same results, slower)", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"geomol: the compiled loops (GET's attention and atom distances, EGNO's edge MLPs) are "
+                      f"unavailable ({detail}); GET and EGNO run their PyTorch formulations (same results, slower)",
+                      RuntimeWarning, stacklevel=3)
         return None
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     forward = [size, size, pointer] + [size] * 6 + [pointer] * _N_FORWARD_POINTERS
@@ -101,7 +103,7 @@ def _load() -> ctypes.CDLL | None:
         distances.restype, distances.argtypes = ctypes.c_int, [size, size, pointer, size] + [pointer] * 5
         nearest = getattr(library, f"geomol_nearest_atoms_{suffix}")
         nearest.restype, nearest.argtypes = ctypes.c_int, [size, size, pointer, size] + [pointer] * 3 + [size, pointer]
-        for name, n_pointers in (("forward", 15), ("backward", 28)):
+        for name, n_pointers in (("forward", 17), ("backward", 30)):
             function = getattr(library, f"geomol_egnn_fused_{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, [size] * 4 + [pointer] * n_pointers
     return library
