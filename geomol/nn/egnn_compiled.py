@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from geomol.nn.native import _SUFFIX, native_ready, run_edge_ranges
+from geomol.nn.native import _SUFFIX, count_products, native_ready, run_edge_ranges
 
 __all__ = ["fused_supported", "fused_edge_sums"]
 
@@ -52,10 +52,17 @@ def _forward(inputs: tuple, weights, kept: list | None = None) -> tuple[torch.Te
         return [P, H, *fixed, *_pointers(_accumulators(i, [agg, force], extra)), *kept_pointers]
 
     run_edge_ranges(f"geomol_egnn_fused_forward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
+    _count(n_edges * P, H, products=2)
     for part_agg, part_force in extra:
         agg += part_agg
         force += part_force
     return force, agg
+
+
+def _count(rows: int, H: int, products: int) -> None:
+    """Report ``products`` H×H matrix-vector products (or weight-gradient outer products) per edge row to
+    :func:`geomol.nn.native.counting_products`, plus the force weight's dot product."""
+    count_products(rows * (products * 2 * H * H + 2 * H))
 
 
 def _weights(weights) -> list[torch.Tensor]:
@@ -90,6 +97,7 @@ class _FusedEdgeSums(torch.autograd.Function):
                                                g_bo, *(kept or [None, None])])]
 
         run_edge_ranges(f"geomol_egnn_fused_backward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
+        _count(n_edges * P, H, products=4 if kept else 6)  # (recomputing the forward pass's two when not kept)
         for parts in extra:
             for total, part in zip(finals, parts):
                 total += part

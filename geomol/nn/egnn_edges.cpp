@@ -90,7 +90,7 @@ struct EdgeBlock {
   // Output columns go in tiles of up to four vectors, so that R x 4 accumulators stay in registers.
   static void product(const T* __restrict__ in, const T* __restrict__ wt, const T* __restrict__ bias,
                       T* __restrict__ out) {
-    constexpr int CV = NV < 4 ? NV : 4;
+    constexpr int CV = NV < 24 / R ? NV : 24 / R;
     for (int tile = 0; tile < NV; tile += CV) {
       V acc[R][CV];
       for (int v = 0; v < CV; ++v) {

@@ -36,7 +36,7 @@ import torch
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
 __all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "diagonal_blocks",
-           "counting_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST", "run_edge_ranges"]
+           "counting_products", "count_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST", "run_edge_ranges"]
 
 MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
@@ -122,7 +122,7 @@ def native_available() -> bool:
 
 @contextmanager
 def counting_products():
-    """Count the arithmetic of the matrix-vector products the compiled loop performs (which torch.profiler
+    """Count the arithmetic of the matrix-vector products the compiled loops perform (which torch.profiler
     cannot see) while the block runs: ``with counting_products() as count: ...; count[0]`` (FLOPs, 2 per
     multiply-add), for benchmarks that compare the work of two implementations."""
     count = [0]
@@ -133,13 +133,18 @@ def counting_products():
         count[0] = _counted.pop()
 
 
+def count_products(flops: int) -> None:
+    """Add ``flops`` (2 per multiply-add) to the innermost :func:`counting_products` block, if any."""
+    if _counted:
+        _counted[-1] += flops
+
+
 def _count_products(n_pair_heads: int, rh: int, nr: int, C: int, backward: bool) -> None:
     """Add the products of ``n_pair_heads`` (pair, head) rows: per row, forward 2·(3rh·nr + 3rh² + (2 + C)·3rh)
     (W2 as its three diagonal blocks); the backward pass recomputes that and adds twice as much again (the
     gradients of each product's input and of its weight)."""
-    if _counted:
-        forward = 2 * (3 * rh * nr + 3 * rh * rh + (2 + C) * 3 * rh)
-        _counted[-1] += n_pair_heads * forward * (3 if backward else 1)
+    forward = 2 * (3 * rh * nr + 3 * rh * rh + (2 + C) * 3 * rh)
+    count_products(n_pair_heads * forward * (3 if backward else 1))
 
 
 def _function(name: str):

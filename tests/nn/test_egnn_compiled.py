@@ -105,3 +105,17 @@ def test_layer_equivariant_through_the_compiled_loop():
     x2, h2 = layer(x @ q.T + shift, h, v @ q.T, edges, attr, degree)
     assert torch.allclose(x2, x1 @ q.T + shift, atol=1e-10)
     assert torch.allclose(h2, h1, atol=1e-10)
+
+
+def test_compiled_loop_reports_its_products_like_the_profiler_counts_pytorchs(monkeypatch):
+    from torch.profiler import ProfilerActivity, profile
+
+    inputs, weights, edges, _ = _case(torch.float32, 32)
+    with torch.no_grad(), native.counting_products() as count:
+        edge_sums(*inputs, edges, EdgeWeights(*weights))
+    monkeypatch.setenv(native.NATIVE_ENV, "0")
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        edge_sums(*inputs, edges, EdgeWeights(*weights))
+    profiled = sum(e.flops for e in prof.key_averages() if e.key in ("aten::mm", "aten::addmm") and e.flops)
+    rows = edges.size(1) * inputs[1].size(1)
+    assert count[0] == profiled == rows * (2 * 2 * 32 * 32 + 2 * 32)
