@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "native_math.h"
+#include "native_packed.h"
 
 namespace {
 
@@ -623,3 +624,8 @@ GEOMOL_FORWARD(geomol_attend_pairs_f32, float)
 GEOMOL_FORWARD(geomol_attend_pairs_f64, double)
 GEOMOL_BACKWARD(geomol_attend_pairs_backward_f32, float)
 GEOMOL_BACKWARD(geomol_attend_pairs_backward_f64, double)
+
+GEOMOL_PACKED(geomol_attend_pairs_f32)
+GEOMOL_PACKED(geomol_attend_pairs_backward_f32)
+GEOMOL_PACKED(geomol_attend_pairs_f64)
+GEOMOL_PACKED(geomol_attend_pairs_backward_f64)

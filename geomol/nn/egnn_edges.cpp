@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "native_math.h"
+#include "native_packed.h"
 
 namespace {
 
@@ -324,3 +325,8 @@ int dispatch(int64_t H, F&& f) {
 
 GEOMOL_EGNN_FUSED(f32, float)
 GEOMOL_EGNN_FUSED(f64, double)
+
+GEOMOL_PACKED(geomol_egnn_fused_forward_f32)
+GEOMOL_PACKED(geomol_egnn_fused_backward_f32)
+GEOMOL_PACKED(geomol_egnn_fused_forward_f64)
+GEOMOL_PACKED(geomol_egnn_fused_backward_f64)

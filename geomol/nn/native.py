@@ -15,7 +15,8 @@ The library is compiled once per machine with the system's C++ compiler (``$CXX`
 sources (with the shared header ``native_math.h``), the flags and the CPU's instruction sets (about three seconds).
 Without a compiler, or with ``GEOMOL_NATIVE=0``, everything runs the PyTorch formulations instead (same
 functions; float32 results agree to rounding). Work is split over ``torch.get_num_threads()`` threads by ranges
-of groups or edges (the loops run without the GIL).
+of groups or edges, run on an OpenMP team (``parallel.cpp``: with torch's CPU build that is torch's own libgomp
+and worker threads) or, where the compiler lacks OpenMP, on Python threads (the loops run without the GIL).
 """
 from __future__ import annotations
 
@@ -43,9 +44,12 @@ MAX_NEAREST = 64
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulations even where the compiled library is available."""
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "nearest.cpp", "egnn_edges.cpp"))
-HEADERS = (Path(__file__).with_name("native_math.h"),)
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("attend_pairs.cpp", "nearest.cpp", "egnn_edges.cpp", "parallel.cpp"))
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_math.h", "native_packed.h"))
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
+OPENMP_FLAGS = ("-fopenmp",)
+"""Tried first; a compiler without OpenMP builds the library without them (its ranges then run on Python threads)."""
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _N_FORWARD_POINTERS, _N_BACKWARD_POINTERS = 21, 14
 
@@ -72,15 +76,18 @@ def _build(compiler: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
-        subprocess.run([compiler, *FLAGS, *map(str, SOURCES), "-o", str(built)], check=True, capture_output=True,
-                       text=True)
+        command = [compiler, *FLAGS, *map(str, SOURCES), "-o", str(built)]
+        try:
+            subprocess.run(command[:1] + list(OPENMP_FLAGS) + command[1:], check=True, capture_output=True, text=True)
+        except subprocess.CalledProcessError:
+            subprocess.run(command, check=True, capture_output=True, text=True)
         os.replace(built, target)
 
 
 def _load() -> ctypes.CDLL | None:
     compiler = os.environ.get("CXX", "c++")
     texts = [source.read_text() for source in SOURCES + HEADERS]
-    key = hashlib.sha256("\n".join([*texts, compiler, *FLAGS, _cpu_signature()]).encode()).hexdigest()
+    key = hashlib.sha256("\n".join([*texts, compiler, *FLAGS, *OPENMP_FLAGS, _cpu_signature()]).encode()).hexdigest()
     cache = Path(os.environ.get("GEOMOL_CACHE", Path.home() / ".cache" / "geomol"))
     target = cache / "native" / f"geomol-native-{key[:16]}.so"
     try:
@@ -106,6 +113,9 @@ def _load() -> ctypes.CDLL | None:
         for name, n_pointers in (("forward", 17), ("backward", 30)):
             function = getattr(library, f"geomol_egnn_fused_{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, [size] * 4 + [pointer] * n_pointers
+    library.geomol_run_ranges.restype = ctypes.c_int
+    library.geomol_run_ranges.argtypes = [size, pointer, pointer, size]
+    library.geomol_openmp.restype, library.geomol_openmp.argtypes = ctypes.c_int, []
     return library
 
 
@@ -174,19 +184,38 @@ def _group_ranges(n_groups: int, starts: torch.Tensor) -> list[tuple[int, int]]:
     return [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b]
 
 
-def _run_parallel(call, ranges: list[tuple[int, int]]) -> None:
-    """``call(i, begin, end)`` for every range i, on a pool of threads when there are several (the compiled
-    functions run without the GIL)."""
+def _run_ranges(name: str, ranges: list[tuple[int, int]], arguments: list[list], error: str) -> None:
+    """Compiled function ``name``(begin, end, *arguments[i]) for every range i (arguments: integers and pointers,
+    None for a null pointer), at once on an OpenMP team where the library has OpenMP (:file:`parallel.cpp`), else
+    the first range on the calling thread and the others on a pool of Python threads (the compiled functions run
+    without the GIL). ValueError ``"{name}: {error}"`` if a call reports invalid arguments."""
+    if len(ranges) > 1 and _library.geomol_openmp():
+        stride = 2 + len(arguments[0])
+        words = [word or 0 for (begin, end), args in zip(ranges, arguments) for word in (begin, end, *args)]
+        status = _library.geomol_run_ranges(len(ranges), ctypes.cast(getattr(_library, f"{name}_packed"),
+                                                                     ctypes.c_void_p),
+                                            (ctypes.c_int64 * len(words))(*words), stride)
+    else:
+        status = _run_on_threads(_function(name), ranges, arguments)
+    if status:
+        raise ValueError(f"{name}: {error} (code {status})")
+
+
+def _run_on_threads(function, ranges: list[tuple[int, int]], arguments: list[list]) -> int:
+    """:func:`_run_ranges` without OpenMP; returns the bitwise or of the calls' return codes."""
     global _pool
     if len(ranges) == 1:
-        call(0, *ranges[0])
-        return
+        return function(*ranges[0], *arguments[0])
     # a pool made before a fork has no threads in the child: make one per process
-    if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < len(ranges):
+    if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < len(ranges) - 1:
         if _pool is not None and _pool[0] == os.getpid():
             _pool[1].shutdown(wait=False)
-        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="geomol-attend"))
-    list(_pool[1].map(lambda item: call(item[0], *item[1]), enumerate(ranges)))
+        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=len(ranges) - 1, thread_name_prefix="geomol-native"))
+    others = [_pool[1].submit(function, *ranges[i], *arguments[i]) for i in range(1, len(ranges))]
+    status = function(*ranges[0], *arguments[0])
+    for future in others:
+        status |= future.result()
+    return status
 
 
 def diagonal_blocks(w2: torch.Tensor, rh: int) -> torch.Tensor:
@@ -224,20 +253,15 @@ def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, ra
 
 
 def _call(name: str, starts: torch.Tensor, sizes, tensors, n_groups: int, per_range=None) -> int:
-    """Run compiled function ``name`` over ranges of groups (:func:`_group_ranges`, :func:`_run_parallel`);
+    """Run compiled function ``name`` over ranges of groups (:func:`_group_ranges`, :func:`_run_ranges`);
     ``per_range`` [i] lists the extra tensors of range i (its own accumulators). Returns the number of ranges."""
-    function = _function(name)
+    _function(name)
     starts = starts.contiguous()
     ranges = _group_ranges(n_groups, starts)
     pointers = [_pointer(t) for t in tensors]
     extras = [[_pointer(t) for t in per_range(i)] for i in range(len(ranges))] if per_range else [[]] * len(ranges)
-
-    def call(i: int, begin: int, end: int) -> None:
-        status = function(begin, end, starts.data_ptr(), *sizes, *pointers, *extras[i])
-        if status:
-            raise ValueError(f"{name}: invalid sizes or an empty group (code {status})")
-
-    _run_parallel(call, ranges)
+    arguments = [[starts.data_ptr(), *sizes, *pointers, *extras[i]] for i in range(len(ranges))]
+    _run_ranges(name, ranges, arguments, "invalid sizes or an empty group")
     return len(ranges)
 
 
@@ -322,16 +346,12 @@ def native_ready(*tensors: torch.Tensor) -> bool:
 
 def _split(name: str, n: int, *args) -> None:
     """Compiled function ``name``(begin, end, *args) over ``torch.get_num_threads()`` equal ranges of ``n`` items
-    (:func:`_run_parallel`); ValueError if it reports invalid arguments."""
-    function = _function(name)
+    (:func:`_run_ranges`); ValueError if it reports invalid arguments."""
+    _function(name)
     threads = min(torch.get_num_threads(), max(1, n // (MIN_GROUPS_PER_THREAD * 4)))
     bounds = [n * t // threads for t in range(threads + 1)]
-
-    def call(i: int, begin: int, end: int) -> None:
-        if function(begin, end, *args):
-            raise ValueError(f"{name}: invalid arguments")
-
-    _run_parallel(call, [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)])
+    ranges = [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)]
+    _run_ranges(name, ranges, [list(args)] * len(ranges), "invalid arguments")
 
 
 def block_min_distance(Z: torch.Tensor, block_start: torch.Tensor, block_len: torch.Tensor, rows: torch.Tensor,
@@ -370,15 +390,10 @@ def run_edge_ranges(name: str, n_edges: int, per_edge: int, arguments) -> int:
     ``torch.get_num_threads()``, each of at least :data:`MIN_ELEMENTS_PER_THREAD` elements at ``per_edge`` an
     edge). ``arguments(i, n_ranges)`` gives range i's arguments (its own accumulators where it has any).
     Returns the number of ranges; ValueError if the function reports invalid arguments."""
-    function = _function(name)
+    _function(name)
     threads = min(torch.get_num_threads(), max(1, n_edges * per_edge // MIN_ELEMENTS_PER_THREAD))
     bounds = [n_edges * t // threads for t in range(threads + 1)]
     ranges = [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)]
-    args = [arguments(i, len(ranges)) for i in range(len(ranges))]
-
-    def call(i: int, begin: int, end: int) -> None:
-        if function(begin, end, *args[i]):
-            raise ValueError(f"{name}: invalid sizes or an unsupported width")
-
-    _run_parallel(call, ranges)
+    _run_ranges(name, ranges, [arguments(i, len(ranges)) for i in range(len(ranges))],
+                "invalid sizes or an unsupported width")
     return len(ranges)

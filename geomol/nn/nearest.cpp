@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "native_packed.h"
+
 namespace {
 
 template <typename T>
@@ -80,3 +82,8 @@ void nearest_atoms(int64_t begin, int64_t end, const T* Z, int64_t C, const int6
 
 GEOMOL_GEOMETRY(f32, float)
 GEOMOL_GEOMETRY(f64, double)
+
+GEOMOL_PACKED(geomol_block_min_distance_f32)
+GEOMOL_PACKED(geomol_nearest_atoms_f32)
+GEOMOL_PACKED(geomol_block_min_distance_f64)
+GEOMOL_PACKED(geomol_nearest_atoms_f64)

@@ -58,7 +58,14 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max())
 
 
-def test_compiled_edge_loop_splits_edges_over_threads(monkeypatch):
+@pytest.mark.parametrize("openmp", [True, False])
+def test_compiled_edge_loop_splits_edges_over_threads(openmp, monkeypatch):
+    """Ranges of edges at once: on an OpenMP team (parallel.cpp) or, in a library built without OpenMP, on
+    Python threads; each range has its own accumulators and the sums equal one range's."""
+    if not openmp:
+        monkeypatch.setattr(native._library, "geomol_openmp", lambda: 0)
+    elif not native._library.geomol_openmp():
+        pytest.skip("the compiler here builds without OpenMP")
     inputs, weights, edges, out_grads = _case(torch.float64, 16, n=30, m=200, seed=2)
     ranges = []
     real = egnn_compiled.run_edge_ranges

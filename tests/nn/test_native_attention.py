@@ -89,14 +89,13 @@ def test_compiled_pair_stage_splits_work_over_threads(monkeypatch):
     starts = index.group_start
     rbf = RadialBasis(32, cutoff=1.5)
     spans = []
+    real = native._run_ranges
 
-    class Spy:  # records the group range of every call of the compiled function
-        def __getattr__(self, name):
-            function = getattr(real, name)
-            return lambda begin, end, *rest: spans.append((begin, end)) or function(begin, end, *rest)
+    def spy(name, ranges, *rest):  # records the group ranges of every run
+        spans.extend(ranges)
+        return real(name, ranges, *rest)
 
-    real = native._library
-    monkeypatch.setattr(native, "_library", Spy())
+    monkeypatch.setattr(native, "_run_ranges", spy)
     monkeypatch.setattr(native, "MIN_GROUPS_PER_THREAD", 1)
     threads = torch.get_num_threads()
     try:
