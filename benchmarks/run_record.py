@@ -144,9 +144,10 @@ _PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 def product_gflop(fns: dict[str, Callable[[int], object]], step: int = 0) -> dict[str, float]:
     """{"<name>_product_gflop": GFLOP} of one call ``fn(step)`` of each: the floating-point operations of its
     matrix products (mm, addmm, bmm, …) as torch.profiler counts them (2·m·n·k each), plus those of geomol's
-    compiled loops (GET's attention, EGNO's edge MLPs: :func:`geomol.nn.native.counting_products`). The products are most of
-    the arithmetic of these models, so the official/geomol ratio of these counts is about how much faster
-    geomol can be by doing less work alone; a time ratio above it comes from running the same work faster."""
+    compiled loops (GET's attention, EGNO's edge MLPs; :func:`geomol.nn.native.counting_products`). The products
+    are most of the arithmetic of these models, so the official/geomol ratio of these counts is about how much
+    faster geomol can be by doing less work alone; a time ratio above it comes from running the same work
+    faster."""
     from torch.profiler import ProfilerActivity, profile
 
     from geomol.nn.native import counting_products

@@ -37,7 +37,8 @@ import torch
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
 __all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "diagonal_blocks",
-           "counting_products", "count_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST", "run_edge_ranges"]
+           "counting_products", "count_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST",
+           "run_edge_ranges"]
 
 MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
@@ -188,7 +189,9 @@ def _run_ranges(name: str, ranges: list[tuple[int, int]], arguments: list[list],
     """Compiled function ``name``(begin, end, *arguments[i]) for every range i (arguments: integers and pointers,
     None for a null pointer), at once on an OpenMP team where the library has OpenMP (:file:`parallel.cpp`), else
     the first range on the calling thread and the others on a pool of Python threads (the compiled functions run
-    without the GIL). ValueError ``"{name}: {error}"`` if a call reports invalid arguments."""
+    without the GIL). ValueError ``"{name}: {error}"`` if a call reports invalid arguments; RuntimeError where the
+    library is unavailable."""
+    function = _function(name)
     if len(ranges) > 1 and _library.geomol_openmp():
         stride = 2 + len(arguments[0])
         words = [word or 0 for (begin, end), args in zip(ranges, arguments) for word in (begin, end, *args)]
@@ -196,7 +199,7 @@ def _run_ranges(name: str, ranges: list[tuple[int, int]], arguments: list[list],
                                                                      ctypes.c_void_p),
                                             (ctypes.c_int64 * len(words))(*words), stride)
     else:
-        status = _run_on_threads(_function(name), ranges, arguments)
+        status = _run_on_threads(function, ranges, arguments)
     if status:
         raise ValueError(f"{name}: {error} (code {status})")
 
@@ -255,7 +258,6 @@ def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, ra
 def _call(name: str, starts: torch.Tensor, sizes, tensors, n_groups: int, per_range=None) -> int:
     """Run compiled function ``name`` over ranges of groups (:func:`_group_ranges`, :func:`_run_ranges`);
     ``per_range`` [i] lists the extra tensors of range i (its own accumulators). Returns the number of ranges."""
-    _function(name)
     starts = starts.contiguous()
     ranges = _group_ranges(n_groups, starts)
     pointers = [_pointer(t) for t in tensors]
@@ -344,13 +346,16 @@ def native_ready(*tensors: torch.Tensor) -> bool:
     return len(floats) == 1 and floats <= {torch.float32, torch.float64} and on_cpu and native_available()
 
 
+def _equal_ranges(n: int, threads: int) -> list[tuple[int, int]]:
+    """``threads`` consecutive ranges of about equal length covering 0 … n − 1 (one empty range when n = 0)."""
+    bounds = [n * t // threads for t in range(threads + 1)]
+    return [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)]
+
+
 def _split(name: str, n: int, *args) -> None:
     """Compiled function ``name``(begin, end, *args) over ``torch.get_num_threads()`` equal ranges of ``n`` items
     (:func:`_run_ranges`); ValueError if it reports invalid arguments."""
-    _function(name)
-    threads = min(torch.get_num_threads(), max(1, n // (MIN_GROUPS_PER_THREAD * 4)))
-    bounds = [n * t // threads for t in range(threads + 1)]
-    ranges = [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)]
+    ranges = _equal_ranges(n, min(torch.get_num_threads(), max(1, n // (MIN_GROUPS_PER_THREAD * 4))))
     _run_ranges(name, ranges, [list(args)] * len(ranges), "invalid arguments")
 
 
@@ -388,12 +393,9 @@ MIN_ELEMENTS_PER_THREAD = 1 << 15
 def run_edge_ranges(name: str, n_edges: int, per_edge: int, arguments) -> int:
     """Run compiled function ``name``(begin, end, *arguments(i)) over ranges of edges, one per thread (at most
     ``torch.get_num_threads()``, each of at least :data:`MIN_ELEMENTS_PER_THREAD` elements at ``per_edge`` an
-    edge). ``arguments(i, n_ranges)`` gives range i's arguments (its own accumulators where it has any).
+    edge). ``arguments(i)`` gives range i's arguments (its own accumulators where it has any).
     Returns the number of ranges; ValueError if the function reports invalid arguments."""
-    _function(name)
     threads = min(torch.get_num_threads(), max(1, n_edges * per_edge // MIN_ELEMENTS_PER_THREAD))
-    bounds = [n_edges * t // threads for t in range(threads + 1)]
-    ranges = [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)]
-    _run_ranges(name, ranges, [arguments(i, len(ranges)) for i in range(len(ranges))],
-                "invalid sizes or an unsupported width")
+    ranges = _equal_ranges(n_edges, threads)
+    _run_ranges(name, ranges, [arguments(i) for i in range(len(ranges))], "invalid sizes or an unsupported width")
     return len(ranges)
