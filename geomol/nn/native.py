@@ -83,6 +83,19 @@ def _build(compiler: str, target: Path) -> None:
         except subprocess.CalledProcessError:
             subprocess.run(command, check=True, capture_output=True, text=True)
         os.replace(built, target)
+    _prune(target.parent)
+
+
+KEPT_BUILDS = 8
+"""Builds of the library kept in the cache (one per source version and machine; older ones are removed)."""
+
+
+def _prune(directory: Path, keep: int = KEPT_BUILDS) -> None:
+    """Remove all but the ``keep`` most recently built libraries in ``directory`` (a process that has one loaded
+    keeps its mapping; a checkout that wants a removed one builds it again)."""
+    builds = sorted(directory.glob("geomol-native-*.so"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        old.unlink(missing_ok=True)
 
 
 def _load() -> ctypes.CDLL | None:

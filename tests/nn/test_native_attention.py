@@ -145,6 +145,19 @@ def test_missing_compiler_falls_back_with_a_warning(monkeypatch, tmp_path):
     assert not bilevel_attention._native_ready(torch.zeros(1))
 
 
+def test_old_builds_are_removed_from_the_cache(tmp_path):
+    import os
+
+    for age in range(11):  # build i is i hours old
+        build = tmp_path / f"geomol-native-{age:016x}.so"
+        build.write_bytes(b"")
+        os.utime(build, (0, 1e9 - 3600 * age))
+    (tmp_path / "unrelated.so").write_bytes(b"")
+    native._prune(tmp_path, keep=8)
+    left = sorted(path.name for path in tmp_path.iterdir())
+    assert left == sorted([f"geomol-native-{age:016x}.so" for age in range(8)] + ["unrelated.so"])
+
+
 def test_counting_products_counts_the_compiled_arithmetic():
     index, pairs, distance, sender, receiver, weights, p = _pairs_case(torch.float32, 8, 4, 1, 32)
     starts = index.group_start
