@@ -11,8 +11,8 @@ itself, :func:`block_min_distance` (block edges) and :func:`nearest_atoms` (atom
 in one loop instead of padded distance matrices.
 
 The library is compiled once per machine with the system's C++ compiler (``$CXX``, else ``c++``; ``-O3
--march=native``) into ``$GEOMOL_CACHE`` (default ``~/.cache/geomol``)/native, keyed by the
-sources (with the shared header ``native_math.h``), the flags and the CPU's instruction sets (about three seconds).
+-march=native``; a few seconds, the sources side by side) into ``$GEOMOL_CACHE`` (default ``~/.cache/geomol``)
+/native, keyed by the sources (with the shared headers), the flags and the CPU's instruction sets.
 Without a compiler, or with ``GEOMOL_NATIVE=0``, everything runs the PyTorch formulations instead (same
 functions; float32 results agree to rounding). Work is split over ``torch.get_num_threads()`` threads by ranges
 of groups or edges, run on an OpenMP team (``parallel.cpp``: with torch's CPU build that is torch's own libgomp
@@ -77,13 +77,26 @@ def _build(compiler: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
-        command = [compiler, *FLAGS, *map(str, SOURCES), "-o", str(built)]
         try:
-            subprocess.run(command[:1] + list(OPENMP_FLAGS) + command[1:], check=True, capture_output=True, text=True)
+            _compile(compiler, [*OPENMP_FLAGS, *FLAGS], Path(tmp), built)
         except subprocess.CalledProcessError:
-            subprocess.run(command, check=True, capture_output=True, text=True)
+            _compile(compiler, list(FLAGS), Path(tmp), built)
         os.replace(built, target)
     _prune(target.parent)
+
+
+def _compile(compiler: str, flags: list[str], directory: Path, library: Path) -> None:
+    """Compile every source to an object in ``directory``, all at once (the cores share the work), then link
+    ``library``; CalledProcessError (with the compiler's messages) if a step fails."""
+    objects = [directory / f"{source.stem}.o" for source in SOURCES]
+    jobs = [subprocess.Popen([compiler, *flags, "-c", str(source), "-o", str(target)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for source, target in zip(SOURCES, objects)]
+    for job in jobs:
+        _, errors = job.communicate()
+        if job.returncode:
+            raise subprocess.CalledProcessError(job.returncode, job.args, stderr=errors)
+    subprocess.run([compiler, *flags, *map(str, objects), "-o", str(library)], check=True, capture_output=True,
+                   text=True)
 
 
 KEPT_BUILDS = 8
