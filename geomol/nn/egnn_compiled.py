@@ -109,6 +109,12 @@ class _FusedEdgeSums(torch.autograd.Function):
         return tuple(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad))
 
 
+def _check_nodes(row: torch.Tensor, col: torch.Tensor, n_nodes: int) -> None:
+    """IndexError for an edge whose node is not in 0 … n_nodes − 1 (the compiled loop does not check its reads)."""
+    if row.numel() and (min(row.min(), col.min()) < 0 or max(row.max(), col.max()) >= n_nodes):
+        raise IndexError(f"edge_index refers to nodes outside 0 … {n_nodes - 1}")
+
+
 def fused_edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, edge_term: torch.Tensor,
                     row: torch.Tensor, col: torch.Tensor, weights, store_limit: int = 1 << 25
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,7 +123,8 @@ def fused_edge_sums(x: torch.Tensor, h_row: torch.Tensor, h_col: torch.Tensor, e
     first). Differentiable with respect to every floating input. With gradients, two pre-activations per edge row
     ([M, P, H] ×2) are kept for the backward pass when 2·M·P·H ≤ ``store_limit`` (it then skips two of its four
     products), else it recomputes them."""
-    inputs = [t.contiguous() for t in (x, h_row, h_col, edge_term, row, col)]
+    inputs = [t.contiguous() for t in (x, h_row, h_col, edge_term, row.long(), col.long())]  # (the loop reads int64)
+    _check_nodes(inputs[4], inputs[5], x.size(0))
     weights = [t.contiguous() for t in weights]
     if torch.is_grad_enabled() and any(t.requires_grad for t in (*inputs[:4], *weights)):
         store = 2 * row.numel() * h_row.size(1) * h_row.size(2) <= store_limit

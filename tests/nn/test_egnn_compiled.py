@@ -86,6 +86,24 @@ def test_compiled_edge_loop_splits_edges_over_threads(openmp, monkeypatch):
         assert torch.allclose(one[1][name], many[1][name], rtol=1e-12, atol=1e-12), name
 
 
+def test_int32_edge_indices_give_the_same_sums():
+    inputs, weights, edges, out_grads = _case(torch.float64, 16)
+    want = _sums_and_grads(inputs, weights, edges, out_grads)
+    got = _sums_and_grads(inputs, weights, edges.int(), out_grads)
+    for a, b in zip(got[0], want[0]):
+        assert torch.equal(a, b)
+    for name in NAMES:
+        assert torch.equal(got[1][name], want[1][name]), name
+
+
+@pytest.mark.parametrize("bad", [-1, 9])
+def test_edges_to_missing_nodes_raise_instead_of_reading_past_the_arrays(bad):
+    inputs, weights, edges, _ = _case(torch.float32, 16)  # 9 nodes
+    edges[1, 5] = bad
+    with pytest.raises(IndexError, match="outside 0 … 8"):
+        edge_sums(*inputs, edges, EdgeWeights(*weights))
+
+
 def test_other_widths_and_switched_off_take_the_pytorch_formulation(monkeypatch):
     inputs, weights, _, _ = _case(torch.float32, 24)  # 24 float32 channels: not whole 64-byte vectors
     assert not egnn_compiled.fused_supported(inputs[1], *inputs, *weights)
