@@ -10,11 +10,13 @@
 //   agg[i,p] += m,  force[i,p] += r weight
 //
 // The backward pass recomputes this per block of rows (cheaper than storing six [rows, H] tensors and reading them
-// back) and runs the chain rule to every input: node terms, edge terms, positions and the weights (whose gradients,
-// like the node gradients, are accumulated += into zero-initialised buffers, one set per thread).
+// back; given the two pre-activations a forward pass kept, it reads those and skips the two products) and runs the
+// chain rule to every input: node terms, edge terms, positions and the weights (whose gradients, like the node
+// gradients, are accumulated += into zero-initialised buffers, one set per thread).
 //
-// The products run on blocks of R rows with register-blocked loops (the [R, H] accumulators stay in vector
-// registers); H must be NV vectors of 64 bytes (float32: 16, 32, 64 or 128 channels; float64: 8 ... 64).
+// The products run on blocks of R rows with register-blocked loops (R rows by up to four 64-byte vectors of
+// accumulators stay in vector registers); H must be NV vectors of 64 bytes (float32: 16, 32, 64 or 128 channels;
+// float64: 8 ... 64).
 // Layouts, row-major and contiguous: x [N, P, 3]; h_row, h_col, agg [N, P, H]; edge_term [M, H]; W2, Wc [H, H]
 // as nn.Linear stores them and w2t, wct their transposes; wo [H]; bo, b2, bc as in nn.Linear.
 #include <algorithm>
