@@ -28,35 +28,14 @@ def fused_supported(h_row: torch.Tensor, *tensors: torch.Tensor) -> bool:
     return H % lanes == 0 and H // lanes in _WIDTHS and native_ready(h_row, *tensors)
 
 
-def _accumulators(i: int, finals: list[torch.Tensor], extra: list[list[torch.Tensor]]) -> list[torch.Tensor]:
-    """Range i's accumulators: the final (zeroed) buffers for range 0, fresh zeros for the others."""
-    if i == 0:
-        return finals
-    extra.append([torch.zeros_like(t) for t in finals])
-    return extra[-1]
-
-
-def _pointers(tensors) -> list:
-    return [None if t is None else t.data_ptr() for t in tensors]
-
-
 def _forward(inputs: tuple, weights, kept: list | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The two sums; ``kept``: two [M, P, H] tensors the loop writes the pre-activations of m and a3 into."""
     x, h_row, h_col, edge_term, row, col = inputs
     (n_edges,), (_, P, H) = row.shape, h_row.shape
-    w = _weights(weights)  # (kept referenced while the compiled loop reads the copies)
-    force, agg, extra = torch.zeros_like(x), torch.zeros_like(h_row), []
-    fixed = _pointers([x, h_row, h_col, edge_term, row, col, *w[:7]])
-    kept_pointers = _pointers(kept or [None, None])
-
-    def arguments(i: int) -> list:
-        return [P, H, *fixed, *_pointers(_accumulators(i, [agg, force], extra)), *kept_pointers]
-
-    run_edge_ranges(f"geomol_egnn_fused_forward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
+    force, agg = torch.zeros_like(x), torch.zeros_like(h_row)
+    arguments = [P, H, x, h_row, h_col, edge_term, row, col, *_weights(weights)[:7], agg, force, *(kept or [None] * 2)]
+    run_edge_ranges(f"geomol_egnn_fused_forward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments, [agg, force])
     _count(n_edges * P, H, products=2)
-    for part_agg, part_force in extra:
-        agg += part_agg
-        force += part_force
     return force, agg
 
 
@@ -90,20 +69,11 @@ class _FusedEdgeSums(torch.autograd.Function):
         node_grads = [torch.zeros_like(t) for t in (h_row, h_col, x)]
         weight_grads = [torch.zeros_like(t) for t in weights]  # w_s, w2, b2, wc, bc, wo, bo
         g_edge = torch.zeros_like(edge_term) if ctx.needs_input_grad[3] else None
-        inputs = [x, h_row, h_col, edge_term, row, col, *_weights(weights), g_force.contiguous(), g_agg.contiguous()]
-        fixed = _pointers(inputs)  # (``inputs`` keeps the copies alive while the compiled loop reads them)
-        finals, extra = node_grads + weight_grads, []
-
-        def arguments(i: int) -> list:
-            g_h_row, g_h_col, g_x, g_w_s, g_w2, g_b2, g_wc, g_bc, g_wo, g_bo = _accumulators(i, finals, extra)
-            return [P, H, *fixed, *_pointers([g_h_row, g_h_col, g_x, g_edge, g_w_s, g_w2, g_b2, g_wc, g_bc, g_wo,
-                                               g_bo, *(kept or [None, None])])]
-
-        run_edge_ranges(f"geomol_egnn_fused_backward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments)
+        arguments = [P, H, x, h_row, h_col, edge_term, row, col, *_weights(weights), g_force.contiguous(),
+                     g_agg.contiguous(), *node_grads, g_edge, *weight_grads, *(kept or [None] * 2)]
+        run_edge_ranges(f"geomol_egnn_fused_backward_{_SUFFIX[x.dtype]}", n_edges, P * H, arguments,
+                        node_grads + weight_grads)  # (g_edge: each edge's rows lie in one range)
         _count(n_edges * P, H, products=4 if kept else 6)  # (recomputing the forward pass's two when not kept)
-        for parts in extra:
-            for total, part in zip(finals, parts):
-                total += part
         g_h_row, g_h_col, g_x = node_grads
         grads = (g_x, g_h_row, g_h_col, g_edge, None, None, None, *weight_grads)
         return tuple(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad))

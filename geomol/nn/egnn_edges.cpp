@@ -43,7 +43,6 @@ struct Pack {
     return v;
   }
   static void store(T* p, V v) { std::memcpy(p, &v, sizeof v); }
-  static V splat(T x) { return V{} + x; }
   static T sum(V v) {
     T lanes[L];
     store(lanes, v);

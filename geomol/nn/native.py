@@ -191,10 +191,6 @@ def _function(name: str):
     return getattr(_library, name)
 
 
-def _pointer(t: torch.Tensor | None):
-    return None if t is None else t.data_ptr()
-
-
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (process id, pool)
 MIN_GROUPS_PER_THREAD = 64
 """Work is split over threads only in ranges of at least this many groups (thread hand-off costs ~10 µs)."""
@@ -211,23 +207,36 @@ def _group_ranges(n_groups: int, starts: torch.Tensor) -> list[tuple[int, int]]:
     return [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b]
 
 
-def _run_ranges(name: str, ranges: list[tuple[int, int]], arguments: list[list], error: str) -> None:
-    """Compiled function ``name``(begin, end, *arguments[i]) for every range i (arguments: integers and pointers,
-    None for a null pointer), at once on an OpenMP team where the library has OpenMP (:file:`parallel.cpp`), else
-    the first range on the calling thread and the others on a pool of Python threads (the compiled functions run
-    without the GIL). ValueError ``"{name}: {error}"`` if a call reports invalid arguments; RuntimeError where the
-    library is unavailable."""
+def _run_ranges(name: str, ranges: list[tuple[int, int]], arguments: list, error: str, accumulate=()) -> None:
+    """Compiled function ``name``(begin, end, *arguments) for every range (arguments: integers, tensors, passed as
+    their data pointers, and None for a null pointer), at once on an OpenMP team where the library has OpenMP
+    (:file:`parallel.cpp`), else the first range on the calling thread and the others on a pool of Python threads
+    (the compiled functions run without the GIL).
+
+    ``accumulate``: tensors among ``arguments``, zero-initialised, that the function adds into (+=): the first range
+    adds into them, every other range into zeros of its own, summed into them afterwards.
+
+    Raises ValueError ``"{name}: {error}"`` if a call reports invalid arguments; RuntimeError where the library is
+    unavailable."""
     function = _function(name)
+    shared = [k for k, a in enumerate(arguments) if any(a is t for t in accumulate)]
+    per_range = [list(arguments) for _ in ranges]
+    for args in per_range[1:]:
+        for k in shared:
+            args[k] = torch.zeros_like(args[k])
+    words = [[a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args] for args in per_range]
     if len(ranges) > 1 and _library.geomol_openmp():
-        stride = 2 + len(arguments[0])
-        words = [word or 0 for (begin, end), args in zip(ranges, arguments) for word in (begin, end, *args)]
+        flat = [word or 0 for (begin, end), args in zip(ranges, words) for word in (begin, end, *args)]
         status = _library.geomol_run_ranges(len(ranges), ctypes.cast(getattr(_library, f"{name}_packed"),
                                                                      ctypes.c_void_p),
-                                            (ctypes.c_int64 * len(words))(*words), stride)
+                                            (ctypes.c_int64 * len(flat))(*flat), 2 + len(arguments))
     else:
-        status = _run_on_threads(function, ranges, arguments)
+        status = _run_on_threads(function, ranges, words)
     if status:
         raise ValueError(f"{name}: {error} (code {status})")
+    for args in per_range[1:]:
+        for k in shared:
+            per_range[0][k] += args[k]
 
 
 def _run_on_threads(function, ranges: list[tuple[int, int]], arguments: list[list]) -> int:
@@ -281,16 +290,12 @@ def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, ra
     return _SUFFIX[dtype], (h, nr, rh, C, n_rbf, envelope), tensors, out
 
 
-def _call(name: str, starts: torch.Tensor, sizes, tensors, n_groups: int, per_range=None) -> int:
-    """Run compiled function ``name`` over ranges of groups (:func:`_group_ranges`, :func:`_run_ranges`);
-    ``per_range`` [i] lists the extra tensors of range i (its own accumulators). Returns the number of ranges."""
+def _call(name: str, starts: torch.Tensor, sizes, tensors, n_groups: int, accumulate=()) -> None:
+    """Run compiled function ``name``(begin, end, starts, *sizes, *tensors, *accumulate) over ranges of groups
+    (:func:`_group_ranges`, :func:`_run_ranges`; ``accumulate``: zeroed tensors it adds into)."""
     starts = starts.contiguous()
-    ranges = _group_ranges(n_groups, starts)
-    pointers = [_pointer(t) for t in tensors]
-    extras = [[_pointer(t) for t in per_range(i)] for i in range(len(ranges))] if per_range else [[]] * len(ranges)
-    arguments = [[starts.data_ptr(), *sizes, *pointers, *extras[i]] for i in range(len(ranges))]
-    _run_ranges(name, ranges, arguments, "invalid sizes or an empty group")
-    return len(ranges)
+    _run_ranges(name, _group_ranges(n_groups, starts), [starts, *sizes, *tensors, *accumulate],
+                "invalid sizes or an empty group", accumulate)
 
 
 def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch.Tensor | None,
@@ -351,15 +356,10 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
         grads["distance"] = new(distance.shape)
     inputs = [w_rbf.contiguous(), blocks] + [t.contiguous() for t in (g_summed, g_block_sum, g_alpha_weight)]
     outputs = [grads["sender"], grads["receiver"], grads.get("radial"), grads.get("distance")]
-    accumulators = []  # per range of groups: w_rbf, w2 blocks, b2, w3, b3
-
-    def per_range(i: int):
-        accumulators.append([torch.zeros_like(t) for t in (w_rbf, blocks, b2, w3, b3)])
-        return accumulators[i]
-
-    _call(f"geomol_attend_pairs_backward_{suffix}", starts, sizes, tensors + inputs + outputs, n_groups, per_range)
+    g_w_rbf, g_blocks, g_b2, g_w3, g_b3 = (torch.zeros_like(t) for t in (w_rbf, blocks, b2, w3, b3))
+    _call(f"geomol_attend_pairs_backward_{suffix}", starts, sizes, tensors + inputs + outputs, n_groups,
+          [g_w_rbf, g_blocks, g_b2, g_w3, g_b3])
     _count_products(p * h, rh, nr, w3.size(0) - 2, backward=True)
-    g_w_rbf, g_blocks, g_b2, g_w3, g_b3 = (sum(parts) for parts in zip(*accumulators))
     grads.update(w_rbf=g_w_rbf, w2=torch.block_diag(*g_blocks), b2=g_b2, w3=g_w3, b3=g_b3)
     return grads
 
@@ -382,7 +382,7 @@ def _split(name: str, n: int, *args) -> None:
     """Compiled function ``name``(begin, end, *args) over ``torch.get_num_threads()`` equal ranges of ``n`` items
     (:func:`_run_ranges`); ValueError if it reports invalid arguments."""
     ranges = _equal_ranges(n, min(torch.get_num_threads(), max(1, n // (MIN_GROUPS_PER_THREAD * 4))))
-    _run_ranges(name, ranges, [list(args)] * len(ranges), "invalid arguments")
+    _run_ranges(name, ranges, list(args), "invalid arguments")
 
 
 def block_min_distance(Z: torch.Tensor, block_start: torch.Tensor, block_len: torch.Tensor, rows: torch.Tensor,
@@ -416,12 +416,12 @@ MIN_ELEMENTS_PER_THREAD = 1 << 15
 """EGNN edges are split over threads only in ranges of at least this many [edge, slice, channel] elements."""
 
 
-def run_edge_ranges(name: str, n_edges: int, per_edge: int, arguments) -> int:
-    """Run compiled function ``name``(begin, end, *arguments(i)) over ranges of edges, one per thread (at most
+def run_edge_ranges(name: str, n_edges: int, per_edge: int, arguments: list, accumulate=()) -> int:
+    """Run compiled function ``name``(begin, end, *arguments) over ranges of edges, one per thread (at most
     ``torch.get_num_threads()``, each of at least :data:`MIN_ELEMENTS_PER_THREAD` elements at ``per_edge`` an
-    edge). ``arguments(i)`` gives range i's arguments (its own accumulators where it has any).
+    edge); ``accumulate``: the zeroed tensors among ``arguments`` it adds into (see :func:`_run_ranges`).
     Returns the number of ranges; ValueError if the function reports invalid arguments."""
     threads = min(torch.get_num_threads(), max(1, n_edges * per_edge // MIN_ELEMENTS_PER_THREAD))
     ranges = _equal_ranges(n_edges, threads)
-    _run_ranges(name, ranges, [arguments(i) for i in range(len(ranges))], "invalid sizes or an unsupported width")
+    _run_ranges(name, ranges, arguments, "invalid sizes or an unsupported width", accumulate)
     return len(ranges)
