@@ -35,7 +35,9 @@ from torch import nn
 
 from geomol.nn import native
 from geomol.nn.atom_pairs import AtomPairs, PairIndex
+from geomol.nn.attend_groups import attend_groups, attend_groups_backward
 from geomol.nn.chunked import Chunk, chunked_recompute
+from geomol.nn.fused_silu import bias_silu_dropout, silu_dropout_grad
 from geomol.nn.mlp import mlp2
 from geomol.nn.radial import RadialBasis
 from geomol.nn.scatter import scatter_softmax, scatter_sum
@@ -103,7 +105,7 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     per sending atom ([n_s, h, 3rh]) and pair k reads row ``sender_index[k]``."""
     h, (p, C) = n_head, x.shape[:2]
     rh = w2.size(0) // 3
-    n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
+    n_groups = index.group_atom.numel()
     distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
     receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
     rbf_slope = radial = None
@@ -124,25 +126,37 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
         if sender_index is not None:
             sender_rows = sender_rows.index_select(0, sender_index)
         s = _pair_stage(index, radial, sender_rows, receiver, *weights, keep)
-    block_logit = scatter_sum(s["block_sum"], index.group_edge, n_edges)
-    block_logit = block_logit / index.edge_pairs.unsqueeze(1).to(x.dtype) + b_block
-    beta_edge = scatter_softmax(block_logit, index.edge_block, index.n_blocks)  # [e, h]
-    beta = beta_edge.index_select(0, index.group_edge)  # [g, h]
-
     summed = s["summed"]
     node_in, coord_in = summed[..., :rh].reshape(n_groups, -1), summed[..., rh:].reshape(n_groups, -1)
     node_kept, update = _mlp2_forward(node_in, *node)
     coord_kept, kappa = _mlp2_forward(coord_in, *coord)
-    group_coef = beta.unsqueeze(-1) * kappa.view(n_groups, h, C)
-    coef = (s["alpha_weight"] * group_coef.index_select(0, index.pair_group)).sum(1)  # [p, C]
+    if compiled:  # the block and group level compiled too
+        groups = attend_groups(index, s["block_sum"], b_block, update, kappa, s["alpha_weight"], x, h, outputs=not keep)
+    else:
+        groups = _groups(index, s["block_sum"], b_block, update, kappa, s["alpha_weight"], x, h, outputs=not keep)
     if keep:  # the backward pass needs these, not the outputs
         return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, receiver=receiver, pair=s,
-                          compiled=compiled, beta_edge=beta_edge, beta=beta, node=node_kept,
-                          update=update, coord=coord_kept, kappa=kappa, group_coef=group_coef, coef=coef)
-    G = scatter_sum((beta.unsqueeze(-1) * update.view(n_groups, h, -1)).view(n_groups, -1),
-                    index.group_atom, index.n_atoms)
-    dZ = scatter_sum(coef.unsqueeze(-1) * x, index.pair_atom, index.n_atoms)
-    return (G, dZ), (s if compiled else None)
+                          compiled=compiled, node=node_kept, update=update, coord=coord_kept, kappa=kappa,
+                          **{name: groups[name] for name in ("beta_edge", "beta", "group_coef", "coef")})
+    return (groups["G"], groups["dZ"]), (s if compiled else None)
+
+
+def _groups(index: PairIndex, block_sum, b_block, update, kappa, alpha_weight, x, n_head: int,
+            outputs: bool = True) -> dict:
+    """:func:`geomol.nn.attend_groups.attend_groups` in PyTorch (differentiable)."""
+    (n_groups, h), C = block_sum.shape, x.size(1)
+    block_logit = scatter_sum(block_sum, index.group_edge, index.edge_block.numel())
+    block_logit = block_logit / index.edge_pairs.unsqueeze(1).to(x.dtype) + b_block
+    beta_edge = scatter_softmax(block_logit, index.edge_block, index.n_blocks)  # [e, h]
+    beta = beta_edge.index_select(0, index.group_edge)  # [g, h]
+    group_coef = beta.unsqueeze(-1) * kappa.view(n_groups, h, C)
+    coef = (alpha_weight * group_coef.index_select(0, index.pair_group)).sum(1)  # [p, C]
+    out = dict(beta_edge=beta_edge, beta=beta, group_coef=group_coef, coef=coef)
+    if outputs:
+        out["G"] = scatter_sum((beta.unsqueeze(-1) * update.view(n_groups, h, -1)).view(n_groups, -1),
+                               index.group_atom, index.n_atoms)
+        out["dZ"] = scatter_sum(coef.unsqueeze(-1) * x, index.pair_atom, index.n_atoms)
+    return out
 
 
 def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
@@ -170,20 +184,51 @@ def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w
 
 def _mlp2_forward(inp, w1, b1, w2, b2):
     """(kept, SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2)), kept = (inp, first pre-activation, its SiLU, second
-    pre-activation): what :func:`_mlp2_backward` needs."""
-    pre1 = F.linear(inp, w1, b1)
-    act1 = F.silu(pre1)
-    pre2 = F.linear(act1, w2, b2)
-    return (inp, pre1, act1, pre2), F.silu(pre2)
+    pre-activation): what :func:`_mlp2_backward` needs. Each bias and SiLU is one pass after its product."""
+    pre1 = inp @ w1.T
+    act1 = bias_silu_dropout(pre1, b1)  # pre1 ← pre1 + b1
+    pre2 = act1 @ w2.T
+    return (inp, pre1, act1, pre2), bias_silu_dropout(pre2, b2)
 
 
 def _mlp2_backward(grad, kept, w1, w2):
     """Gradients (input, w1, b1, w2, b2) of SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2), given ``grad`` of its output
     and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation)."""
     inp, pre1, act1, pre2 = kept
-    g2 = _silu_backward(grad, pre2)
-    g1 = _silu_backward(g2 @ w2, pre1)
+    g2 = silu_dropout_grad(grad, pre2)
+    g1 = silu_dropout_grad(g2 @ w2, pre1)
     return g1 @ w1, g1.T @ inp, g1.sum(0), g2.T @ act1, g2.sum(0)
+
+
+def _groups_backward(index: PairIndex, grad_G, grad_dZ, s: dict, x, n_head: int) -> dict:
+    """:func:`geomol.nn.attend_groups.attend_groups_backward` in PyTorch, from the tensors ``s`` that
+    :func:`_attend` kept (``keep=True``)."""
+    (p, C), h = x.shape[:2], n_head
+    n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
+    pg, ge, beta = index.pair_group, index.group_edge, s["beta"]
+    g_beta = x.new_zeros(n_groups, h)
+    found = dict(x=torch.zeros_like(x), alpha_weight=None, kappa=None, update=None)
+    # ΔZ = Σ coef x, coef = Σ_heads α w_c (β κ)[group] = Σ_heads alpha_weight · group_coef
+    if grad_dZ is not None:
+        g_pair = grad_dZ.index_select(0, index.pair_atom)  # [p, C, 3]
+        g_coef = (g_pair * x).sum(-1).unsqueeze(1)  # [p, 1, C]
+        found["x"] = g_pair.mul_(s["coef"].unsqueeze(-1))
+        found["alpha_weight"] = g_coef * s["group_coef"].index_select(0, pg)  # [p, h, C]
+        g_group_coef = scatter_sum(g_coef * s["pair"]["alpha_weight"], pg, n_groups)  # [g, h, C]
+        g_beta += (g_group_coef * s["kappa"].view(n_groups, h, C)).sum(-1)
+        found["kappa"] = (g_group_coef * beta.unsqueeze(-1)).view(n_groups, -1)
+    if grad_G is not None:  # G = Σ β · update
+        g_update = grad_G.index_select(0, index.group_atom).view(n_groups, h, -1)
+        g_beta += (g_update * s["update"].view(n_groups, h, -1)).sum(-1)
+        found["update"] = (g_update * beta.unsqueeze(-1)).view(n_groups, -1)
+    # block level: β = softmax over the edges into a block of τ_e = mean of the pairs' block logits + b
+    g_beta_edge = scatter_sum(g_beta, ge, n_edges)  # [e, h]
+    beta_edge = s["beta_edge"]
+    inner = scatter_sum(g_beta_edge * beta_edge, index.edge_block, index.n_blocks)
+    g_logit = beta_edge * (g_beta_edge - inner.index_select(0, index.edge_block))  # [e, h]
+    found["b_block"] = g_logit.sum().reshape(1)
+    found["block_sum"] = (g_logit / index.edge_pairs.unsqueeze(1).to(x.dtype)).index_select(0, ge)  # [g, h]
+    return found
 
 
 def _pair_stage_backward(index: PairIndex, kept: dict, radial, w_rbf, w2, w3, g_summed, g_block_sum,
@@ -228,40 +273,24 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
     with torch.no_grad():
         _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True, pair_stage=saved)
         h, (p, C) = n_head, x.shape[:2]
-        rh = w2.size(0) // 3
-        n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
-        pg, ge = index.pair_group, index.group_edge
-        beta = s["beta"]
+        rh, n_groups = w2.size(0) // 3, index.group_atom.numel()
+        if s["compiled"]:
+            found = attend_groups_backward(index, grad_G, grad_dZ, s, s["update"], s["kappa"],
+                                           s["pair"]["alpha_weight"], x, h)
+        else:
+            found = _groups_backward(index, grad_G, grad_dZ, s, x, h)
+        g_x, g_alpha_weight = found["x"], found["alpha_weight"]
         g_summed = x.new_zeros(n_groups, h, 2 * rh)
-        g_beta = x.new_zeros(n_groups, h)
-        g_alpha_weight = x.new_zeros(p, h, C)
-        g_x = torch.zeros_like(x)
         coord_grads = node_grads = None
-        # ΔZ = Σ coef x, coef = Σ_heads α w_c (β κ)[group] = Σ_heads alpha_weight · group_coef
         if grad_dZ is not None:
-            g_pair = grad_dZ.index_select(0, index.pair_atom)  # [p, C, 3]
-            g_coef = (g_pair * x).sum(-1).unsqueeze(1)  # [p, 1, C]
-            g_x = g_pair.mul_(s["coef"].unsqueeze(-1))
-            g_alpha_weight = g_coef * s["group_coef"].index_select(0, pg)  # [p, h, C]
-            g_group_coef = scatter_sum(g_coef * s["pair"]["alpha_weight"], pg, n_groups)  # [g, h, C]
-            g_beta += (g_group_coef * s["kappa"].view(n_groups, h, C)).sum(-1)
-            g_kappa = (g_group_coef * beta.unsqueeze(-1)).view(n_groups, -1)
-            g_in, *coord_grads = _mlp2_backward(g_kappa, s["coord"], coord_w1, coord_w2)
+            g_in, *coord_grads = _mlp2_backward(found["kappa"], s["coord"], coord_w1, coord_w2)
             g_summed[..., rh:] = g_in.view(n_groups, h, rh)
-        if grad_G is not None:  # G = Σ β · update, update = MLP(Σ α m)
-            g_update = grad_G.index_select(0, index.group_atom).view(n_groups, h, -1)
-            update = s["update"].view(n_groups, h, -1)
-            g_beta += (g_update * update).sum(-1)
-            g_in, *node_grads = _mlp2_backward((g_update * beta.unsqueeze(-1)).view(n_groups, -1), s["node"],
-                                               node_w1, node_w2)
+        else:
+            g_alpha_weight = x.new_zeros(p, h, C)
+        if grad_G is not None:
+            g_in, *node_grads = _mlp2_backward(found["update"], s["node"], node_w1, node_w2)
             g_summed[..., :rh] = g_in.view(n_groups, h, rh)
-        # block level: β = softmax over the edges into a block of τ_e = mean of the pairs' block logits + b
-        g_beta_edge = scatter_sum(g_beta, ge, n_edges)  # [e, h]
-        beta_edge = s["beta_edge"]
-        inner = scatter_sum(g_beta_edge * beta_edge, index.edge_block, index.n_blocks)
-        g_logit = beta_edge * (g_beta_edge - inner.index_select(0, index.edge_block))  # [e, h]
-        g_b_block = g_logit.sum().reshape(b_block.shape)
-        g_block_sum = (g_logit / index.edge_pairs.unsqueeze(1).to(x.dtype)).index_select(0, ge)  # [g, h]
+        g_b_block, g_block_sum = found["b_block"].reshape(b_block.shape), found["block_sum"]
         # the per-pair stage
         distance = s["distance"]
         if s["compiled"]:
@@ -274,7 +303,7 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
             g_radial = pair["radial"].view(p, h, C, -1).transpose(1, 2).reshape(p, C, -1)
             g_distance = (g_radial * s["rbf_slope"]).sum(-1)  # [p, C]
         g_q = scatter_sum(pair["receiver"], index.group_atom, q_rows.size(0))
-        g_edge = scatter_sum(pair["receiver"], ge, edge_rows.size(0))
+        g_edge = scatter_sum(pair["receiver"], index.group_edge, edge_rows.size(0))
         g_x += x * (g_distance / distance).masked_fill_(distance == 0, 0.0).unsqueeze(-1)
         node_grads = node_grads or [None] * 4
         coord_grads = coord_grads or [None] * 4

@@ -45,8 +45,8 @@ MAX_NEAREST = 64
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulations even where the compiled library is available."""
-SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("attend_pairs.cpp", "nearest.cpp", "egnn_edges.cpp", "parallel.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "attend_groups.cpp", "nearest.cpp",
+                                                            "egnn_edges.cpp", "silu_rows.cpp", "parallel.cpp"))
 HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_math.h", "native_packed.h"))
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 OPENMP_FLAGS = ("-fopenmp",)
@@ -140,6 +140,13 @@ def _load() -> ctypes.CDLL | None:
         for name, n_pointers in (("forward", 17), ("backward", 30)):
             function = getattr(library, f"geomol_egnn_fused_{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, [size] * 4 + [pointer] * n_pointers
+        rows = getattr(library, f"geomol_silu_rows_{suffix}")
+        rows.restype, rows.argtypes = ctypes.c_int, [size] * 3 + [pointer, size, pointer, size] + [pointer] * 3 + [size]
+        grads = getattr(library, f"geomol_silu_grad_rows_{suffix}")
+        grads.restype, grads.argtypes = ctypes.c_int, [size] * 3 + [pointer, size] * 2 + [pointer] * 3 + [size]
+        for name, n_pointers in (("", 18), ("_backward", 22)):
+            function = getattr(library, f"geomol_attend_groups{name}_{suffix}")
+            function.restype, function.argtypes = ctypes.c_int, [size] * 8 + [pointer] * n_pointers
     library.geomol_run_ranges.restype = ctypes.c_int
     library.geomol_run_ranges.argtypes = [size, pointer, pointer, size]
     library.geomol_openmp.restype, library.geomol_openmp.argtypes = ctypes.c_int, []
@@ -219,6 +226,11 @@ def _run_ranges(name: str, ranges: list[tuple[int, int]], arguments: list, error
     Raises ValueError ``"{name}: {error}"`` if a call reports invalid arguments; RuntimeError where the library is
     unavailable."""
     function = _function(name)
+    if len(ranges) == 1:  # the common one-thread case, without the bookkeeping below
+        status = function(*ranges[0], *[a.data_ptr() if isinstance(a, torch.Tensor) else a for a in arguments])
+        if status:
+            raise ValueError(f"{name}: {error} (code {status})")
+        return
     shared = [k for k, a in enumerate(arguments) if any(a is t for t in accumulate)]
     per_range = [list(arguments) for _ in ranges]
     for args in per_range[1:]:

@@ -16,36 +16,32 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from geomol.nn.dense import dense, outer
 from geomol.nn.dropout import keep_bits
+from geomol.nn.fused_silu import bias_silu_dropout, silu_dropout_grad
 
 __all__ = ["paired_mlp3"]
 
-_silu_backward = torch.ops.aten.silu_backward
-
-
-def _dropped(x: torch.Tensor, keep: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """Inverted dropout of ``x`` with a boolean ``keep`` mask: a fresh tensor, or ``x`` itself for ``None``."""
-    return x if keep is None else x.mul(keep).mul_(scale)
-
-
 class _PairedMLP3(torch.autograd.Function):
-    """y_m = D3(W3 D2(SiLU(W2 D1(SiLU(W1 x + b1)) + b2)) + b3) for the two MLPs m of one input ``x``."""
+    """y_m = D3(W3 D2(SiLU(W2 D1(SiLU(W1 x + b1)) + b2)) + b3) for the two MLPs m of one input ``x``.
+
+    The products run without their biases; each bias, SiLU and dropout mask follows in one pass
+    (:func:`~geomol.nn.fused_silu.bias_silu_dropout`), which leaves the pre-activation in the product's output."""
 
     @staticmethod
     def forward(ctx, x, scale, keeps, *params):
         ctx.set_materialize_grads(False)
         w1 = [params[0], params[6]]
-        pre1 = dense(x, torch.cat(w1), torch.cat([params[1], params[7]]))  # [N, Σ width]: one product for both
+        pre1 = dense(x, torch.cat(w1))  # [N, Σ width]: one product for both; the biases follow per MLP
         widths = [w.size(0) for w in w1]
         saved, outputs = [x, pre1], []
         for m, first in enumerate(pre1.split(widths, dim=1)):
-            _, _, w2, b2, w3, b3 = params[6 * m:6 * m + 6]
+            _, b1, w2, b2, w3, b3 = params[6 * m:6 * m + 6]
             k1, k2, k3 = keeps[3 * m:3 * m + 3]
-            pre2 = dense(_dropped(F.silu(first), k1, scale), w2, b2)
-            outputs.append(_dropped(dense(_dropped(F.silu(pre2), k2, scale), w3, b3), k3, scale))
+            pre2 = dense(bias_silu_dropout(first, b1, k1, scale), w2)
+            hidden = bias_silu_dropout(pre2, b2, k2, scale)
+            outputs.append(bias_silu_dropout(dense(hidden, w3), b3, k3, scale, silu=False))
             saved.append(pre2)
         ctx.widths, ctx.scale, ctx.keeps = widths, scale, keeps
         ctx.save_for_backward(*saved, *params)
@@ -66,17 +62,15 @@ class _PairedMLP3(torch.autograd.Function):
             _, _, w2, _, w3, _ = params[6 * m:6 * m + 6]
             k1, k2, k3 = keeps[3 * m:3 * m + 3]
             base = 3 + 6 * m  # index of this MLP's W1 in needs_input_grad
-            g3 = _dropped(grad, k3, scale)
+            g3 = grad if k3 is None else silu_dropout_grad(grad, None, k3, scale)
             if need[base + 4] or need[base + 5]:
-                a2 = _dropped(F.silu(pre2), k2, scale)
-                g_params[6 * m + 4] = outer(g3, a2) if need[base + 4] else None
+                g_params[6 * m + 4] = outer(g3, bias_silu_dropout(pre2, None, k2, scale)) if need[base + 4] else None
                 g_params[6 * m + 5] = g3.sum(0) if need[base + 5] else None
-            g_pre2 = _silu_backward(_dropped(dense(g3, w3.t()), k2, scale), pre2)
+            g_pre2 = silu_dropout_grad(dense(g3, w3.t()), pre2, k2, scale)
             if need[base + 2] or need[base + 3]:
-                a1 = _dropped(F.silu(first), k1, scale)
-                g_params[6 * m + 2] = outer(g_pre2, a1) if need[base + 2] else None
+                g_params[6 * m + 2] = outer(g_pre2, bias_silu_dropout(first, None, k1, scale)) if need[base + 2] else None
                 g_params[6 * m + 3] = g_pre2.sum(0) if need[base + 3] else None
-            g_pre1.append(_silu_backward(_dropped(dense(g_pre2, w2.t()), k1, scale), first))
+            g_pre1.append(silu_dropout_grad(dense(g_pre2, w2.t()), first, k1, scale))
         g_first = torch.cat(g_pre1, 1)
         g_x = dense(g_first, torch.cat([params[0], params[6]]).t()) if need[0] else None
         for m, g in enumerate(g_first.split(ctx.widths, dim=1)):

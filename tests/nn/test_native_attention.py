@@ -6,7 +6,8 @@ import torch
 
 from geomol.nn import atom_pairs, bilevel_attention, block_edges, native
 from geomol.nn.atom_pairs import sparse_atom_pairs
-from geomol.nn.bilevel_attention import BilevelAttention, _heads, _pair_stage, _pair_stage_backward
+from geomol.nn.attend_groups import attend_groups
+from geomol.nn.bilevel_attention import BilevelAttention, _groups, _heads, _pair_stage, _pair_stage_backward
 from geomol.nn.radial import RadialBasis
 
 pytestmark = pytest.mark.skipif(not native.native_available(), reason="no C++ compiler: the PyTorch path runs alone")
@@ -112,6 +113,32 @@ def test_compiled_pair_stage_splits_work_over_threads(monkeypatch):
     assert all(b < e for b, e in ranges) and all(ranges[i][1] == ranges[i + 1][0] for i in range(2))
     for name in one:
         assert torch.equal(one[name], many[name]), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("n_head, n_channel", [(4, 1), (2, 2), (3, 1)])
+def test_compiled_group_level_matches_pytorch(dtype, n_head, n_channel):
+    index, pairs, distance, *_ = _pairs_case(dtype, 4, n_head, n_channel, 8)
+    gen = torch.Generator().manual_seed(3)
+    g, p, d = pairs.num_groups, pairs.num_pairs, 6 * n_head
+    rand = lambda *shape: torch.randn(*shape, dtype=dtype, generator=gen)  # noqa: E731
+    inputs = (rand(g, n_head), rand(1), rand(g, d), rand(g, n_head * n_channel), rand(p, n_head, n_channel),
+              rand(p, n_channel, 3))
+    want = _groups(index, *inputs, n_head)
+    got = attend_groups(index, *inputs, n_head)
+    tolerance = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+    assert set(got) == set(want) == {"beta_edge", "beta", "group_coef", "coef", "G", "dZ"}
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], **tolerance, msg=name)
+    # β sums to one over the edges into each block
+    totals = torch.zeros(index.n_blocks, n_head, dtype=dtype).index_add_(0, index.edge_block, got["beta_edge"])
+    torch.testing.assert_close(totals, torch.ones_like(totals))
+    without = attend_groups(index, *inputs, n_head, outputs=False)
+    assert set(without) == {"beta_edge", "beta", "group_coef", "coef"}
+    torch.testing.assert_close(without["coef"], want["coef"], **tolerance)
+    broken = index._replace(group_atom=index.group_atom.clone().fill_(index.n_atoms))
+    with pytest.raises(ValueError, match="out of range"):
+        attend_groups(broken, *inputs, n_head)
 
 
 def test_layer_gives_the_same_with_and_without_the_compiled_stage(monkeypatch):

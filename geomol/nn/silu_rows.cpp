@@ -1,0 +1,158 @@
+// Element-wise passes of the MLPs in geomol's hand-written backward passes (GET's feed-forward block and group
+// MLPs), driven by geomol/nn/fused_silu.py: forward, the bias, the SiLU and inverted dropout in one pass over a
+// product's output; backward, dropout and the SiLU's slope in one pass over the incoming gradient. torch runs these
+// as three or four passes (a boolean mask is converted to floats first), and its SiLU costs several times the
+// arithmetic (a libm-accurate exponential per element); here the exponential is exp_approx (native_math.h).
+//
+// Layouts: rows of n values, row r of a tensor at r · (its row stride), values contiguous within a row; bias [n];
+// keep [rows, n] contiguous bytes 0/1 (a torch.bool mask); scale: one value, the factor of kept elements. bias and
+// keep may be null (no bias, no dropout). Functions take a range begin ≤ row < end and return 0, or 1 for invalid
+// arguments.
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "native_math.h"
+#include "native_packed.h"
+
+namespace {
+
+using namespace geomol_native;
+
+constexpr int L = 16;  // floats per vector step
+
+template <typename T>
+inline T dropout_factor(const uint8_t* keep, int64_t i, T scale) {
+  return keep == nullptr ? T(1) : (keep[i] ? scale : T(0));
+}
+
+// scale or 0 per lane, from L mask bytes (compilers turn a generic byte-to-float conversion into scalar code)
+inline vec<L> dropout_lanes(const uint8_t* keep, float scale) {
+  vec<L> v;
+#if defined(__AVX512F__)
+  const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keep))));
+  std::memcpy(&v, &f, sizeof v);
+#elif defined(__AVX2__)
+  for (int half = 0; half < 2; ++half) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(keep + 8 * half));
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+    std::memcpy(reinterpret_cast<float*>(&v) + 8 * half, &f, sizeof f);
+  }
+#else
+  for (int l = 0; l < L; ++l) v[l] = keep[l];
+#endif
+  return v * scale;
+}
+
+// 1 / (1 + e^-v) per lane. With AVX-512 the division is a reciprocal estimate refined by one Newton step (relative
+// error ~1e-7, as the division's rounding): a vector division costs more than the rest of the pass.
+inline vec<L> sigmoid_lanes(vec<L> v) {
+  const vec<L> d = 1.0f + exp_lanes<L>(-v);
+#if defined(__AVX512F__)
+  __m512 dd, r;
+  std::memcpy(&dd, &d, sizeof d);
+  r = _mm512_rcp14_ps(dd);
+  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(dd, r, _mm512_set1_ps(2.0f)));
+  vec<L> out;
+  std::memcpy(&out, &r, sizeof out);
+  return out;
+#else
+  return 1.0f / d;
+#endif
+}
+
+// One row of n: x += bias (when given: x then holds the pre-activation); out = dropout(act(x)), act the SiLU when
+// silu, else the identity. out may be x.
+template <typename T>
+void forward_row(int64_t n, T* x, const T* bias, bool silu, const uint8_t* keep, T scale, T* out) {
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    for (; c + L <= n; c += L) {
+      vec<L> v = load<L>(x + c);
+      if (bias) {
+        v += load<L>(bias + c);
+        store<L>(x + c, v);
+      }
+      if (silu) v *= sigmoid_lanes(v);
+      if (keep) v *= dropout_lanes(keep + c, scale);
+      store<L>(out + c, v);
+    }
+  }
+  for (; c < n; ++c) {
+    T v = x[c];
+    if (bias) x[c] = v = v + bias[c];
+    if (silu) v *= sigmoid(v);
+    out[c] = v * dropout_factor(keep, c, scale);
+  }
+}
+
+// One row of n: out = grad · dropout factor · SiLU'(pre) (pre null: no SiLU). out may be grad.
+template <typename T>
+void backward_row(int64_t n, const T* grad, const T* pre, const uint8_t* keep, T scale, T* out) {
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    for (; c + L <= n; c += L) {
+      vec<L> g = load<L>(grad + c);
+      if (keep) g *= dropout_lanes(keep + c, scale);
+      if (pre) {
+        const vec<L> v = load<L>(pre + c);
+        g *= silu_slope(v, sigmoid_lanes(v));
+      }
+      store<L>(out + c, g);
+    }
+  }
+  for (; c < n; ++c) {
+    T g = grad[c] * dropout_factor(keep, c, scale);
+    if (pre) g *= silu_slope(pre[c], sigmoid(pre[c]));
+    out[c] = g;
+  }
+}
+
+inline bool invalid(int64_t begin, int64_t end, int64_t n, const void* in, int64_t ld_in, const void* out,
+                    int64_t ld_out, const uint8_t* keep, const void* scale) {
+  return n < 0 || begin < 0 || end < begin || in == nullptr || out == nullptr || ld_in < n || ld_out < n ||
+         (keep && scale == nullptr);
+}
+
+template <typename T>
+int silu_rows(int64_t begin, int64_t end, int64_t n, T* x, int64_t ld_x, const T* bias, int64_t silu,
+              const uint8_t* keep, const T* scale, T* out, int64_t ld_out) {
+  if (invalid(begin, end, n, x, ld_x, out, ld_out, keep, scale)) return 1;
+  const T factor = keep ? *scale : T(1);
+  for (int64_t r = begin; r < end; ++r)
+    forward_row(n, x + r * ld_x, bias, silu != 0, keep ? keep + r * n : nullptr, factor, out + r * ld_out);
+  return 0;
+}
+
+template <typename T>
+int silu_grad_rows(int64_t begin, int64_t end, int64_t n, const T* grad, int64_t ld_grad, const T* pre,
+                   int64_t ld_pre, const uint8_t* keep, const T* scale, T* out, int64_t ld_out) {
+  if (invalid(begin, end, n, grad, ld_grad, out, ld_out, keep, scale) || (pre && ld_pre < n)) return 1;
+  const T factor = keep ? *scale : T(1);
+  for (int64_t r = begin; r < end; ++r)
+    backward_row(n, grad + r * ld_grad, pre ? pre + r * ld_pre : nullptr, keep ? keep + r * n : nullptr, factor,
+                 out + r * ld_out);
+  return 0;
+}
+
+}  // namespace
+
+#define GEOMOL_SILU_ROWS(SUFFIX, T)                                                                              \
+  extern "C" int geomol_silu_rows_##SUFFIX(int64_t begin, int64_t end, int64_t n, T* x, int64_t ld_x,         \
+                                           const T* bias, int64_t silu, const uint8_t* keep, const T* scale,   \
+                                           T* out, int64_t ld_out) {                                           \
+    return silu_rows<T>(begin, end, n, x, ld_x, bias, silu, keep, scale, out, ld_out);                         \
+  }                                                                                                            \
+  GEOMOL_PACKED(geomol_silu_rows_##SUFFIX)                                                                     \
+  extern "C" int geomol_silu_grad_rows_##SUFFIX(int64_t begin, int64_t end, int64_t n, const T* grad,          \
+                                                int64_t ld_grad, const T* pre, int64_t ld_pre,                 \
+                                                const uint8_t* keep, const T* scale, T* out, int64_t ld_out) { \
+    return silu_grad_rows<T>(begin, end, n, grad, ld_grad, pre, ld_pre, keep, scale, out, ld_out);             \
+  }                                                                                                            \
+  GEOMOL_PACKED(geomol_silu_grad_rows_##SUFFIX)
+
+GEOMOL_SILU_ROWS(f32, float)
+GEOMOL_SILU_ROWS(f64, double)

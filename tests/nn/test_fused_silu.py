@@ -1,0 +1,78 @@
+"""Bias, SiLU and dropout passes (geomol.nn.fused_silu) against their PyTorch formulation."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from geomol.nn import native
+from geomol.nn.dropout import keep_bits
+from geomol.nn.fused_silu import bias_silu_dropout, silu_dropout_grad
+
+compiled = pytest.mark.skipif(not native.native_available(), reason="no C++ compiler: the PyTorch path runs alone")
+
+
+def _case(dtype, rows=37, n=45, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = 4 * torch.randn(rows, n, dtype=dtype, generator=gen)  # wide enough to reach the SiLU's flat ends
+    bias = torch.randn(n, dtype=dtype, generator=gen)
+    keep, scale = keep_bits((rows, n), 0.3, x.device)
+    return x, bias, keep, scale
+
+
+def _tolerance(dtype):
+    return dict(rtol=1e-12, atol=1e-13) if dtype == torch.float64 else dict(rtol=2e-6, atol=2e-6)
+
+
+@compiled
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("with_bias, with_keep, silu", [(True, True, True), (False, True, True), (True, False, True),
+                                                        (True, True, False), (False, False, True)])
+def test_forward_pass_matches_pytorch(dtype, with_bias, with_keep, silu):
+    x, bias, keep, scale = _case(dtype)
+    bias, keep = (bias if with_bias else None), (keep if with_keep else None)
+    pre = x + bias if with_bias else x.clone()
+    want = F.silu(pre) if silu else pre.clone()
+    want = want * keep * scale if with_keep else want
+    given = x.clone()
+    got = bias_silu_dropout(given, bias, keep, scale, silu=silu)
+    torch.testing.assert_close(got, want, **_tolerance(dtype))
+    torch.testing.assert_close(given, pre)  # the input now holds the pre-activation
+    if with_keep:
+        assert (got[~keep] == 0).all() and (got[keep] != 0).any()
+
+
+@compiled
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("with_pre, with_keep", [(True, True), (True, False), (False, True)])
+def test_gradient_pass_matches_autograd(dtype, with_pre, with_keep):
+    x, _, keep, scale = _case(dtype, seed=1)
+    grad = torch.randn(x.shape, dtype=dtype, generator=torch.Generator().manual_seed(2))
+    leaf = x.clone().requires_grad_()
+    out = F.silu(leaf) if with_pre else leaf
+    out = out * keep * scale if with_keep else out
+    (want,) = torch.autograd.grad(out, leaf, grad)
+    got = silu_dropout_grad(grad, x if with_pre else None, keep if with_keep else None, scale)
+    torch.testing.assert_close(got, want, **_tolerance(dtype))
+
+
+@compiled
+def test_column_slices_of_a_wider_product_are_read_and_written_in_place():
+    wide = torch.randn(20, 80, dtype=torch.float64)
+    bias = torch.randn(33, dtype=torch.float64)
+    before = wide.clone()
+    part = wide[:, 40:73]  # row stride 80, not contiguous
+    got = bias_silu_dropout(part, bias)
+    torch.testing.assert_close(got, F.silu(before[:, 40:73] + bias))
+    torch.testing.assert_close(wide[:, 40:73], before[:, 40:73] + bias)
+    torch.testing.assert_close(wide[:, :40], before[:, :40])  # the other columns untouched
+    torch.testing.assert_close(wide[:, 73:], before[:, 73:])
+    grad = torch.randn(20, 33, dtype=torch.float64)
+    torch.testing.assert_close(silu_dropout_grad(grad, part), torch.ops.aten.silu_backward(grad, part.contiguous()))
+
+
+def test_under_autograd_the_pytorch_formulation_runs_and_is_differentiable():
+    x, bias, keep, scale = _case(torch.float64, rows=6, n=5)
+    bias.requires_grad_()
+    out = bias_silu_dropout(x.clone(), bias, keep, scale)
+    (got,) = torch.autograd.grad(out.sum(), bias)
+    want = torch.ops.aten.silu_backward(keep * scale * torch.ones_like(x), x + bias.detach()).sum(0)
+    torch.testing.assert_close(got, want)
