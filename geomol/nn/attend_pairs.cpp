@@ -321,8 +321,8 @@ void attend_pairs(const Args<T>& a) {
 }
 
 // ----------------------------------------------------------------------------------------------- backward pass
-// Gradients of the pair stage's outputs (summed, block_sum, alpha_weight) flow back to the sender rows (one per
-// pair), the receiver rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances
+// Gradients of the pair stage's outputs (summed, block_sum, alpha_weight) flow back to the sender rows (g_sender
+// [p, h, 3rh], one row per pair; with sender_index [n_s, h, 3rh], accumulated (+=) per sending atom), the receiver rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances
 // (g_distance [p, C], when the basis is computed here) and the weights; weight gradients are accumulated (+=) into
 // zero-initialised buffers, one set per thread. Layouts: w_rbf [3rh, nr]; w2_n [3, rh, rh] with
 // w2_n[b][i][m] = W2[b rh + i][b rh + m] (g_w2 the same); g_w_rbf [3rh, nr]; g_w3 [2 + C, 3rh].
@@ -513,6 +513,7 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
   GroupWork<T> work(a, max_k, true);
   std::vector<T> g_alpha(max_k * h), radial(max_k * h * nr), slope(max_k * h * nr);
   std::vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
+  std::vector<T> g_row(a.sender_index ? h * w : 0);  // with sender_index: a pair's sender gradient, then added
   for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
     // forward again, keeping each pair's rows [6][h][3rh]: pre1, act1, pre2, hidden, sigmoid(pre1), sigmoid(pre2)
@@ -556,9 +557,14 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
     for (int64_t j = 0; j < h * rh; ++j) g_receiver[j] = 0;
     for (int64_t q = 0; q < k; ++q) {
       const int64_t p = first + q;
+      T* g_sender = a.sender_index ? g_row.data() : d.g_sender + p * h * w;
       pair_all_heads_backward(a, d, g_scalars.data() + q * h * n_scalar, g_values.data() + q * h * 2 * rh,
                               radial.data() + q * h * nr, work.rows.data() + q * h * 6 * w, work.work.data(),
-                              d.g_sender + p * h * w, g_receiver, g_radial.data());
+                              g_sender, g_receiver, g_radial.data());
+      if (a.sender_index) {
+        T* row = d.g_sender + a.sender_index[p] * h * w;
+        for (int64_t j = 0; j < h * w; ++j) row[j] += g_row[j];
+      }
       if (d.g_radial) std::memcpy(d.g_radial + p * h * nr, g_radial.data(), h * nr * sizeof(T));
       if (d.g_distance) {  // head hd's features: channel c's basis functions hd R/h ... in columns c R/h ...
         const int64_t per_head = a.n_rbf / h;

@@ -258,11 +258,13 @@ def _pair_stage_backward(index: PairIndex, kept: dict, radial, w_rbf, w2, w3, g_
                 b2=g_pre2.sum(0), w3=flat_g.T @ hidden.view(p * h, -1), b3=flat_g.sum(0))
 
 
-def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head: int, saved: dict | None = None):
+def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head: int, saved: dict | None = None,
+                    sender_index: torch.Tensor | None = None):
     """Gradients of :func:`attend` with respect to its 18 tensor ``inputs`` (in :func:`attend`'s order), given
     ``grads``, the gradients (grad_G [n, d], grad_dZ [n, C, 3]; either may be None) of its outputs, and ``saved``,
     the pair stage of the forward pass where it returned one (``_attend(...)[1]``: not recomputed). The gradient
-    of the block-diagonal ``w2`` is returned on its three diagonal blocks (zero elsewhere).
+    of the block-diagonal ``w2`` is returned on its three diagonal blocks (zero elsewhere); with ``sender_index``
+    (as in :func:`attend`), the sender rows' gradient is summed per sending atom.
 
     Written by hand: the forward pass is recomputed once without autograd and the chain rule runs on whole
     tensors, with no autograd graph (a chunk of the chunked path); the per-pair stage's part is compiled
@@ -271,7 +273,7 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
     (x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block, node_w1, node_b1, node_w2, node_b2,
      coord_w1, coord_b1, coord_w2, coord_b2) = inputs
     with torch.no_grad():
-        _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True, pair_stage=saved)
+        _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True, pair_stage=saved, sender_index=sender_index)
         h, (p, C) = n_head, x.shape[:2]
         rh, n_groups = w2.size(0) // 3, index.group_atom.numel()
         if s["compiled"]:
@@ -294,12 +296,15 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         # the per-pair stage
         distance = s["distance"]
         if s["compiled"]:
-            pair = native.attend_pairs_backward(index.group_start, sender_rows, None, s["receiver"], w_rbf, w2, b2, w3,
-                                                b3, g_summed, g_block_sum, g_alpha_weight, distance=distance, rbf=rbf)
+            pair = native.attend_pairs_backward(index.group_start, sender_rows, sender_index, s["receiver"], w_rbf, w2,
+                                                b2, w3, b3, g_summed, g_block_sum, g_alpha_weight, distance=distance,
+                                                rbf=rbf)
             g_distance = pair["distance"]
         else:
             pair = _pair_stage_backward(index, s["pair"], s["radial"], w_rbf, w2, w3, g_summed, g_block_sum,
                                         g_alpha_weight)
+            if sender_index is not None:
+                pair["sender"] = torch.zeros_like(sender_rows).index_add_(0, sender_index, pair["sender"])
             g_radial = pair["radial"].view(p, h, C, -1).transpose(1, 2).reshape(p, C, -1)
             g_distance = (g_radial * s["rbf_slope"]).sum(-1)  # [p, C]
         g_q = scatter_sum(pair["receiver"], index.group_atom, q_rows.size(0))
@@ -400,14 +405,19 @@ class BilevelAttention(nn.Module):
                 G[a0:a1], dZ[a0:a1] = fn(c.index, x[p0:p1], sender, query[a0:a1], edge.index_select(0, c.edge_ids),
                                          *weights, sender_index=c.neighbor)
         elif self.chunked:
-            chunks = [Chunk(c.index, (c.pairs, c.neighbor, c.atoms, c.edge_ids) + (None,) * len(weights),
+            # every chunk reads the sending atoms' rows in place (its context: index and each pair's sending atom)
+            chunks = [Chunk((c.index, c.neighbor), (c.pairs, None, c.atoms, c.edge_ids) + (None,) * len(weights),
                             (c.atoms, c.atoms)) for c in pairs.chunks]
             # under autocast the chunks' inputs mix dtypes: recompute them under autograd instead
             hand_written = not torch.is_autocast_enabled(H.device.type)
-            backward = partial(attend_backward, rbf=self.rbf, n_head=self.n_head) if hand_written else None
-            forward = partial(_attend, rbf=self.rbf, n_head=self.n_head) if hand_written else None
-            G, dZ = chunked_recompute(fn, (x, sender, query, edge, *weights), chunks, (H.shape, Z.shape),
-                                      backward=backward, forward=forward)
+            options = dict(rbf=self.rbf, n_head=self.n_head)
+            G, dZ = chunked_recompute(
+                lambda chunk, *inputs: attend(chunk[0], *inputs, sender_index=chunk[1], **options),
+                (x, sender, query, edge, *weights), chunks, (H.shape, Z.shape),
+                backward=(lambda chunk, inputs, grads, saved=None: attend_backward(
+                    chunk[0], inputs, grads, saved=saved, sender_index=chunk[1], **options)) if hand_written else None,
+                forward=(lambda chunk, *inputs: _attend(chunk[0], *inputs, sender_index=chunk[1], **options))
+                if hand_written else None)
         else:
             G, dZ = fn(pairs.full_index(), x, sender.index_select(0, pairs.pair_neighbor), query, edge, *weights)
         return H + self.node_out_linear(G), Z + dZ

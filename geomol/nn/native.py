@@ -351,7 +351,8 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
         g_summed [g, h, 2rh], g_block_sum [g, h], g_alpha_weight [p, h, C] of its three outputs.
 
     Returns:
-        sender [p, h, 3rh] (one row per pair, whatever ``sender_index``), receiver [g, h, rh], radial [p, h, nr]
+        sender [p, h, 3rh] (one row per pair; with ``sender_index``, [n_s, h, 3rh]: summed per sending atom),
+        receiver [g, h, rh], radial [p, h, nr]
         (given ``radial``) or distance [p, C] (given ``distance``), w_rbf, w2 (block-diagonal: zero off its
         diagonal blocks), b2, w3, b3: the gradients, by input name.
     """
@@ -361,7 +362,8 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
     p = (radial if radial is not None else distance).size(0)
     blocks = diagonal_blocks(w2, rh).contiguous()
     new = receiver.new_empty
-    grads = {"sender": new(p, h, 3 * rh), "receiver": new(n_groups, h, rh)}
+    per_atom = sender_index is not None
+    grads = {"sender": torch.zeros_like(sender) if per_atom else new(p, h, 3 * rh), "receiver": new(n_groups, h, rh)}
     if radial is not None:
         grads["radial"] = new(p, h, nr)
     else:
@@ -370,7 +372,7 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
     outputs = [grads["sender"], grads["receiver"], grads.get("radial"), grads.get("distance")]
     g_w_rbf, g_blocks, g_b2, g_w3, g_b3 = (torch.zeros_like(t) for t in (w_rbf, blocks, b2, w3, b3))
     _call(f"geomol_attend_pairs_backward_{suffix}", starts, sizes, tensors + inputs + outputs, n_groups,
-          [g_w_rbf, g_blocks, g_b2, g_w3, g_b3])
+          [g_w_rbf, g_blocks, g_b2, g_w3, g_b3] + ([grads["sender"]] if per_atom else []))
     _count_products(p * h, rh, nr, w3.size(0) - 2, backward=True)
     grads.update(w_rbf=g_w_rbf, w2=torch.block_diag(*g_blocks), b2=g_b2, w3=g_w3, b3=g_b3)
     return grads

@@ -164,6 +164,13 @@ def test_hand_written_attention_backward_matches_autograd(outputs, compiled, mon
                              saved=saved)
     for a, b in zip(got, reused):
         assert (a is None and b is None) or torch.equal(a, b)
+    # the sending atoms' rows read in place (sender_index): their gradient summed per sending atom
+    per_atom = list(attend_backward(index, [inputs[0].detach(), sender.detach(), *[t.detach() for t in inputs[2:]]],
+                                    (grad_G, grad_dZ), rbf=layer.rbf, n_head=2, sender_index=pairs.pair_neighbor))
+    summed = torch.zeros_like(sender).index_add_(0, pairs.pair_neighbor, got[1])
+    assert torch.allclose(per_atom[1], summed, rtol=1e-10, atol=1e-12)
+    for k, (a, b) in enumerate(zip(got, per_atom)):
+        assert k == 1 or (a is None and b is None) or torch.allclose(a, b, rtol=1e-10, atol=1e-12), k
     if saved is not None:  # and it is really read: a different pair stage gives different gradients
         wrong = {name: 2 * value for name, value in saved.items()}
         changed = attend_backward(index, [t.detach() for t in inputs], (grad_G, grad_dZ), rbf=layer.rbf, n_head=2,

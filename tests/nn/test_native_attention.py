@@ -76,6 +76,10 @@ def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_chann
     starts = index.group_start
     source = dict(radial=radial) if basis == "given" else dict(distance=distance, rbf=rbf)
     got = native.attend_pairs_backward(starts, sender, pairs.pair_neighbor, receiver, *weights, *upstream, **source)
+    per_pair = native.attend_pairs_backward(starts, rows, None, receiver, *weights, *upstream, **source)["sender"]
+    assert torch.allclose(per_pair, want["sender"], rtol=1e-9 if dtype == torch.float64 else 1e-3, atol=1e-4)
+    # read through sender_index, the sender rows' gradient comes summed per sending atom
+    want["sender"] = torch.zeros_like(sender).index_add_(0, pairs.pair_neighbor, want["sender"])
     names = {"sender", "receiver", "w_rbf", "w2", "b2", "w3", "b3", "radial" if basis == "given" else "distance"}
     assert set(got) == names
     tol = dict(rtol=1e-9, atol=1e-11) if dtype == torch.float64 else dict(rtol=1e-3, atol=1e-4)
@@ -113,6 +117,21 @@ def test_compiled_pair_stage_splits_work_over_threads(monkeypatch):
     assert all(b < e for b, e in ranges) and all(ranges[i][1] == ranges[i + 1][0] for i in range(2))
     for name in one:
         assert torch.equal(one[name], many[name]), name
+    # the backward pass: each range sums the sender rows' gradients per sending atom on its own, then they add up
+    gen = torch.Generator().manual_seed(6)
+    upstream = [torch.randn(t.shape, generator=gen) for t in (one["summed"], one["block_sum"], one["alpha_weight"])]
+    grads = []
+    try:
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            grads.append(native.attend_pairs_backward(starts, sender, pairs.pair_neighbor, receiver, *weights,
+                                                      *upstream, distance=distance, rbf=rbf))
+    finally:
+        torch.set_num_threads(threads)
+    assert len(spans) == 8
+    for name in grads[0]:
+        assert torch.allclose(grads[0][name], grads[1][name], rtol=1e-5, atol=1e-5), name
+    assert grads[0]["sender"].shape == sender.shape and grads[0]["sender"].abs().max() > 0
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
