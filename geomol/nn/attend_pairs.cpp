@@ -9,7 +9,8 @@
 //   hidden = SiLU(pre2);  scalars = W3 hidden + b3                    (2 + C: atom logit, block logit, w_c)
 //
 // then the softmax of the atom logits within the group gives alpha, and the group's outputs are
-// summed[g] = sum_pairs alpha * hidden[rh:3rh], block_sum[g] = sum_pairs scalars[1] and, per pair,
+// summed[g] = sum_pairs alpha * hidden[rh:3rh] (the node part, then the coordinate part, each [h, rh]),
+// block_sum[g] = sum_pairs scalars[1] and, per pair,
 // alpha_weight = alpha * scalars[2:].  Nothing of size [pairs, heads, 3rh] is written unless asked for
 // (the pre-activations, activations, scalars and alpha that a backward pass needs).
 //
@@ -20,7 +21,7 @@
 // Layouts (row-major, contiguous): sender [n_s, h, 3rh] indexed by sender_index [p] (null: pair p reads row p);
 // receiver [g, h, rh]; w_rbf_t [nr, 3rh] (W_rbf transposed); w2_t [3, rh, rh] with
 // w2_t[b][k][i] = W2[b rh + i][b rh + k]; b2 [3rh]; w3 [2 + C, 3rh]; b3 [2 + C].
-// Outputs: summed [g, h, 2rh], block_sum [g, h], alpha_weight [p, h, C]; optional (null: not written)
+// Outputs: summed [g, 2, h, rh], block_sum [g, h], alpha_weight [p, h, C]; optional (null: not written)
 // pre1, act1, pre2, hidden [p, h, 3rh], scalars [p, h, 2 + C], alpha [p, h].
 //
 // The backward pass (attend_pairs_backward, further down) recomputes this group by group, keeping each pair's rows
@@ -304,13 +305,17 @@ void attend_pairs(const Args<T>& a) {
     for (int64_t hd = 0; hd < h; ++hd) {  // softmax over the group's pairs, then the sums
       group_softmax(k, hd, a, work);
       T block = 0;
-      T* summed = a.summed + (g * h + hd) * 2 * rh;
-      for (int64_t j = 0; j < 2 * rh; ++j) summed[j] = 0;
+      T* node = a.summed + (g * 2 * h + hd) * rh;  // summed[g, 0, hd]; summed[g, 1, hd] h rh further
+      T* coord = node + h * rh;
+      for (int64_t j = 0; j < rh; ++j) node[j] = coord[j] = 0;
       for (int64_t q = 0; q < k; ++q) {
         const int64_t row = (first + q) * h + hd, slot = q * h + hd;
         const T alpha = work.weights[slot];
         const T* v = work.values.data() + slot * 2 * rh;
-        for (int64_t j = 0; j < 2 * rh; ++j) summed[j] += alpha * v[j];
+        for (int64_t j = 0; j < rh; ++j) {
+          node[j] += alpha * v[j];
+          coord[j] += alpha * v[rh + j];
+        }
         for (int64_t c = 0; c < C; ++c) a.alpha_weight[row * C + c] = alpha * work.scalars[slot * n_scalar + 2 + c];
         block += work.scalars[slot * n_scalar + 1];
         if (a.alpha) a.alpha[row] = alpha;
@@ -513,6 +518,7 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
   GroupWork<T> work(a, max_k, true);
   std::vector<T> g_alpha(max_k * h), radial(max_k * h * nr), slope(max_k * h * nr);
   std::vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
+  std::vector<T> g_summed(2 * rh);  // one group's and head's, node part then coordinate part
   std::vector<T> g_row(a.sender_index ? h * w : 0);  // with sender_index: a pair's sender gradient, then added
   for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
@@ -530,7 +536,9 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
     // the gradients of each pair's scalars and values, head by head
     for (int64_t hd = 0; hd < h; ++hd) {
       group_softmax(k, hd, a, work);
-      const T* g_summed = d.g_summed + (g * h + hd) * 2 * rh;
+      const T* g_node = d.g_summed + (g * 2 * h + hd) * rh;  // g_summed [g, 2, h, rh], as summed
+      std::copy(g_node, g_node + rh, g_summed.begin());
+      std::copy(g_node + h * rh, g_node + (h + 1) * rh, g_summed.begin() + rh);
       T mean = 0;  // the softmax's backward: g_logit = alpha (g_alpha - sum alpha g_alpha)
       for (int64_t q = 0; q < k; ++q) {
         const int64_t slot = q * h + hd, row = (first + q) * h + hd;

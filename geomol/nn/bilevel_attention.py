@@ -81,7 +81,8 @@ def _pair_stage(index: PairIndex, radial, sender_rows, receiver, w_rbf, w2, b2, 
     hidden = F.silu(pre2, inplace=inplace)
     scalars = F.linear(hidden, w3, b3)  # [p, h, 2 + C]
     alpha = _group_softmax(scalars[..., 0], index)
-    out = dict(summed=scatter_sum(alpha.unsqueeze(-1) * hidden[..., rh:], index.pair_group, n_groups),
+    summed = scatter_sum(alpha.unsqueeze(-1) * hidden[..., rh:], index.pair_group, n_groups)  # [g, h, 2rh]
+    out = dict(summed=summed.view(n_groups, -1, 2, rh).transpose(1, 2),  # [g, 2, h, rh]: node part, coordinate part
                block_sum=scatter_sum(scalars[..., 1], index.pair_group, n_groups),
                alpha_weight=alpha.unsqueeze(-1) * scalars[..., 2:])
     if keep:
@@ -126,8 +127,7 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
         if sender_index is not None:
             sender_rows = sender_rows.index_select(0, sender_index)
         s = _pair_stage(index, radial, sender_rows, receiver, *weights, keep)
-    summed = s["summed"]
-    node_in, coord_in = summed[..., :rh].reshape(n_groups, -1), summed[..., rh:].reshape(n_groups, -1)
+    node_in, coord_in = s["summed"].reshape(n_groups, 2, -1).unbind(1)  # [g, h rh] each
     if pair_stage is not None and "node_pre1" in pair_stage:  # the forward pass kept the group MLPs' pre-activations
         node_kept, update = _mlp2_from_kept(node_in, pair_stage["node_pre1"], pair_stage["node_pre2"])
         coord_kept, kappa = _mlp2_from_kept(coord_in, pair_stage["coord_pre1"], pair_stage["coord_pre2"])
@@ -253,6 +253,7 @@ def _pair_stage_backward(index: PairIndex, kept: dict, radial, w_rbf, w2, w3, g_
     n_groups, rh = index.group_atom.numel(), w2.size(0) // 3
     pg = index.pair_group
     alpha, scalars, hidden = kept["alpha"], kept["scalars"], kept["hidden"]
+    g_summed = g_summed.transpose(1, 2).reshape(n_groups, h, 2 * rh)  # [g, 2, h, rh] → [g, h, 2rh]
     g_values = g_summed.index_select(0, pg)  # [p, h, 2rh]; summed = Σ α hidden[rh:]
     g_alpha = (g_values * hidden[..., rh:]).sum(-1) + (g_alpha_weight * scalars[..., 2:]).sum(-1)  # [p, h]
     g_scalars = torch.empty_like(scalars)
@@ -296,16 +297,15 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         else:
             found = _groups_backward(index, grad_G, grad_dZ, s, x, h)
         g_x, g_alpha_weight = found["x"], found["alpha_weight"]
-        g_summed = x.new_zeros(n_groups, h, 2 * rh)
-        coord_grads = node_grads = None
+        g_node = g_coord = coord_grads = node_grads = None
+        if grad_G is not None:
+            g_node, *node_grads = _mlp2_backward(found["update"], s["node"], node_w1, node_w2)
         if grad_dZ is not None:
-            g_in, *coord_grads = _mlp2_backward(found["kappa"], s["coord"], coord_w1, coord_w2)
-            g_summed[..., rh:] = g_in.view(n_groups, h, rh)
+            g_coord, *coord_grads = _mlp2_backward(found["kappa"], s["coord"], coord_w1, coord_w2)
         else:
             g_alpha_weight = x.new_zeros(p, h, C)
-        if grad_G is not None:
-            g_in, *node_grads = _mlp2_backward(found["update"], s["node"], node_w1, node_w2)
-            g_summed[..., :rh] = g_in.view(n_groups, h, rh)
+        g_summed = torch.stack([x.new_zeros(n_groups, h * rh) if g is None else g for g in (g_node, g_coord)], 1)
+        g_summed = g_summed.view(n_groups, 2, h, rh)  # as summed
         g_b_block, g_block_sum = found["b_block"].reshape(b_block.shape), found["block_sum"]
         # the per-pair stage
         distance = s["distance"]

@@ -31,17 +31,20 @@ def _scale(value: float, dtype: torch.dtype) -> torch.Tensor:
     return _scales[key]
 
 
-def _rows_ready(*rows: torch.Tensor | None, bias: torch.Tensor | None = None) -> bool:
-    """Whether the compiled passes can take these [rows, n] tensors (bool masks among them) and ``bias`` [n]: CPU,
-    one float dtype, rows contiguous, no autograd recording."""
-    present = [t for t in rows if t is not None]
-    vectors = [] if bias is None else [bias]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in present + vectors):
+def _rows_ready(first: torch.Tensor, *others: torch.Tensor | None, bias: torch.Tensor | None = None) -> bool:
+    """Whether the compiled passes can take the [rows, n] tensors ``first`` and ``others`` (bool masks among them)
+    and ``bias`` [n]: CPU, ``first``'s float dtype, rows contiguous, no autograd recording."""
+    dtype, recording = first.dtype, torch.is_grad_enabled()
+    if dtype not in _FLOATS:
         return False
-    dtypes = {t.dtype for t in present + vectors if t.dtype != torch.bool}
-    return (len(dtypes) == 1 and dtypes <= _FLOATS and all(t.dim() == 2 and t.stride(-1) == 1 for t in present)
-            and all(t.dim() == 1 and t.is_contiguous() for t in vectors)
-            and not any(t.is_cuda for t in present + vectors) and native.native_available())
+    for t in (first, *others):
+        if t is not None and (t.dim() != 2 or t.stride(-1) != 1 or t.is_cuda or (recording and t.requires_grad)
+                              or t.dtype not in (dtype, torch.bool)):
+            return False
+    if bias is not None and (bias.dim() != 1 or not bias.is_contiguous() or bias.dtype != dtype or bias.is_cuda
+                             or (recording and bias.requires_grad)):
+        return False
+    return native.native_available()
 
 
 def _split_rows(name: str, rows: int, dtype: torch.dtype, *arguments) -> None:

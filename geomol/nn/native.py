@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import threading
 import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -273,6 +274,34 @@ def diagonal_blocks(w2: torch.Tensor, rh: int) -> torch.Tensor:
     return torch.stack([w2[b * rh:(b + 1) * rh, b * rh:(b + 1) * rh] for b in range(3)])
 
 
+_derived: dict[tuple[int, str], tuple] = {}
+
+
+def _derived_once(tensor: torch.Tensor, name: str, make) -> torch.Tensor:
+    """``make(tensor)`` (a rearranged copy of a weight), made once per tensor and version: all chunks of a layer
+    share its weights. Keyed by the tensor's identity, checked through a weak reference (a new tensor at a
+    reused address is not mistaken for the old one)."""
+    key = (id(tensor), name)
+    hit = _derived.get(key)
+    if hit is not None and hit[0]() is tensor and hit[1] == tensor._version:
+        return hit[2]
+    if len(_derived) > 256:
+        _derived.clear()
+    value = make(tensor)
+    _derived[key] = (weakref.ref(tensor), tensor._version, value)
+    return value
+
+
+def _basis_constants(rbf, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The basis' offsets [R] and constants (inv_cutoff, gamma, envelope a, b, c, MIN_EXPONENT, FLUSH_BELOW) as
+    ``dtype`` tensors, for the compiled basis."""
+    def make(offset):
+        a, b, c = envelope_coefficients(rbf.envelope_exponent)
+        constants = [rbf.inv_cutoff, rbf.gamma, a, b, c, MIN_EXPONENT, FLUSH_BELOW]
+        return offset.to(dtype), torch.tensor(constants, dtype=dtype)
+    return _derived_once(rbf.offset, f"basis {dtype} {rbf.inv_cutoff} {rbf.gamma} {rbf.envelope_exponent}", make)
+
+
 def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial, distance, rbf, keep: bool):
     """(function suffix, (h, nr, rh, C, n_rbf, envelope exponent), the forward pass's tensors in the C order,
     the outputs by name) for the compiled functions; see :func:`attend_pairs`."""
@@ -280,20 +309,20 @@ def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, ra
     C, nr = w3.size(0) - 2, w_rbf.size(1)
     dtype = receiver.dtype
     p = (radial if radial is not None else distance).size(0)
-    floats = [radial, distance, None, None, sender, None, receiver, w_rbf.T, diagonal_blocks(w2, rh).transpose(1, 2),
+    floats = [radial, distance, None, None, sender, None, receiver,
+              _derived_once(w_rbf, "transposed", lambda w: w.T.contiguous()),
+              _derived_once(w2, "blocks transposed", lambda w: diagonal_blocks(w, rh).transpose(1, 2).contiguous()),
               b2, w3, b3]
     n_rbf = envelope = 0
     if radial is None:
         n_rbf, envelope = rbf.offset.numel(), rbf.envelope_exponent
-        a, b, c = envelope_coefficients(envelope)
-        floats[2] = rbf.offset.to(dtype)
-        floats[3] = torch.tensor([rbf.inv_cutoff, rbf.gamma, a, b, c, MIN_EXPONENT, FLUSH_BELOW], dtype=dtype)
+        floats[2], floats[3] = _basis_constants(rbf, dtype)
     if dtype not in _SUFFIX or any(t is not None and t.dtype != dtype for t in floats):
         raise TypeError(f"attend_pairs: every tensor must be float32 or float64 alike (receiver is {dtype})")
     tensors = [None if t is None else t.contiguous() for t in floats]
     tensors[5] = None if sender_index is None else sender_index.contiguous()
     new = receiver.new_empty
-    out = {"summed": new(n_groups, h, 2 * rh), "block_sum": new(n_groups, h), "alpha_weight": new(p, h, C)}
+    out = {"summed": new(n_groups, 2, h, rh), "block_sum": new(n_groups, h), "alpha_weight": new(p, h, C)}
     if keep:
         out.update({name: new(p, h, 3 * rh) for name in ("pre1", "act1", "pre2", "hidden")})
         out.update(scalars=new(p, h, 2 + C), alpha=new(p, h))
@@ -327,7 +356,7 @@ def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch
         keep: also return pre1, act1, pre2, hidden [p, h, 3rh], scalars [p, h, 2 + C] and alpha [p, h].
 
     Returns:
-        summed [g, h, 2rh] (Σ α · hidden[rh:]), block_sum [g, h] (Σ block logits), alpha_weight [p, h, C]
+        summed [g, 2, h, rh] (Σ α · hidden[rh:], the node part then the coordinate part), block_sum [g, h] (Σ block logits), alpha_weight [p, h, C]
         (α · w_c) and, with ``keep``, the per-pair tensors above.
     """
     suffix, sizes, tensors, out = _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial,
@@ -348,7 +377,7 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
 
     Args:
         the inputs of :func:`attend_pairs` (``radial`` given, or ``distance`` and ``rbf``), and the gradients
-        g_summed [g, h, 2rh], g_block_sum [g, h], g_alpha_weight [p, h, C] of its three outputs.
+        g_summed [g, 2, h, rh], g_block_sum [g, h], g_alpha_weight [p, h, C] of its three outputs.
 
     Returns:
         sender [p, h, 3rh] (one row per pair; with ``sender_index``, [n_s, h, 3rh]: summed per sending atom),
@@ -360,7 +389,7 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
                                            distance, rbf, False)
     (n_groups, h, rh), nr = receiver.shape, w_rbf.size(1)
     p = (radial if radial is not None else distance).size(0)
-    blocks = diagonal_blocks(w2, rh).contiguous()
+    blocks = _derived_once(w2, "blocks", lambda w: diagonal_blocks(w, rh).contiguous())
     new = receiver.new_empty
     per_atom = sender_index is not None
     grads = {"sender": torch.zeros_like(sender) if per_atom else new(p, h, 3 * rh), "receiver": new(n_groups, h, rh)}

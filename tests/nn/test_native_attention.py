@@ -64,7 +64,7 @@ def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_chann
     gen = torch.Generator().manual_seed(3)
     rand = lambda *shape: torch.randn(*shape, dtype=dtype, generator=gen)  # noqa: E731
     g = pairs.num_groups
-    upstream = (rand(g, n_head, 2 * rh), rand(g, n_head), rand(p, n_head, n_channel))
+    upstream = (rand(g, 2, n_head, rh), rand(g, n_head), rand(p, n_head, n_channel))
     rbf = RadialBasis(n_rbf, cutoff=1.5)
     values, slope = rbf.with_derivative(distance)
     radial = _heads(values, n_head)
