@@ -128,12 +128,8 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
             sender_rows = sender_rows.index_select(0, sender_index)
         s = _pair_stage(index, radial, sender_rows, receiver, *weights, keep)
     node_in, coord_in = s["summed"].reshape(n_groups, 2, -1).unbind(1)  # [g, h rh] each
-    if pair_stage is not None and "node_pre1" in pair_stage:  # the forward pass kept the group MLPs' pre-activations
-        node_kept, update = _mlp2_from_kept(node_in, pair_stage["node_pre1"], pair_stage["node_pre2"])
-        coord_kept, kappa = _mlp2_from_kept(coord_in, pair_stage["coord_pre1"], pair_stage["coord_pre2"])
-    else:
-        node_kept, update = _mlp2_forward(node_in, *node)
-        coord_kept, kappa = _mlp2_forward(coord_in, *coord)
+    node_kept, update = _mlp2_forward(node_in, *node)
+    coord_kept, kappa = _mlp2_forward(coord_in, *coord)
     if compiled:  # the block and group level compiled too
         groups = attend_groups(index, s["block_sum"], b_block, update, kappa, s["alpha_weight"], x, h, outputs=not keep)
     else:
@@ -142,11 +138,7 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
         return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, receiver=receiver, pair=s,
                           compiled=compiled, node=node_kept, update=update, coord=coord_kept, kappa=kappa,
                           **{name: groups[name] for name in ("beta_edge", "beta", "group_coef", "coef")})
-    if not compiled:
-        return (groups["G"], groups["dZ"]), None
-    # for the backward pass: the pair stage's outputs and the group MLPs' pre-activations (pairs of [g, ·])
-    return (groups["G"], groups["dZ"]), dict(s, node_pre1=node_kept[1], node_pre2=node_kept[3], coord_pre1=coord_kept[1],
-                                             coord_pre2=coord_kept[3])
+    return (groups["G"], groups["dZ"]), (s if compiled else None)
 
 
 def _groups(index: PairIndex, block_sum, b_block, update, kappa, alpha_weight, x, n_head: int,
@@ -197,12 +189,6 @@ def _mlp2_forward(inp, w1, b1, w2, b2):
     act1 = bias_silu_dropout(pre1, b1)  # pre1 ← pre1 + b1
     pre2 = act1 @ w2.T
     return (inp, pre1, act1, pre2), bias_silu_dropout(pre2, b2)
-
-
-def _mlp2_from_kept(inp, pre1, pre2):
-    """:func:`_mlp2_forward` from its two pre-activations (kept by the forward pass): only the SiLUs again."""
-    act1 = bias_silu_dropout(pre1)
-    return (inp, pre1, act1, pre2), bias_silu_dropout(pre2)
 
 
 def _mlp2_backward(grad, kept, w1, w2):
