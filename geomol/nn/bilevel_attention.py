@@ -38,6 +38,7 @@ from geomol.nn.atom_pairs import AtomPairs, PairIndex
 from geomol.nn.attend_groups import attend_groups, attend_groups_backward
 from geomol.nn.chunked import Chunk, chunked_recompute
 from geomol.nn.fused_silu import bias_silu_dropout, silu_dropout_grad
+from geomol.nn.group_mlp import group_mlp, group_mlp_backward, group_mlp_ready
 from geomol.nn.mlp import mlp2
 from geomol.nn.radial import RadialBasis
 from geomol.nn.scatter import scatter_softmax, scatter_sum
@@ -128,8 +129,8 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
             sender_rows = sender_rows.index_select(0, sender_index)
         s = _pair_stage(index, radial, sender_rows, receiver, *weights, keep)
     node_in, coord_in = s["summed"].reshape(n_groups, 2, -1).unbind(1)  # [g, h rh] each
-    node_kept, update = _mlp2_forward(node_in, *node)
-    coord_kept, kappa = _mlp2_forward(coord_in, *coord)
+    node_kept, update = _mlp2_forward(node_in, *node, keep=keep)
+    coord_kept, kappa = _mlp2_forward(coord_in, *coord, keep=keep)
     if compiled:  # the block and group level compiled too
         groups = attend_groups(index, s["block_sum"], b_block, update, kappa, s["alpha_weight"], x, h, outputs=not keep)
     else:
@@ -182,9 +183,14 @@ def attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w
                    sender_index=sender_index)[0]
 
 
-def _mlp2_forward(inp, w1, b1, w2, b2):
+def _mlp2_forward(inp, w1, b1, w2, b2, keep: bool = True):
     """(kept, SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2)), kept = (inp, first pre-activation, its SiLU, second
-    pre-activation): what :func:`_mlp2_backward` needs. Each bias and SiLU is one pass after its product."""
+    pre-activation): what :func:`_mlp2_backward` needs (``keep=False``: not needed, maybe not made). Compiled
+    where it can be (:mod:`geomol.nn.group_mlp`: kept then holds None for the SiLU, which its backward pass makes
+    itself); else each product is followed by one pass for its bias and SiLU."""
+    if group_mlp_ready(inp, w1, b1, w2, b2):
+        out, pre1, pre2 = group_mlp(inp, w1, b1, w2, b2, keep=keep)
+        return (inp, pre1, None, pre2), out
     pre1 = inp @ w1.T
     act1 = bias_silu_dropout(pre1, b1)  # pre1 ← pre1 + b1
     pre2 = act1 @ w2.T
@@ -193,8 +199,10 @@ def _mlp2_forward(inp, w1, b1, w2, b2):
 
 def _mlp2_backward(grad, kept, w1, w2):
     """Gradients (input, w1, b1, w2, b2) of SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2), given ``grad`` of its output
-    and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation)."""
+    and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation) from :func:`_mlp2_forward`."""
     inp, pre1, act1, pre2 = kept
+    if act1 is None:  # the compiled forward pass made these
+        return group_mlp_backward(grad, inp, pre1, pre2, w1, w2)
     g2 = silu_dropout_grad(grad, pre2)
     g1 = silu_dropout_grad(g2 @ w2, pre1)
     return g1 @ w1, g1.T @ inp, g1.sum(0), g2.T @ act1, g2.sum(0)

@@ -46,8 +46,9 @@ MAX_NEAREST = 64
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulations even where the compiled library is available."""
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "attend_groups.cpp", "nearest.cpp",
-                                                            "egnn_edges.cpp", "silu_rows.cpp", "parallel.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "attend_groups.cpp", "group_mlp.cpp",
+                                                            "nearest.cpp", "egnn_edges.cpp", "silu_rows.cpp",
+                                                            "parallel.cpp"))
 HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_math.h", "native_packed.h"))
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 OPENMP_FLAGS = ("-fopenmp",)
@@ -148,6 +149,9 @@ def _load() -> ctypes.CDLL | None:
         for name, n_pointers in (("", 18), ("_backward", 22)):
             function = getattr(library, f"geomol_attend_groups{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, [size] * 8 + [pointer] * n_pointers
+        for name, n_pointers in (("", 9), ("_backward", 9)):
+            function = getattr(library, f"geomol_group_mlp{name}_{suffix}")
+            function.restype, function.argtypes = ctypes.c_int, [size] * 5 + [pointer] * n_pointers
     library.geomol_run_ranges.restype = ctypes.c_int
     library.geomol_run_ranges.argtypes = [size, pointer, pointer, size]
     library.geomol_openmp.restype, library.geomol_openmp.argtypes = ctypes.c_int, []
@@ -278,17 +282,19 @@ _derived: dict[tuple[int, str], tuple] = {}
 
 
 def _derived_once(tensor: torch.Tensor, name: str, make) -> torch.Tensor:
-    """``make(tensor)`` (a rearranged copy of a weight), made once per tensor and version: all chunks of a layer
+    """``make(tensor)`` (a rearranged copy of a weight), made once per tensor and state: all chunks of a layer
     share its weights. Keyed by the tensor's identity, checked through a weak reference (a new tensor at a
-    reused address is not mistaken for the old one)."""
+    reused address is not mistaken for the old one), its version (in-place changes), storage and dtype."""
     key = (id(tensor), name)
+    # ``.data`` can be replaced (``module.double()``) without a new version: the storage and dtype are checked too
+    state = (tensor._version, tensor.data_ptr(), tensor.dtype, tensor.shape)
     hit = _derived.get(key)
-    if hit is not None and hit[0]() is tensor and hit[1] == tensor._version:
+    if hit is not None and hit[0]() is tensor and hit[1] == state:
         return hit[2]
     if len(_derived) > 256:
         _derived.clear()
     value = make(tensor)
-    _derived[key] = (weakref.ref(tensor), tensor._version, value)
+    _derived[key] = (weakref.ref(tensor), state, value)
     return value
 
 
