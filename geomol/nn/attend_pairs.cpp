@@ -239,11 +239,11 @@ inline void pair_all_heads<float>(int64_t s, int64_t g, const float* radial, con
 // Per-group scratch: the radial basis of the current pair and, per pair q of the group, its heads' results.
 template <typename T>
 struct GroupWork {
-  std::vector<T> values, scalars, weights, work, basis, basis_slope, radial, radial_slope, rows;
+  std::vector<T> values, scalars, weights, work, basis, basis_slope, radial, radial_slope, rows, head_top, head_total;
   GroupWork(const Args<T>& a, int64_t max_k, bool with_rows)
       : values(max_k * a.h * 2 * a.rh), scalars(max_k * a.h * (2 + a.C)), weights(max_k * a.h), work(18 * a.rh),
         basis(a.C * a.n_rbf), basis_slope(a.C * a.n_rbf), radial(a.h * a.nr), radial_slope(a.h * a.nr),
-        rows(with_rows ? max_k * a.h * 18 * a.rh : 0) {}
+        rows(with_rows ? max_k * a.h * 18 * a.rh : 0), head_top(a.h), head_total(a.h) {}
 };
 
 template <typename T>
@@ -276,15 +276,22 @@ const T* pair_radial(int64_t p, const Args<T>& a, GroupWork<T>& work, bool slope
   return work.radial.data();
 }
 
-// The softmax over the group's k pairs of head hd's atom logits into work.weights[q h + hd].
+// The softmax over the group's k pairs of every head's atom logits into work.weights[q h + hd] (all heads in one
+// sweep: the exponentials are independent, and each head's sum is inverted once).
 template <typename T>
-void group_softmax(int64_t k, int64_t hd, const Args<T>& a, GroupWork<T>& work) {
+void group_softmax(int64_t k, const Args<T>& a, GroupWork<T>& work) {
   const int64_t h = a.h, n_scalar = 2 + a.C;
-  T top = -std::numeric_limits<T>::infinity(), total = 0;
-  for (int64_t q = 0; q < k; ++q) top = std::max(top, work.scalars[(q * h + hd) * n_scalar]);
+  T *top = work.head_top.data(), *total = work.head_total.data();
+  std::fill(top, top + h, -std::numeric_limits<T>::infinity());
+  std::fill(total, total + h, T(0));
   for (int64_t q = 0; q < k; ++q)
-    total += (work.weights[q * h + hd] = exp_approx(work.scalars[(q * h + hd) * n_scalar] - top));
-  for (int64_t q = 0; q < k; ++q) work.weights[q * h + hd] /= total;
+    for (int64_t hd = 0; hd < h; ++hd) top[hd] = std::max(top[hd], work.scalars[(q * h + hd) * n_scalar]);
+  for (int64_t q = 0; q < k; ++q)
+    for (int64_t hd = 0; hd < h; ++hd)
+      total[hd] += (work.weights[q * h + hd] = exp_approx(work.scalars[(q * h + hd) * n_scalar] - top[hd]));
+  for (int64_t hd = 0; hd < h; ++hd) total[hd] = T(1) / total[hd];
+  for (int64_t q = 0; q < k; ++q)
+    for (int64_t hd = 0; hd < h; ++hd) work.weights[q * h + hd] *= total[hd];
 }
 
 template <typename T>
@@ -302,8 +309,8 @@ void attend_pairs(const Args<T>& a) {
       if (a.scalars) std::memcpy(a.scalars + row * n_scalar, work.scalars.data() + q * h * n_scalar,
                                  h * n_scalar * sizeof(T));
     }
-    for (int64_t hd = 0; hd < h; ++hd) {  // softmax over the group's pairs, then the sums
-      group_softmax(k, hd, a, work);
+    group_softmax(k, a, work);
+    for (int64_t hd = 0; hd < h; ++hd) {  // the sums weighted by the softmax over the group's pairs
       T block = 0;
       T* node = a.summed + (g * 2 * h + hd) * rh;  // summed[g, 0, hd]; summed[g, 1, hd] h rh further
       T* coord = node + h * rh;
@@ -534,8 +541,8 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
                                  work.scalars.data() + q * h * n_scalar});
     }
     // the gradients of each pair's scalars and values, head by head
+    group_softmax(k, a, work);
     for (int64_t hd = 0; hd < h; ++hd) {
-      group_softmax(k, hd, a, work);
       const T* g_node = d.g_summed + (g * 2 * h + hd) * rh;  // g_summed [g, 2, h, rh], as summed
       std::copy(g_node, g_node + rh, g_summed.begin());
       std::copy(g_node + h * rh, g_node + (h + 1) * rh, g_summed.begin() + rh);
