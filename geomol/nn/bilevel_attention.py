@@ -108,8 +108,11 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     h, (p, C) = n_head, x.shape[:2]
     rh = w2.size(0) // 3
     n_groups = index.group_atom.numel()
-    distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
-    receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
+    if pair_stage is not None and "distance" in pair_stage:  # kept by the forward pass
+        distance, receiver = pair_stage["distance"], pair_stage["receiver"]
+    else:
+        distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
+        receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
     rbf_slope = radial = None
     weights = (w_rbf, w2, b2, w3, b3)
     compiled = (keep or not torch.is_grad_enabled()) and _native_ready(x, sender_rows, q_rows, edge_rows, w_rbf, w2, w3)
@@ -139,7 +142,8 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
         return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, receiver=receiver, pair=s,
                           compiled=compiled, node=node_kept, update=update, coord=coord_kept, kappa=kappa,
                           **{name: groups[name] for name in ("beta_edge", "beta", "group_coef", "coef")})
-    return (groups["G"], groups["dZ"]), (s if compiled else None)
+    # for the backward pass: the pair stage's outputs, the distances and the receivers' rows (small: [p, C], [g, ·])
+    return (groups["G"], groups["dZ"]), (dict(s, distance=distance, receiver=receiver) if compiled else None)
 
 
 def _groups(index: PairIndex, block_sum, b_block, update, kappa, alpha_weight, x, n_head: int,
@@ -197,12 +201,13 @@ def _mlp2_forward(inp, w1, b1, w2, b2, keep: bool = True):
     return (inp, pre1, act1, pre2), bias_silu_dropout(pre2, b2)
 
 
-def _mlp2_backward(grad, kept, w1, w2):
+def _mlp2_backward(grad, kept, w1, w2, g_inp=None):
     """Gradients (input, w1, b1, w2, b2) of SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2), given ``grad`` of its output
-    and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation) from :func:`_mlp2_forward`."""
+    and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation) from :func:`_mlp2_forward`;
+    ``g_inp``: where the compiled path may write the input's gradient (see :func:`group_mlp_backward`)."""
     inp, pre1, act1, pre2 = kept
     if act1 is None:  # the compiled forward pass made these
-        return group_mlp_backward(grad, inp, pre1, pre2, w1, w2)
+        return group_mlp_backward(grad, inp, pre1, pre2, w1, w2, g_x=g_inp)
     g2 = silu_dropout_grad(grad, pre2)
     g1 = silu_dropout_grad(g2 @ w2, pre1)
     return g1 @ w1, g1.T @ inp, g1.sum(0), g2.T @ act1, g2.sum(0)
@@ -291,15 +296,25 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         else:
             found = _groups_backward(index, grad_G, grad_dZ, s, x, h)
         g_x, g_alpha_weight = found["x"], found["alpha_weight"]
-        g_node = g_coord = coord_grads = node_grads = None
-        if grad_G is not None:
-            g_node, *node_grads = _mlp2_backward(found["update"], s["node"], node_w1, node_w2)
-        if grad_dZ is not None:
-            g_coord, *coord_grads = _mlp2_backward(found["kappa"], s["coord"], coord_w1, coord_w2)
-        else:
+        g_summed = x.new_empty(n_groups, 2, h * rh)  # as summed: node part, coordinate part
+        coord_grads = node_grads = None
+        for part, grad, kept, mlp_weights in ((0, grad_G, "node", (node_w1, node_w2)),
+                                              (1, grad_dZ, "coord", (coord_w1, coord_w2))):
+            if grad is None:
+                g_summed[:, part] = 0
+                continue
+            target = g_summed[:, part]
+            g_in, *grads_ = _mlp2_backward(found["update" if part == 0 else "kappa"], s[kept], *mlp_weights,
+                                           g_inp=target)
+            if g_in is not target:  # the PyTorch path made its own tensor
+                target.copy_(g_in)
+            if part == 0:
+                node_grads = grads_
+            else:
+                coord_grads = grads_
+        if grad_dZ is None:
             g_alpha_weight = x.new_zeros(p, h, C)
-        g_summed = torch.stack([x.new_zeros(n_groups, h * rh) if g is None else g for g in (g_node, g_coord)], 1)
-        g_summed = g_summed.view(n_groups, 2, h, rh)  # as summed
+        g_summed = g_summed.view(n_groups, 2, h, rh)
         g_b_block, g_block_sum = found["b_block"].reshape(b_block.shape), found["block_sum"]
         # the per-pair stage
         distance = s["distance"]

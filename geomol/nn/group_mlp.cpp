@@ -6,7 +6,7 @@
 // 64-byte vectors); only the outputs, and the two pre-activations a backward pass reads, are written. The
 // backward pass does its per-row part the same way and leaves the weight gradients (sums over all rows) to BLAS.
 //
-// Layouts, row-major and contiguous: x [g, K]; w1t [K, D] and w2t [D, O] (the weights transposed); w1 [D, K] and
+// Layouts, row-major and contiguous except x and g_x, whose rows are ld_x apart: x [g, K]; w1t [K, D] and w2t [D, O] (the weights transposed); w1 [D, K] and
 // w2 [O, D] (as nn.Linear stores them); b1 [D], b2 [O]; y [g, O]; pre1 [g, D], pre2 [g, O] (forward: written
 // when non-null; backward: read). Any K, D, O; the vector path covers widths in multiples of 16 floats, the rest
 // is done lane by lane. Functions take a range of rows begin <= r < end and return 0, or 1 for invalid arguments.
@@ -139,8 +139,8 @@ void times_silu_slope(int64_t n, const T* pre, T* grad) {
 }
 
 struct Sizes {
-  int64_t begin, end, K, D, O;
-  bool valid() const { return begin >= 0 && end >= begin && K > 0 && D > 0 && O > 0; }
+  int64_t begin, end, K, D, O, ld_x;  // ld_x: the distance between rows of x (forward) or of g_x (backward)
+  bool valid() const { return begin >= 0 && end >= begin && K > 0 && D > 0 && O > 0 && ld_x >= K; }
 };
 
 template <typename T>
@@ -150,7 +150,7 @@ int mlp2_forward(const Sizes& n, const T* x, const T* w1t, const T* b1, const T*
   std::vector<T> hidden(R * n.D);
   for (int64_t r0 = n.begin; r0 < n.end; r0 += R) {
     const int rows = static_cast<int>(std::min<int64_t>(R, n.end - r0));
-    product(rows, x + r0 * n.K, n.K, n.K, w1t, n.D, b1, hidden.data(), n.D);
+    product(rows, x + r0 * n.ld_x, n.ld_x, n.K, w1t, n.D, b1, hidden.data(), n.D);
     if (pre1) std::copy(hidden.begin(), hidden.begin() + rows * n.D, pre1 + r0 * n.D);
     silu_in_place<T>(rows * n.D, hidden.data(), nullptr);
     T* out = y + r0 * n.O;
@@ -177,7 +177,7 @@ int mlp2_backward(const Sizes& n, const T* pre1, const T* pre2, const T* w1, con
     silu_and_slope<T>(rows * n.D, pre1 + r0 * n.D, act1 + r0 * n.D, slope1.data());
     product(rows, g2_rows, n.O, n.O, w2, n.D, static_cast<const T*>(nullptr), g1_rows, n.D);  // g2 W2
     for (int64_t i = 0; i < rows * n.D; ++i) g1_rows[i] *= slope1[i];
-    product(rows, g1_rows, n.D, n.D, w1, n.K, static_cast<const T*>(nullptr), g_x + r0 * n.K, n.K);  // g1 W1
+    product(rows, g1_rows, n.D, n.D, w1, n.K, static_cast<const T*>(nullptr), g_x + r0 * n.ld_x, n.ld_x);  // g1 W1
   }
   return 0;
 }
@@ -186,15 +186,16 @@ int mlp2_backward(const Sizes& n, const T* pre1, const T* pre2, const T* w1, con
 
 #define GEOMOL_GROUP_MLP(SUFFIX, T)                                                                               \
   extern "C" int geomol_group_mlp_##SUFFIX(int64_t begin, int64_t end, int64_t K, int64_t D, int64_t O,         \
-                                           const T* x, const T* w1t, const T* b1, const T* w2t, const T* w2,    \
-                                           const T* b2, T* y, T* pre1, T* pre2) {                               \
-    return mlp2_forward<T>(Sizes{begin, end, K, D, O}, x, w1t, b1, w2t, w2, b2, y, pre1, pre2);                 \
+                                           const T* x, int64_t ld_x, const T* w1t, const T* b1, const T* w2t,   \
+                                           const T* w2, const T* b2, T* y, T* pre1, T* pre2) {                  \
+    return mlp2_forward<T>(Sizes{begin, end, K, D, O, ld_x}, x, w1t, b1, w2t, w2, b2, y, pre1, pre2);           \
   }                                                                                                             \
   GEOMOL_PACKED(geomol_group_mlp_##SUFFIX)                                                                      \
   extern "C" int geomol_group_mlp_backward_##SUFFIX(int64_t begin, int64_t end, int64_t K, int64_t D,           \
                                                     int64_t O, const T* pre1, const T* pre2, const T* w1,       \
-                                                    const T* w2, const T* g_y, T* g2, T* act1, T* g1, T* g_x) { \
-    return mlp2_backward<T>(Sizes{begin, end, K, D, O}, pre1, pre2, w1, w2, g_y, g2, act1, g1, g_x);            \
+                                                    const T* w2, const T* g_y, T* g2, T* act1, T* g1, T* g_x,   \
+                                                    int64_t ld_x) {                                             \
+    return mlp2_backward<T>(Sizes{begin, end, K, D, O, ld_x}, pre1, pre2, w1, w2, g_y, g2, act1, g1, g_x);      \
   }                                                                                                             \
   GEOMOL_PACKED(geomol_group_mlp_backward_##SUFFIX)
 

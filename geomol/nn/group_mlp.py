@@ -25,6 +25,11 @@ def group_mlp_ready(x: torch.Tensor, *weights: torch.Tensor) -> bool:
     return x.dim() == 2 and native.native_ready(x, *weights)
 
 
+def _rows_contiguous(t: torch.Tensor) -> torch.Tensor:
+    """``t`` [g, K] if its rows are contiguous (any row stride), else a contiguous copy."""
+    return t if t.stride(1) == 1 and t.stride(0) >= t.size(1) else t.contiguous()
+
+
 def _run(name: str, x: torch.Tensor, arguments: list, accumulate=()) -> None:
     rows = x.size(0)
     threads = min(torch.get_num_threads(), max(1, rows // MIN_ROWS_PER_THREAD))
@@ -34,28 +39,32 @@ def _run(name: str, x: torch.Tensor, arguments: list, accumulate=()) -> None:
 
 def group_mlp(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
               keep: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """(y, pre1, pre2): y [g, O] = SiLU(W2 SiLU(W1 x + b1) + b2) for x [g, K], w1 [D, K], w2 [O, D] (nn.Linear
-    layout); with ``keep``, also the pre-activations pre1 [g, D] and pre2 [g, O] (else None)."""
-    x = x.contiguous()
+    """(y, pre1, pre2): y [g, O] = SiLU(W2 SiLU(W1 x + b1) + b2) for x [g, K] (rows contiguous, any row stride),
+    w1 [D, K], w2 [O, D] (nn.Linear layout); with ``keep``, also the pre-activations pre1 [g, D] and pre2 [g, O]
+    (else None)."""
+    x = _rows_contiguous(x)
     (rows, K), D, O = x.shape, w1.size(0), w2.size(0)
     y = x.new_empty(rows, O)
     pre1, pre2 = (x.new_empty(rows, D), x.new_empty(rows, O)) if keep else (None, None)
     w1t = native._derived_once(w1, "transposed", lambda w: w.T.contiguous())
     w2t = native._derived_once(w2, "transposed", lambda w: w.T.contiguous())
-    _run("geomol_group_mlp", x, [K, D, O, x, w1t, b1.contiguous(), w2t, w2.contiguous(), b2.contiguous(), y, pre1,
-                                 pre2])
+    _run("geomol_group_mlp", x, [K, D, O, x, x.stride(0), w1t, b1.contiguous(), w2t, w2.contiguous(), b2.contiguous(),
+                                 y, pre1, pre2])
     native.count_products(2 * rows * (K * D + D * O))
     return y, pre1, pre2
 
 
 def group_mlp_backward(g_y: torch.Tensor, x: torch.Tensor, pre1: torch.Tensor, pre2: torch.Tensor,
-                       w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                       w1: torch.Tensor, w2: torch.Tensor, g_x: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """Gradients (x, w1, b1, w2, b2) of :func:`group_mlp`'s y given g_y [g, O] and the kept pre-activations: the
-    per-row chain rule compiled, the two weight gradients (sums over all rows) by BLAS."""
+    per-row chain rule compiled, the two weight gradients (sums over all rows) by BLAS. ``g_x``: where to write the
+    gradient of x ([g, K], rows contiguous, any row stride; default a new tensor)."""
     pre1, pre2, g_y = (t.contiguous() for t in (pre1, pre2, g_y))
     (rows, K), D, O = x.shape, w1.size(0), w2.size(0)
-    g2, act1, g1, g_x = x.new_empty(rows, O), x.new_empty(rows, D), x.new_empty(rows, D), x.new_empty(rows, K)
+    g2, act1, g1 = x.new_empty(rows, O), x.new_empty(rows, D), x.new_empty(rows, D)
+    if g_x is None or g_x.shape != (rows, K) or g_x.stride(1) != 1:
+        g_x = x.new_empty(rows, K)
     _run("geomol_group_mlp_backward", x, [K, D, O, pre1, pre2, w1.contiguous(), w2.contiguous(), g_y, g2, act1, g1,
-                                         g_x])
+                                         g_x, g_x.stride(0)])
     native.count_products(2 * rows * (O * D + D * K))  # the two compiled products; BLAS's are seen by the profiler
     return g_x, g1.T @ x, g1.sum(0), g2.T @ act1, g2.sum(0)

@@ -149,9 +149,10 @@ def _load() -> ctypes.CDLL | None:
         for name, n_pointers in (("", 18), ("_backward", 22)):
             function = getattr(library, f"geomol_attend_groups{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, [size] * 8 + [pointer] * n_pointers
-        for name, n_pointers in (("", 9), ("_backward", 9)):
-            function = getattr(library, f"geomol_group_mlp{name}_{suffix}")
-            function.restype, function.argtypes = ctypes.c_int, [size] * 5 + [pointer] * n_pointers
+        mlp = getattr(library, f"geomol_group_mlp_{suffix}")
+        mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer, size] + [pointer] * 8
+        mlp = getattr(library, f"geomol_group_mlp_backward_{suffix}")
+        mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer] * 9 + [size]
     library.geomol_run_ranges.restype = ctypes.c_int
     library.geomol_run_ranges.argtypes = [size, pointer, pointer, size]
     library.geomol_openmp.restype, library.geomol_openmp.argtypes = ctypes.c_int, []
