@@ -62,13 +62,16 @@ class PairIndex(NamedTuple):
 
 class PairChunk(NamedTuple):
     """A run of receiving blocks: local ``index``, its atom and pair row ranges, the original ids
-    of its edges [e] and the (global) sending atom of each of its pairs [p]."""
+    of its edges [e], the (global) sending atom of each of its pairs [p], and the distinct sending atoms
+    ``senders`` [s] (sorted) with each pair's position among them, ``sender_local`` [p]."""
 
     index: PairIndex
     atoms: tuple[int, int]
     pairs: tuple[int, int]
     edge_ids: torch.Tensor
     neighbor: torch.Tensor
+    senders: torch.Tensor
+    sender_local: torch.Tensor
 
 
 class AtomPairs(NamedTuple):
@@ -167,7 +170,9 @@ def _chunk_plan(block_start, recv_sorted, order, group_pos, pairs, chunk_pairs):
         index = PairIndex(pairs.pair_group[p0:p1] - m0, pairs.pair_slot[p0:p1], pairs.pair_atom[p0:p1] - a0,
                           group_atom, group_pos[m0:m1] - e0, recv_sorted[e0:e1] - b0, edge_pairs_sorted[e0:e1],
                           a1 - a0, b1 - b0, pairs.width, pairs.group_start[m0:m1 + 1] - p0)
-        chunks.append(PairChunk(index, (a0, a1), (p0, p1), order[e0:e1], pairs.pair_neighbor[p0:p1]))
+        neighbor = pairs.pair_neighbor[p0:p1]
+        senders, sender_local = torch.unique(neighbor, return_inverse=True)
+        chunks.append(PairChunk(index, (a0, a1), (p0, p1), order[e0:e1], neighbor, senders, sender_local))
     return chunks
 
 

@@ -22,8 +22,12 @@ the three MLPs as one block-diagonal product on the concatenated [pairs, heads, 
 the same function to float32 rounding. The work runs in chunks of whole receiving blocks, recomputed in
 the backward pass (:mod:`geomol.nn.chunked`): memory stays flat and the chunks stay in cache. The backward
 pass of a chunk is written by hand (:func:`attend_backward`: one forward recomputation without autograd,
-then the chain rule; its per-pair part compiled too). ``chunked=False`` runs :func:`attend` on everything at
-once with plain autograd and the PyTorch stage instead (second derivatives, 4× the memory).
+then the chain rule). With the compiled pair stage, the block and group level (block softmax β, coordinate
+coefficients, the scatter onto the receiving atoms: :mod:`geomol.nn.attend_groups`) and the two group MLPs
+(:mod:`geomol.nn.group_mlp`) run compiled too, forward and backward; the forward pass keeps, per chunk, the pair
+stage's outputs with the distances and receiver rows ([g, ·] and [p, C] tensors) for the backward pass.
+``chunked=False`` runs :func:`attend` on everything at once with plain autograd and the PyTorch stage instead
+(second derivatives, 4× the memory).
 """
 from __future__ import annotations
 
@@ -428,9 +432,11 @@ class BilevelAttention(nn.Module):
                 G[a0:a1], dZ[a0:a1] = fn(c.index, x[p0:p1], sender, query[a0:a1], edge.index_select(0, c.edge_ids),
                                          *weights, sender_index=c.neighbor)
         elif self.chunked:
-            # every chunk reads the sending atoms' rows in place (its context: index and each pair's sending atom)
-            chunks = [Chunk((c.index, c.neighbor), (c.pairs, None, c.atoms, c.edge_ids) + (None,) * len(weights),
-                            (c.atoms, c.atoms)) for c in pairs.chunks]
+            # every chunk reads the rows of its distinct sending atoms, each pair through its position among them
+            # (the context: index and positions), and its sender gradient comes summed per sending atom
+            chunks = [Chunk((c.index, c.sender_local),
+                            (c.pairs, c.senders, c.atoms, c.edge_ids) + (None,) * len(weights), (c.atoms, c.atoms))
+                      for c in pairs.chunks]
             # under autocast the chunks' inputs mix dtypes: recompute them under autograd instead
             hand_written = not torch.is_autocast_enabled(H.device.type)
             options = dict(rbf=self.rbf, n_head=self.n_head)

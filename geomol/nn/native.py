@@ -1,5 +1,8 @@
-"""Compiled loops, built on first use: GET's per-atom-pair work (``attend_pairs.cpp``, ``nearest.cpp``) and EGNO's
-EGNN edge MLPs (``egnn_edges.cpp``, driven by :mod:`geomol.nn.egnn_compiled`).
+"""Compiled loops, built on first use: GET's per-atom-pair work (``attend_pairs.cpp``, ``nearest.cpp``), its group
+level and group MLPs (``attend_groups.cpp``, ``group_mlp.cpp``, driven by :mod:`geomol.nn.attend_groups` and
+:mod:`geomol.nn.group_mlp`), the bias/SiLU/dropout passes of its hand-written MLP backward passes
+(``silu_rows.cpp``, :mod:`geomol.nn.fused_silu`) and EGNO's EGNN edge MLPs (``egnn_edges.cpp``, driven by
+:mod:`geomol.nn.egnn_compiled`).
 
 In eager PyTorch the three pair MLPs of :func:`geomol.nn.bilevel_attention.attend` are some twenty passes over
 [pairs, heads, 3rh] tensors (products with 8–24 columns, SiLUs, gathers, the group softmax, the α-weighted

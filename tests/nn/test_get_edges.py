@@ -123,6 +123,9 @@ def test_sparse_pairs_match_dense_and_chunk_plan_is_consistent():
     for n, chunk in enumerate(pairs.chunks):
         owner[chunk.edge_ids] = n
         assert torch.equal(chunk.neighbor, pairs.pair_neighbor[chunk.pairs[0]:chunk.pairs[1]])
+        # each chunk's distinct sending atoms, sorted, and every pair's position among them
+        assert torch.equal(chunk.senders, chunk.neighbor.unique()) and torch.equal(chunk.senders[chunk.sender_local],
+                                                                                   chunk.neighbor)
         assert set(chunk.atoms) <= block_starts
     receivers = edges[0]
     for b in receivers.unique():
