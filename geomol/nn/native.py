@@ -289,6 +289,8 @@ def _derived_once(tensor: torch.Tensor, name: str, make) -> torch.Tensor:
     """``make(tensor)`` (a rearranged copy of a weight), made once per tensor and state: all chunks of a layer
     share its weights. Keyed by the tensor's identity, checked through a weak reference (a new tensor at a
     reused address is not mistaken for the old one), its version (in-place changes), storage and dtype."""
+    if tensor.is_inference():  # no version counter to tell an in-place change: made every time
+        return make(tensor)
     key = (id(tensor), name)
     # ``.data`` can be replaced (``module.double()``) without a new version: the storage and dtype are checked too
     state = (tensor._version, tensor.data_ptr(), tensor.dtype, tensor.shape)

@@ -253,3 +253,20 @@ def test_nearest_atoms_breaks_ties_by_index():
     assert out.tolist() == [[1, 2]]  # three atoms at distance 1: the two of lowest index, in index order
     with pytest.raises(ValueError, match="keep must be"):
         native.nearest_atoms(Z, torch.tensor([0]), torch.tensor([1]), torch.tensor([4]), native.MAX_NEAREST + 1)
+
+
+def test_derived_weights_follow_their_source():
+    """Rearranged weight copies are reused across a layer's chunks, never after their source changed."""
+    make = lambda t: t.T.contiguous()  # noqa: E731
+    w = torch.randn(4, 3)
+    first = native._derived_once(w, "test", make)
+    assert native._derived_once(w, "test", make) is first  # reused while unchanged
+    w.mul_(2)  # in place: a new version
+    assert torch.equal(native._derived_once(w, "test", make), w.T)
+    w.data = w.data.double()  # a replaced storage and dtype, the version kept
+    assert native._derived_once(w, "test", make).dtype == torch.float64
+    with torch.inference_mode():  # inference tensors have no version counter: made every time
+        v = torch.randn(4, 3)
+        native._derived_once(v, "test", make)
+        v.mul_(2)
+        assert torch.equal(native._derived_once(v, "test", make), v.T)
