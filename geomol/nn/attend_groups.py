@@ -71,8 +71,9 @@ def attend_groups_backward(index: PairIndex, grad_G: torch.Tensor | None, grad_d
     (p, C), (n_groups, d) = x.shape[:2], update.shape
     h = n_head
     new = x.new_empty
-    grads = dict(x=new(p, C, 3), alpha_weight=None if grad_dZ is None else new(p, h, C),
-                 kappa=None if grad_dZ is None else new(n_groups, h * C), update=None if grad_G is None else new(n_groups, d),
+    coordinates, features = grad_dZ is not None, grad_G is not None
+    grads = dict(x=new(p, C, 3), alpha_weight=new(p, h, C) if coordinates else None,
+                 kappa=new(n_groups, h * C) if coordinates else None, update=new(n_groups, d) if features else None,
                  block_sum=new(n_groups, h), b_block=new(1))
     inputs = [None if t is None else t.contiguous() for t in (grad_G, grad_dZ, update, kappa, alpha_weight, x)]
     inputs += [kept[name].contiguous() for name in ("beta_edge", "beta", "group_coef", "coef")]

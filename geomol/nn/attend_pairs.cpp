@@ -334,10 +334,11 @@ void attend_pairs(const Args<T>& a) {
 
 // ----------------------------------------------------------------------------------------------- backward pass
 // Gradients of the pair stage's outputs (summed, block_sum, alpha_weight) flow back to the sender rows (g_sender
-// [p, h, 3rh], one row per pair; with sender_index [n_s, h, 3rh], accumulated (+=) per sending atom), the receiver rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances
-// (g_distance [p, C], when the basis is computed here) and the weights; weight gradients are accumulated (+=) into
-// zero-initialised buffers, one set per thread. Layouts: w_rbf [3rh, nr]; w2_n [3, rh, rh] with
-// w2_n[b][i][m] = W2[b rh + i][b rh + m] (g_w2 the same); g_w_rbf [3rh, nr]; g_w3 [2 + C, 3rh].
+// [p, h, 3rh], one row per pair; with sender_index [n_s, h, 3rh], accumulated (+=) per sending atom), the receiver
+// rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances (g_distance [p, C], when
+// the basis is computed here) and the weights; weight gradients are accumulated (+=) into zero-initialised buffers,
+// one set per thread. Layouts: w_rbf [3rh, nr]; w2_n [3, rh, rh] with w2_n[b][i][m] = W2[b rh + i][b rh + m] (g_w2
+// the same); g_w_rbf [3rh, nr]; g_w3 [2 + C, 3rh].
 template <typename T>
 struct Grads {
   const T *w_rbf, *w2_n, *g_summed, *g_block_sum, *g_alpha_weight;

@@ -208,39 +208,43 @@ def _mlp2_forward(inp, w1, b1, w2, b2, keep: bool = True):
 def _mlp2_backward(grad, kept, w1, w2, g_inp=None):
     """Gradients (input, w1, b1, w2, b2) of SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2), given ``grad`` of its output
     and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation) from :func:`_mlp2_forward`;
-    ``g_inp``: where the compiled path may write the input's gradient (see :func:`group_mlp_backward`)."""
+    ``g_inp``: a [g, K] tensor (e.g. a column slice) the input's gradient is written into, else a new one."""
     inp, pre1, act1, pre2 = kept
     if act1 is None:  # the compiled forward pass made these
-        return group_mlp_backward(grad, inp, pre1, pre2, w1, w2, g_x=g_inp)
-    g2 = silu_dropout_grad(grad, pre2)
-    g1 = silu_dropout_grad(g2 @ w2, pre1)
-    return g1 @ w1, g1.T @ inp, g1.sum(0), g2.T @ act1, g2.sum(0)
+        grads = group_mlp_backward(grad, inp, pre1, pre2, w1, w2, g_x=g_inp)
+    else:
+        g2 = silu_dropout_grad(grad, pre2)
+        g1 = silu_dropout_grad(g2 @ w2, pre1)
+        grads = g1 @ w1, g1.T @ inp, g1.sum(0), g2.T @ act1, g2.sum(0)
+    if g_inp is not None and grads[0] is not g_inp:
+        g_inp.copy_(grads[0])
+    return grads
 
 
-def _groups_backward(index: PairIndex, grad_G, grad_dZ, s: dict, x, n_head: int) -> dict:
-    """:func:`geomol.nn.attend_groups.attend_groups_backward` in PyTorch, from the tensors ``s`` that
-    :func:`_attend` kept (``keep=True``)."""
+def _groups_backward(index: PairIndex, grad_G, grad_dZ, kept: dict, update, kappa, alpha_weight, x,
+                     n_head: int) -> dict:
+    """:func:`geomol.nn.attend_groups.attend_groups_backward` in PyTorch (the same arguments)."""
     (p, C), h = x.shape[:2], n_head
     n_groups, n_edges = index.group_atom.numel(), index.edge_block.numel()
-    pg, ge, beta = index.pair_group, index.group_edge, s["beta"]
+    pg, ge, beta = index.pair_group, index.group_edge, kept["beta"]
     g_beta = x.new_zeros(n_groups, h)
     found = dict(x=torch.zeros_like(x), alpha_weight=None, kappa=None, update=None)
     # ΔZ = Σ coef x, coef = Σ_heads α w_c (β κ)[group] = Σ_heads alpha_weight · group_coef
     if grad_dZ is not None:
         g_pair = grad_dZ.index_select(0, index.pair_atom)  # [p, C, 3]
         g_coef = (g_pair * x).sum(-1).unsqueeze(1)  # [p, 1, C]
-        found["x"] = g_pair.mul_(s["coef"].unsqueeze(-1))
-        found["alpha_weight"] = g_coef * s["group_coef"].index_select(0, pg)  # [p, h, C]
-        g_group_coef = scatter_sum(g_coef * s["pair"]["alpha_weight"], pg, n_groups)  # [g, h, C]
-        g_beta += (g_group_coef * s["kappa"].view(n_groups, h, C)).sum(-1)
+        found["x"] = g_pair.mul_(kept["coef"].unsqueeze(-1))
+        found["alpha_weight"] = g_coef * kept["group_coef"].index_select(0, pg)  # [p, h, C]
+        g_group_coef = scatter_sum(g_coef * alpha_weight, pg, n_groups)  # [g, h, C]
+        g_beta += (g_group_coef * kappa.view(n_groups, h, C)).sum(-1)
         found["kappa"] = (g_group_coef * beta.unsqueeze(-1)).view(n_groups, -1)
     if grad_G is not None:  # G = Σ β · update
         g_update = grad_G.index_select(0, index.group_atom).view(n_groups, h, -1)
-        g_beta += (g_update * s["update"].view(n_groups, h, -1)).sum(-1)
+        g_beta += (g_update * update.view(n_groups, h, -1)).sum(-1)
         found["update"] = (g_update * beta.unsqueeze(-1)).view(n_groups, -1)
     # block level: β = softmax over the edges into a block of τ_e = mean of the pairs' block logits + b
     g_beta_edge = scatter_sum(g_beta, ge, n_edges)  # [e, h]
-    beta_edge = s["beta_edge"]
+    beta_edge = kept["beta_edge"]
     inner = scatter_sum(g_beta_edge * beta_edge, index.edge_block, index.n_blocks)
     g_logit = beta_edge * (g_beta_edge - inner.index_select(0, index.edge_block))  # [e, h]
     found["b_block"] = g_logit.sum().reshape(1)
@@ -294,29 +298,16 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
         _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True, pair_stage=saved, sender_index=sender_index)
         h, (p, C) = n_head, x.shape[:2]
         rh, n_groups = w2.size(0) // 3, index.group_atom.numel()
-        if s["compiled"]:
-            found = attend_groups_backward(index, grad_G, grad_dZ, s, s["update"], s["kappa"],
-                                           s["pair"]["alpha_weight"], x, h)
-        else:
-            found = _groups_backward(index, grad_G, grad_dZ, s, x, h)
+        groups_backward = attend_groups_backward if s["compiled"] else _groups_backward
+        found = groups_backward(index, grad_G, grad_dZ, s, s["update"], s["kappa"], s["pair"]["alpha_weight"], x, h)
         g_x, g_alpha_weight = found["x"], found["alpha_weight"]
-        g_summed = x.new_empty(n_groups, 2, h * rh)  # as summed: node part, coordinate part
+        g_summed = x.new_zeros(n_groups, 2, h * rh)  # as summed: node part, coordinate part
         coord_grads = node_grads = None
-        for part, grad, kept, mlp_weights in ((0, grad_G, "node", (node_w1, node_w2)),
-                                              (1, grad_dZ, "coord", (coord_w1, coord_w2))):
-            if grad is None:
-                g_summed[:, part] = 0
-                continue
-            target = g_summed[:, part]
-            g_in, *grads_ = _mlp2_backward(found["update" if part == 0 else "kappa"], s[kept], *mlp_weights,
-                                           g_inp=target)
-            if g_in is not target:  # the PyTorch path made its own tensor
-                target.copy_(g_in)
-            if part == 0:
-                node_grads = grads_
-            else:
-                coord_grads = grads_
-        if grad_dZ is None:
+        if grad_G is not None:
+            _, *node_grads = _mlp2_backward(found["update"], s["node"], node_w1, node_w2, g_inp=g_summed[:, 0])
+        if grad_dZ is not None:
+            _, *coord_grads = _mlp2_backward(found["kappa"], s["coord"], coord_w1, coord_w2, g_inp=g_summed[:, 1])
+        else:
             g_alpha_weight = x.new_zeros(p, h, C)
         g_summed = g_summed.view(n_groups, 2, h, rh)
         g_b_block, g_block_sum = found["b_block"].reshape(b_block.shape), found["block_sum"]
@@ -369,7 +360,8 @@ class BilevelAttention(nn.Module):
                  d_edge: int = 0, n_head: int = 4, chunked: bool = True):
         super().__init__()
         if d_radial % n_head or n_rbf % n_head or d_hidden % n_head:
-            raise ValueError(f"d_hidden {d_hidden}, d_radial {d_radial} and n_rbf {n_rbf} must be divisible by n_head {n_head}")
+            raise ValueError(f"d_hidden {d_hidden}, d_radial {d_radial} and n_rbf {n_rbf} must be divisible by "
+                             f"n_head {n_head}")
         self.n_head, self.n_channel, self.chunked = n_head, n_channel, chunked
         self.rh, self.dh, self.rbf_h = d_radial // n_head, d_hidden // n_head, n_rbf // n_head
         rh, crh = self.rh, n_channel * self.rbf_h

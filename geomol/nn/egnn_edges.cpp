@@ -52,7 +52,7 @@ struct Pack {
   }
   static V sigmoid(V x) {
     if constexpr (std::is_same_v<T, float>) {
-      return 1.0f / (1.0f + exp_lanes<16>(-x));
+      return sigmoid_lanes<16>(x);
     } else {  // float64 (checks, not speed): the exact exponential, lane by lane
       T lanes[L];
       store(lanes, x);

@@ -85,5 +85,7 @@ def silu_dropout_grad(grad: torch.Tensor, pre: torch.Tensor | None, keep: torch.
                     0 if pre is None else pre.stride(0), keep, None if keep is None else _scale(scale, grad.dtype),
                     out, out.size(1))
         return out
-    out = grad if keep is None else grad.mul(keep).mul_(scale)
-    return out.clone() if pre is None and keep is None else (out if pre is None else torch.ops.aten.silu_backward(out, pre))
+    dropped = grad if keep is None else grad.mul(keep).mul_(scale)
+    if pre is not None:
+        return torch.ops.aten.silu_backward(dropped, pre)
+    return dropped.clone() if keep is None else dropped  # always a new tensor

@@ -6,10 +6,10 @@
 // 64-byte vectors); only the outputs, and the two pre-activations a backward pass reads, are written. The
 // backward pass does its per-row part the same way and leaves the weight gradients (sums over all rows) to BLAS.
 //
-// Layouts, row-major and contiguous except x and g_x, whose rows are ld_x apart: x [g, K]; w1t [K, D] and w2t [D, O] (the weights transposed); w1 [D, K] and
-// w2 [O, D] (as nn.Linear stores them); b1 [D], b2 [O]; y [g, O]; pre1 [g, D], pre2 [g, O] (forward: written
-// when non-null; backward: read). Any K, D, O; the vector path covers widths in multiples of 16 floats, the rest
-// is done lane by lane. Functions take a range of rows begin <= r < end and return 0, or 1 for invalid arguments.
+// Layouts, row-major and contiguous except x and g_x, whose rows are ld_x apart: x [g, K]; w1t [K, D] and
+// w2t [D, O] (the weights transposed); w1 [D, K] and w2 [O, D] (as nn.Linear stores them); b1 [D], b2 [O];
+// y [g, O]; pre1 [g, D], pre2 [g, O] (forward: written when non-null; backward: read). Any K, D, O; the vector
+// path covers widths in multiples of 16 floats, the rest is done lane by lane. Functions take a range of rows begin <= r < end and return 0, or 1 for invalid arguments.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -84,27 +84,17 @@ void product(int rows, const T* in, int64_t ld_in, int64_t K, const T* wt, int64
     }
 }
 
+// SiLU of n values in place.
 template <typename T>
-inline T sigmoid_of(T x) {
-  return T(1) / (T(1) + exp_approx(-x));
-}
-
-// SiLU of n values in place, their sigmoids into sig (null: not kept).
-template <typename T>
-void silu_in_place(int64_t n, T* x, T* sig) {
+void silu_in_place(int64_t n, T* x) {
   int64_t i = 0;
   if constexpr (std::is_same_v<T, float>) {
     for (; i + L <= n; i += L) {
-      const vec<L> v = load<L>(x + i), s = 1.0f / (1.0f + exp_lanes<L>(-v));
-      if (sig) store<L>(sig + i, s);
-      store<L>(x + i, v * s);
+      const vec<L> v = load<L>(x + i);
+      store<L>(x + i, v * sigmoid_lanes<L>(v));
     }
   }
-  for (; i < n; ++i) {
-    const T s = sigmoid_of(x[i]);
-    if (sig) sig[i] = s;
-    x[i] *= s;
-  }
+  for (; i < n; ++i) x[i] *= sigmoid(x[i]);
 }
 
 // act[i] = SiLU(pre[i]) and slope[i] = SiLU'(pre[i]) for n values (one exponential each).
@@ -113,13 +103,13 @@ void silu_and_slope(int64_t n, const T* pre, T* act, T* slope) {
   int64_t i = 0;
   if constexpr (std::is_same_v<T, float>) {
     for (; i + L <= n; i += L) {
-      const vec<L> v = load<L>(pre + i), s = 1.0f / (1.0f + exp_lanes<L>(-v));
+      const vec<L> v = load<L>(pre + i), s = sigmoid_lanes<L>(v);
       store<L>(act + i, v * s);
       store<L>(slope + i, silu_slope(v, s));
     }
   }
   for (; i < n; ++i) {
-    const T s = sigmoid_of(pre[i]);
+    const T s = sigmoid(pre[i]);
     act[i] = pre[i] * s;
     slope[i] = silu_slope(pre[i], s);
   }
@@ -132,10 +122,10 @@ void times_silu_slope(int64_t n, const T* pre, T* grad) {
   if constexpr (std::is_same_v<T, float>) {
     for (; i + L <= n; i += L) {
       const vec<L> v = load<L>(pre + i);
-      store<L>(grad + i, load<L>(grad + i) * silu_slope(v, 1.0f / (1.0f + exp_lanes<L>(-v))));
+      store<L>(grad + i, load<L>(grad + i) * silu_slope(v, sigmoid_lanes<L>(v)));
     }
   }
-  for (; i < n; ++i) grad[i] *= silu_slope(pre[i], sigmoid_of(pre[i]));
+  for (; i < n; ++i) grad[i] *= silu_slope(pre[i], sigmoid(pre[i]));
 }
 
 struct Sizes {
@@ -152,11 +142,11 @@ int mlp2_forward(const Sizes& n, const T* x, const T* w1t, const T* b1, const T*
     const int rows = static_cast<int>(std::min<int64_t>(R, n.end - r0));
     product(rows, x + r0 * n.ld_x, n.ld_x, n.K, w1t, n.D, b1, hidden.data(), n.D);
     if (pre1) std::copy(hidden.begin(), hidden.begin() + rows * n.D, pre1 + r0 * n.D);
-    silu_in_place<T>(rows * n.D, hidden.data(), nullptr);
+    silu_in_place<T>(rows * n.D, hidden.data());
     T* out = y + r0 * n.O;
     product(rows, hidden.data(), n.D, n.D, w2t, n.O, b2, out, n.O, w2);
     if (pre2) std::copy(out, out + rows * n.O, pre2 + r0 * n.O);
-    silu_in_place<T>(rows * n.O, out, nullptr);
+    silu_in_place<T>(rows * n.O, out);
   }
   return 0;
 }

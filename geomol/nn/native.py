@@ -368,8 +368,8 @@ def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch
         keep: also return pre1, act1, pre2, hidden [p, h, 3rh], scalars [p, h, 2 + C] and alpha [p, h].
 
     Returns:
-        summed [g, 2, h, rh] (Σ α · hidden[rh:], the node part then the coordinate part), block_sum [g, h] (Σ block logits), alpha_weight [p, h, C]
-        (α · w_c) and, with ``keep``, the per-pair tensors above.
+        summed [g, 2, h, rh] (Σ α · hidden[rh:], the node part then the coordinate part), block_sum [g, h]
+        (Σ block logits), alpha_weight [p, h, C] (α · w_c) and, with ``keep``, the per-pair tensors above.
     """
     suffix, sizes, tensors, out = _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial,
                                              distance, rbf, keep)
@@ -464,7 +464,6 @@ def nearest_atoms(Z: torch.Tensor, group_atom: torch.Tensor, first: torch.Tensor
     _split(f"geomol_nearest_atoms_{_SUFFIX[Z.dtype]}", out.size(0), Z.data_ptr(), Z.size(1),
            *[t.data_ptr() for t in args], keep, out.data_ptr())
     return out
-
 
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15

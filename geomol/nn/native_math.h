@@ -78,6 +78,11 @@ inline vec<L> exp_lanes(vec<L> x) {  // exp_approx on L lanes
 }
 
 template <int L>
+inline vec<L> sigmoid_lanes(vec<L> x) {  // 1 / (1 + e^-x) on L lanes
+  return 1.0f / (1.0f + exp_lanes<L>(-x));
+}
+
+template <int L>
 inline float sum_lanes(vec<L> v) {  // pairwise: lanes l and l + L/2 first
   float lanes[L];
   store<L>(lanes, v);

@@ -64,11 +64,13 @@ class _PairedMLP3(torch.autograd.Function):
             base = 3 + 6 * m  # index of this MLP's W1 in needs_input_grad
             g3 = grad if k3 is None else silu_dropout_grad(grad, None, k3, scale)
             if need[base + 4] or need[base + 5]:
-                g_params[6 * m + 4] = outer(g3, bias_silu_dropout(pre2, None, k2, scale)) if need[base + 4] else None
+                a2 = bias_silu_dropout(pre2, None, k2, scale)
+                g_params[6 * m + 4] = outer(g3, a2) if need[base + 4] else None
                 g_params[6 * m + 5] = g3.sum(0) if need[base + 5] else None
             g_pre2 = silu_dropout_grad(dense(g3, w3.t()), pre2, k2, scale)
             if need[base + 2] or need[base + 3]:
-                g_params[6 * m + 2] = outer(g_pre2, bias_silu_dropout(first, None, k1, scale)) if need[base + 2] else None
+                a1 = bias_silu_dropout(first, None, k1, scale)
+                g_params[6 * m + 2] = outer(g_pre2, a1) if need[base + 2] else None
                 g_params[6 * m + 3] = g_pre2.sum(0) if need[base + 3] else None
             g_pre1.append(silu_dropout_grad(dense(g_pre2, w2.t()), first, k1, scale))
         g_first = torch.cat(g_pre1, 1)

@@ -47,23 +47,6 @@ inline vec<L> dropout_lanes(const uint8_t* keep, float scale) {
   return v * scale;
 }
 
-// 1 / (1 + e^-v) per lane. With AVX-512 the division is a reciprocal estimate refined by one Newton step (relative
-// error ~1e-7, as the division's rounding): a vector division costs more than the rest of the pass.
-inline vec<L> sigmoid_lanes(vec<L> v) {
-  const vec<L> d = 1.0f + exp_lanes<L>(-v);
-#if defined(__AVX512F__)
-  __m512 dd, r;
-  std::memcpy(&dd, &d, sizeof d);
-  r = _mm512_rcp14_ps(dd);
-  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(dd, r, _mm512_set1_ps(2.0f)));
-  vec<L> out;
-  std::memcpy(&out, &r, sizeof out);
-  return out;
-#else
-  return 1.0f / d;
-#endif
-}
-
 // One row of n: x += bias (when given: x then holds the pre-activation); out = dropout(act(x)), act the SiLU when
 // silu, else the identity. out may be x.
 template <typename T>
@@ -76,7 +59,7 @@ void forward_row(int64_t n, T* x, const T* bias, bool silu, const uint8_t* keep,
         v += load<L>(bias + c);
         store<L>(x + c, v);
       }
-      if (silu) v *= sigmoid_lanes(v);
+      if (silu) v *= sigmoid_lanes<L>(v);
       if (keep) v *= dropout_lanes(keep + c, scale);
       store<L>(out + c, v);
     }
@@ -99,7 +82,7 @@ void backward_row(int64_t n, const T* grad, const T* pre, const uint8_t* keep, T
       if (keep) g *= dropout_lanes(keep + c, scale);
       if (pre) {
         const vec<L> v = load<L>(pre + c);
-        g *= silu_slope(v, sigmoid_lanes(v));
+        g *= silu_slope(v, sigmoid_lanes<L>(v));
       }
       store<L>(out + c, g);
     }
