@@ -29,12 +29,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "native_math.h"
 #include "native_packed.h"
+#include "pair_heads_wide.h"
 
 namespace {
 
@@ -66,7 +70,13 @@ inline void radial_basis(T d, const Args<T>& a, T* __restrict__ out, T* __restri
     envelope = T(1) + xp * x * (rbf[2] + x * (rbf[3] + rbf[4] * x));
     envelope_slope = xp * (rbf[2] * pe + x * (rbf[3] * (pe + 1) + rbf[4] * (pe + 2) * x));
   }
-  for (int64_t m = 0; m < a.n_rbf; ++m) {
+  int64_t m = 0;
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  if constexpr (std::is_same_v<T, float>)
+    for (; m + 16 <= a.n_rbf; m += 16)
+      radial_basis_wide(x, envelope, envelope_slope, a.rbf_offset + m, rbf, out + m, slope ? slope + m : nullptr);
+#endif
+  for (; m < a.n_rbf; ++m) {
     const T diff = x - a.rbf_offset[m];
     const T exponent = diff * diff * rbf[1];
     const T gauss = exp_approx(std::max(exponent, rbf[5]));
@@ -102,17 +112,6 @@ inline void pair_mlps(const T* __restrict__ sender, const T* __restrict__ receiv
     for (int64_t j = 0; j < w; ++j) sum += a.w3[c * w + j] * hidden[j];
     scalars[c] = sum + a.b3[c];
   }
-}
-
-// SiLU on L lanes; with Sigmoids, as x sigmoid(x), the sigmoid kept at ``sigmoid`` for a backward pass (a
-// forward pass alone takes x / (1 + e^-x): one multiplication less in its chain of latencies).
-template <int L, bool Sigmoids>
-inline vec<L> silu_lanes(vec<L> x, float* sigmoid) {
-  const vec<L> denominator = 1.0f + exp_lanes<L>(-x);
-  if (!Sigmoids) return x / denominator;
-  const vec<L> s = 1.0f / denominator;
-  store<L>(sigmoid, s);
-  return x * s;
 }
 
 // NH heads of one pair at once (rh = nr = L): NH independent chains of dependent vector operations, so that the
@@ -192,18 +191,14 @@ inline void pair_all_heads_generic(int64_t s, int64_t g, const T* radial, const 
   }
 }
 
-template <typename T>
-inline void pair_all_heads(int64_t s, int64_t g, const T* radial, const Args<T>& a, T* work, const PairRows<T>& out) {
-  pair_all_heads_generic(s, g, radial, a, work, out);
-}
-
-// Heads in fours, then one by one, through pair_heads_lanes<L> (keeping the sigmoids where out.sig1 is given).
+// Heads in fours, then one by one, through pair_heads_lanes<L> (keeping the sigmoids where out.sig1 is given),
+// from head ``first`` on.
 template <int L, bool Sigmoids>
 inline void pair_all_heads_lanes(int64_t s, int64_t g, const float* radial, const Args<float>& a,
-                                 const PairRows<float>& out) {
+                                 const PairRows<float>& out, int64_t first = 0) {
   constexpr int W = 3 * L;
   const int64_t h = a.h, n_scalar = 2 + a.C;
-  int64_t hd = 0;
+  int64_t hd = first;
   for (; hd + 4 <= h; hd += 4)
     pair_heads_lanes<L, 4, Sigmoids>(a.sender + (s * h + hd) * W, a.receiver + (g * h + hd) * L, radial + hd * L, a,
                                      offset(out.pre1, hd * W), offset(out.act1, hd * W), offset(out.pre2, hd * W),
@@ -216,30 +211,75 @@ inline void pair_all_heads_lanes(int64_t s, int64_t g, const float* radial, cons
                                      out.values + hd * 2 * L, out.scalars + hd * n_scalar);
 }
 
-template <int L>
-inline void pair_all_heads_lanes(int64_t s, int64_t g, const float* radial, const Args<float>& a,
-                                 const PairRows<float>& out) {
-  if (out.sig1)
-    pair_all_heads_lanes<L, true>(s, g, radial, a, out);
-  else
-    pair_all_heads_lanes<L, false>(s, g, radial, a, out);
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+// rh = nr = 8 on 16-float vectors: head pairs in twos, then one, then an odd last head through the 8-float loop.
+template <bool Sigmoids>
+inline void pair_all_heads_wide(int64_t s, int64_t g, const float* radial, const Args<float>& a,
+                                const WideWeights& wide, const PairRows<float>& out) {
+  const int64_t h = a.h, n_scalar = 2 + a.C;
+  const auto run = [&](auto pairs, int64_t hd) {
+    constexpr int NP = decltype(pairs)::value;
+    pair_heads_wide<NP, Sigmoids>(a.sender + (s * h + hd) * 24, a.receiver + (g * h + hd) * 8, radial + hd * 8, wide,
+                                  a.b3, WideRows{offset(out.pre1, hd * 24), offset(out.act1, hd * 24),
+                                                 offset(out.pre2, hd * 24), offset(out.hidden, hd * 24),
+                                                 offset(out.sig1, hd * 24), offset(out.sig2, hd * 24),
+                                                 out.values + hd * 16, out.scalars + hd * n_scalar});
+  };
+  int64_t hd = 0;
+  for (; hd + 4 <= h; hd += 4) run(std::integral_constant<int, 2>{}, hd);
+  for (; hd + 2 <= h; hd += 2) run(std::integral_constant<int, 1>{}, hd);
+  if (hd < h) pair_all_heads_lanes<8, Sigmoids>(s, g, radial, a, out, hd);
+}
+#endif
+
+template <typename T>
+inline void pair_all_heads(int64_t s, int64_t g, const T* radial, const Args<T>& a, T* work, const PairRows<T>& out,
+                           const WideWeights* /*wide*/) {
+  pair_all_heads_generic(s, g, radial, a, work, out);
 }
 
 template <>
 inline void pair_all_heads<float>(int64_t s, int64_t g, const float* radial, const Args<float>& a, float* work,
-                                  const PairRows<float>& out) {
-  if (a.rh == 8 && a.nr == 8)
-    pair_all_heads_lanes<8>(s, g, radial, a, out);
+                                  const PairRows<float>& out, const WideWeights* wide) {
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  if (wide) {
+    if (out.sig1)
+      pair_all_heads_wide<true>(s, g, radial, a, *wide, out);
+    else
+      pair_all_heads_wide<false>(s, g, radial, a, *wide, out);
+    return;
+  }
+#endif
+  if (a.rh == 8 && a.nr == 8 && out.sig1)
+    pair_all_heads_lanes<8, true>(s, g, radial, a, out);
+  else if (a.rh == 8 && a.nr == 8)
+    pair_all_heads_lanes<8, false>(s, g, radial, a, out);
+  else if (a.rh == 4 && a.nr == 4 && out.sig1)
+    pair_all_heads_lanes<4, true>(s, g, radial, a, out);
   else if (a.rh == 4 && a.nr == 4)
-    pair_all_heads_lanes<4>(s, g, radial, a, out);
+    pair_all_heads_lanes<4, false>(s, g, radial, a, out);
   else
     pair_all_heads_generic(s, g, radial, a, work, out);
+}
+
+// The paired-block weights when the 16-float loops apply (float32, rh = nr = 8, two heads or more, and not
+// switched off by GEOMOL_NATIVE_WIDE=0), else none; w_rbf and w2_n (backward passes) may be null.
+template <typename T>
+std::unique_ptr<WideWeights> wide_weights(const Args<T>& a, const T* w_rbf, const T* w2_n) {
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  const char* wide = std::getenv("GEOMOL_NATIVE_WIDE");
+  if constexpr (std::is_same_v<T, float>)
+    if (a.rh == 8 && a.nr == 8 && a.h >= 2 && !(wide && wide[0] == '0'))
+      return std::make_unique<WideWeights>(a.w_rbf_t, a.w2_t, a.b2, a.w3, 2 + a.C, w_rbf, w2_n);
+#endif
+  return nullptr;
 }
 
 // Per-group scratch: the radial basis of the current pair and, per pair q of the group, its heads' results.
 template <typename T>
 struct GroupWork {
-  std::vector<T> values, scalars, weights, work, basis, basis_slope, radial, radial_slope, rows, head_top, head_total;
+  aligned_vector<T> values, scalars, weights, work, basis, basis_slope, radial, radial_slope, rows, head_top,
+      head_total;
   GroupWork(const Args<T>& a, int64_t max_k, bool with_rows)
       : values(max_k * a.h * 2 * a.rh), scalars(max_k * a.h * (2 + a.C)), weights(max_k * a.h), work(18 * a.rh),
         basis(a.C * a.n_rbf), basis_slope(a.C * a.n_rbf), radial(a.h * a.nr), radial_slope(a.h * a.nr),
@@ -298,6 +338,7 @@ template <typename T>
 void attend_pairs(const Args<T>& a) {
   const int64_t h = a.h, C = a.C, rh = a.rh, w = 3 * rh, n_scalar = 2 + C;
   GroupWork<T> work(a, largest_group(a), false);
+  const std::unique_ptr<WideWeights> wide = wide_weights<T>(a, nullptr, nullptr);
   for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
     for (int64_t q = 0; q < k; ++q) {
@@ -305,7 +346,8 @@ void attend_pairs(const Args<T>& a) {
       pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, pair_radial(p, a, work), a, work.work.data(),
                      PairRows<T>{offset(a.pre1, row * w), offset(a.act1, row * w), offset(a.pre2, row * w),
                                  offset(a.hidden, row * w), nullptr, nullptr, work.values.data() + q * h * 2 * rh,
-                                 work.scalars.data() + q * h * n_scalar});
+                                 work.scalars.data() + q * h * n_scalar},
+                     wide.get());
       if (a.scalars) std::memcpy(a.scalars + row * n_scalar, work.scalars.data() + q * h * n_scalar,
                                  h * n_scalar * sizeof(T));
     }
@@ -470,14 +512,15 @@ inline void pair_backward_lanes(const Args<float>& a, const Grads<float>& d, con
   for (int n = 0; n < NH; ++n) store<L>(g_radial + L * n, g_r[n]);
 }
 
-// Heads in fours, then one by one, through pair_backward_lanes<L> (rows [6, h, 3L]: see KeptRows).
+// Heads in fours, then one by one, through pair_backward_lanes<L> (rows [6, h, 3L]: see KeptRows), from head
+// ``first`` on.
 template <int L>
 inline void pair_all_heads_backward_lanes(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
                                           const float* g_values, const float* radial, const float* rows,
-                                          float* g_sender, float* g_receiver, float* g_radial) {
+                                          float* g_sender, float* g_receiver, float* g_radial, int64_t first = 0) {
   constexpr int W = 3 * L;
   const int64_t h = a.h, n_scalar = 2 + a.C;
-  int64_t hd = 0;
+  int64_t hd = first;
   for (; hd + 4 <= h; hd += 4)
     pair_backward_lanes<L, 4>(a, d, g_scalars + hd * n_scalar, g_values + hd * 2 * L, radial + hd * L,
                               KeptRows<float>{rows + hd * W, h * W}, g_sender + hd * W, g_receiver + hd * L,
@@ -500,17 +543,46 @@ inline void pair_all_heads_backward_generic(const Args<T>& a, const Grads<T>& d,
                   KeptRows<T>{rows + hd * w, h * w}, work, g_sender + hd * w, g_receiver + hd * rh, g_radial + hd * nr);
 }
 
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+// rh = nr = 8 on 16-float vectors (pair_backward_wide): head pairs in twos, then one, then an odd last head
+// through the 8-float loop.
+inline void pair_all_heads_backward_wide(const Args<float>& a, const Grads<float>& d, const WideWeights& wide,
+                                         WideGrads& wide_grads, const float* g_scalars, const float* g_values,
+                                         const float* radial, const float* rows, float* g_sender, float* g_receiver,
+                                         float* g_radial) {
+  const int64_t h = a.h, n_scalar = 2 + a.C;
+  const auto run = [&](auto pairs, int64_t hd) {
+    constexpr int NP = decltype(pairs)::value;
+    const float* kept[6];
+    for (int k = 0; k < 6; ++k) kept[k] = rows + k * h * 24 + hd * 24;
+    pair_backward_wide<NP>(wide, wide_grads, g_scalars + hd * n_scalar, g_values + hd * 16, radial + hd * 8, kept,
+                           g_sender + hd * 24, g_receiver + hd * 8, g_radial + hd * 8);
+  };
+  int64_t hd = 0;
+  for (; hd + 4 <= h; hd += 4) run(std::integral_constant<int, 2>{}, hd);
+  for (; hd + 2 <= h; hd += 2) run(std::integral_constant<int, 1>{}, hd);
+  if (hd < h) pair_all_heads_backward_lanes<8>(a, d, g_scalars, g_values, radial, rows, g_sender, g_receiver, g_radial, hd);
+}
+#endif
+
 template <typename T>
 inline void pair_all_heads_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, const T* g_values,
                                     const T* radial, const T* rows, T* work, T* g_sender, T* g_receiver,
-                                    T* g_radial) {
+                                    T* g_radial, const WideWeights* /*wide*/, WideGrads* /*wide_grads*/) {
   pair_all_heads_backward_generic(a, d, g_scalars, g_values, radial, rows, work, g_sender, g_receiver, g_radial);
 }
 
 template <>
 inline void pair_all_heads_backward<float>(const Args<float>& a, const Grads<float>& d, const float* g_scalars,
                                            const float* g_values, const float* radial, const float* rows,
-                                           float* work, float* g_sender, float* g_receiver, float* g_radial) {
+                                           float* work, float* g_sender, float* g_receiver, float* g_radial,
+                                           const WideWeights* wide, WideGrads* wide_grads) {
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  if (wide)
+    pair_all_heads_backward_wide(a, d, *wide, *wide_grads, g_scalars, g_values, radial, rows, g_sender, g_receiver,
+                                 g_radial);
+  else
+#endif
   if (a.rh == 8 && a.nr == 8)
     pair_all_heads_backward_lanes<8>(a, d, g_scalars, g_values, radial, rows, g_sender, g_receiver, g_radial);
   else if (a.rh == 4 && a.nr == 4)
@@ -524,10 +596,12 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
   const int64_t h = a.h, C = a.C, rh = a.rh, nr = a.nr, w = 3 * rh, n_scalar = 2 + C;
   const int64_t max_k = largest_group(a);
   GroupWork<T> work(a, max_k, true);
-  std::vector<T> g_alpha(max_k * h), radial(max_k * h * nr), slope(max_k * h * nr);
-  std::vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
-  std::vector<T> g_summed(2 * rh);  // one group's and head's, node part then coordinate part
-  std::vector<T> g_row(a.sender_index ? h * w : 0);  // with sender_index: a pair's sender gradient, then added
+  const std::unique_ptr<WideWeights> wide = wide_weights<T>(a, d.w_rbf, d.w2_n);
+  std::unique_ptr<WideGrads> wide_grads = wide ? std::make_unique<WideGrads>(n_scalar) : nullptr;
+  aligned_vector<T> g_alpha(max_k * h), radial(max_k * h * nr), slope(max_k * h * nr);
+  aligned_vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
+  aligned_vector<T> g_summed(2 * rh);  // one group's and head's, node part then coordinate part
+  aligned_vector<T> g_row(a.sender_index ? h * w : 0);  // with sender_index: a pair's sender gradient, then added
   for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
     // forward again, keeping each pair's rows [6][h][3rh]: pre1, act1, pre2, hidden, sigmoid(pre1), sigmoid(pre2)
@@ -539,7 +613,8 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
       pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, radial.data() + q * h * nr, a, work.work.data(),
                      PairRows<T>{rows, rows + h * w, rows + 2 * h * w, rows + 3 * h * w, rows + 4 * h * w,
                                  rows + 5 * h * w, work.values.data() + q * h * 2 * rh,
-                                 work.scalars.data() + q * h * n_scalar});
+                                 work.scalars.data() + q * h * n_scalar},
+                     wide.get());
     }
     // the gradients of each pair's scalars and values, head by head
     group_softmax(k, a, work);
@@ -552,8 +627,9 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
         const int64_t slot = q * h + hd, row = (first + q) * h + hd;
         const T* values = work.values.data() + slot * 2 * rh;
         const T* scalars = work.scalars.data() + slot * n_scalar;
-        T sum = 0;
-        for (int64_t j = 0; j < 2 * rh; ++j) sum += g_summed[j] * values[j];
+        T part[8] = {};
+        dot_parts(g_summed.data(), values, 2 * rh, part);
+        T sum = sum_parts(part);
         for (int64_t c = 0; c < C; ++c) sum += d.g_alpha_weight[row * C + c] * scalars[2 + c];
         g_alpha[slot] = sum;
         mean += work.weights[slot] * sum;
@@ -576,7 +652,7 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
       T* g_sender = a.sender_index ? g_row.data() : d.g_sender + p * h * w;
       pair_all_heads_backward(a, d, g_scalars.data() + q * h * n_scalar, g_values.data() + q * h * 2 * rh,
                               radial.data() + q * h * nr, work.rows.data() + q * h * 6 * w, work.work.data(),
-                              g_sender, g_receiver, g_radial.data());
+                              g_sender, g_receiver, g_radial.data(), wide.get(), wide_grads.get());
       if (a.sender_index) {
         T* row = d.g_sender + a.sender_index[p] * h * w;
         for (int64_t j = 0; j < h * w; ++j) row[j] += g_row[j];
@@ -586,15 +662,18 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
         const int64_t per_head = a.n_rbf / h;
         const T* s_row = slope.data() + q * h * nr;
         for (int64_t c = 0; c < C; ++c) {
-          T sum = 0;
+          T part[8] = {};
           for (int64_t hd = 0; hd < h; ++hd)
-            for (int64_t m = c * per_head; m < (c + 1) * per_head; ++m)
-              sum += g_radial[hd * nr + m] * s_row[hd * nr + m];
-          d.g_distance[p * C + c] = sum;
+            dot_parts(g_radial.data() + hd * nr + c * per_head, s_row + hd * nr + c * per_head, per_head, part);
+          d.g_distance[p * C + c] = sum_parts(part);
         }
       }
     }
   }
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  if constexpr (std::is_same_v<T, float>)
+    if (wide_grads) wide_grads->unfold(d.g_w3, d.g_b3, d.g_b2, d.g_w2, d.g_w_rbf);
+#endif
 }
 
 template <typename T>
@@ -641,6 +720,15 @@ int check(const Args<T>& a) {
                                       g_receiver, g_radial, g_distance, g_w_rbf, g_w2, g_b2, g_w3, g_b3});  \
     return 0;                                                                                               \
   }
+
+// 1 where the 16-float loops (pair_heads_wide.h) are compiled in, else 0.
+extern "C" int geomol_attend_pairs_wide() {
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  return 1;
+#else
+  return 0;
+#endif
+}
 
 GEOMOL_FORWARD(geomol_attend_pairs_f32, float)
 GEOMOL_FORWARD(geomol_attend_pairs_f64, double)

@@ -9,7 +9,10 @@ In eager PyTorch the three pair MLPs of :func:`geomol.nn.bilevel_attention.atten
 sums); on a 10 Å pocket they cost ~11 µs per atom pair per training step although the arithmetic is ~0.3 µs.
 :func:`attend_pairs` keeps each pair's 3rh values in registers and writes only what the next stage reads: the
 groups' α-weighted sums, their block-logit sums and α·w_c per pair; :func:`attend_pairs_backward` recomputes
-that group by group and runs the chain rule down to the inputs, the distances and the weights. For the graph
+that group by group and runs the chain rule down to the inputs, the distances and the weights. With 8 features
+per head (GET's default) on a processor with AVX-512 the pair MLPs run two heads per 16-float vector
+(``pair_heads_wide.h``; :func:`wide_loops` says whether they are compiled in, ``GEOMOL_NATIVE_WIDE=0`` keeps
+the 8-float loops). For the graph
 itself, :func:`block_min_distance` (block edges) and :func:`nearest_atoms` (atom pairs) measure atom distances
 in one loop instead of padded distance matrices.
 
@@ -40,19 +43,22 @@ import torch
 
 from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
-__all__ = ["NATIVE_ENV", "native_available", "attend_pairs", "attend_pairs_backward", "diagonal_blocks",
-           "counting_products", "count_products", "native_ready", "block_min_distance", "nearest_atoms", "MAX_NEAREST",
-           "run_edge_ranges"]
+__all__ = ["NATIVE_ENV", "WIDE_ENV", "native_available", "wide_loops", "attend_pairs", "attend_pairs_backward",
+           "diagonal_blocks", "counting_products", "count_products", "native_ready", "block_min_distance",
+           "nearest_atoms", "MAX_NEAREST", "run_edge_ranges"]
 
 MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
 
 NATIVE_ENV = "GEOMOL_NATIVE"
 """Set to ``0`` to run the PyTorch formulations even where the compiled library is available."""
+WIDE_ENV = "GEOMOL_NATIVE_WIDE"
+"""Set to ``0`` to run GET's pair MLPs on 8-float vectors even where the 16-float loops are compiled in (read by
+the compiled library at each call)."""
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "attend_groups.cpp", "group_mlp.cpp",
                                                             "nearest.cpp", "egnn_edges.cpp", "silu_rows.cpp",
                                                             "parallel.cpp"))
-HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_math.h", "native_packed.h"))
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_math.h", "native_packed.h", "pair_heads_wide.h"))
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 OPENMP_FLAGS = ("-fopenmp",)
 """Tried first; a compiler without OpenMP builds the library without them (its ranges then run on Python threads)."""
@@ -171,6 +177,12 @@ def native_available() -> bool:
         if not _tried:
             _library, _tried = _load(), True
     return _library is not None
+
+
+def wide_loops() -> bool:
+    """True where the compiled pair stage runs two heads per 16-float vector (AVX-512; float32, 8 features per
+    head, two heads or more) unless ``GEOMOL_NATIVE_WIDE=0``."""
+    return native_available() and bool(_library.geomol_attend_pairs_wide()) and os.environ.get(WIDE_ENV, "1") != "0"
 
 
 @contextmanager

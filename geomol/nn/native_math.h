@@ -6,6 +6,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <vector>
+
+#if defined(__AVX512F__) || defined(__AVX512VL__)
+#include <immintrin.h>
+#endif
 
 namespace geomol_native {
 
@@ -40,6 +46,24 @@ inline double exp_approx(double x) { return std::exp(x); }  // float64: the exac
 template <typename T>
 inline T sigmoid(T x) { return T(1) / (T(1) + exp_approx(-x)); }
 
+// Memory on 64-byte (cache-line) boundaries: a 64-byte vector load from a row of 16 floats then touches one line.
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <typename U>
+  bool operator==(const LineAligned<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const LineAligned<U>&) const { return false; }
+};
+
+template <typename T>
+using aligned_vector = std::vector<T, LineAligned<T>>;
+
 // L floats as one GCC/Clang vector type, so that every step is a vector instruction whatever the compiler's
 // auto-vectoriser decides (a type wider than the machine's registers is split into several).
 template <int L>
@@ -64,13 +88,17 @@ inline void store(float* p, vec<L> v) { std::memcpy(p, &v, sizeof v); }
 template <int L>
 inline void add_to(float* p, vec<L> v) { store<L>(p, load<L>(p) + v); }
 
+// Three steps of exp_lanes and sigmoid_lanes, with the processor's instructions where it has them (AVX-512:
+// one min/max each for the clamps, one scaling for 2^k, a 14-bit reciprocal estimate and a Newton step instead
+// of a division, which would hold up every sigmoid: the divider takes 5-10 cycles per vector).
 template <int L>
-inline vec<L> exp_lanes(vec<L> x) {  // exp_approx on L lanes
-  const vec<L> low = vec<L>{} - 87.0f, high = vec<L>{} + 88.0f;
-  x = x < low ? low : x;
-  x = x > high ? high : x;
-  vec<L> k;
-  const vec<L> p = exp_of_reduced(x, k);
+inline vec<L> clamp_lanes(vec<L> x, float low, float high) {  // NaN stays NaN
+  x = x < low ? vec<L>{} + low : x;
+  return x > high ? vec<L>{} + high : x;
+}
+
+template <int L>
+inline vec<L> times_power_of_two(vec<L> p, vec<L> k) {  // p 2^k, k integral in [-126, 127]
   const typename Lanes<L>::integers bits = (__builtin_convertvector(k, typename Lanes<L>::integers) + 127) << 23;
   vec<L> scale;
   std::memcpy(&scale, &bits, sizeof scale);
@@ -78,8 +106,57 @@ inline vec<L> exp_lanes(vec<L> x) {  // exp_approx on L lanes
 }
 
 template <int L>
+inline vec<L> reciprocal_lanes(vec<L> d) { return 1.0f / d; }
+
+#if defined(__AVX512F__)
+template <>
+inline vec<16> clamp_lanes<16>(vec<16> x, float low, float high) {  // min/max return their second operand for NaN
+  return (vec<16>)_mm512_min_ps(_mm512_set1_ps(high), _mm512_max_ps(_mm512_set1_ps(low), (__m512)x));
+}
+
+template <>
+inline vec<16> times_power_of_two<16>(vec<16> p, vec<16> k) { return (vec<16>)_mm512_scalef_ps((__m512)p, (__m512)k); }
+
+template <>
+inline vec<16> reciprocal_lanes<16>(vec<16> d) {  // within two ulps of 1 / d
+  const vec<16> r = (vec<16>)_mm512_rcp14_ps((__m512)d);
+  return r + r * (1.0f - d * r);
+}
+#endif
+#if defined(__AVX512VL__)
+template <>
+inline vec<8> clamp_lanes<8>(vec<8> x, float low, float high) {
+  return (vec<8>)_mm256_min_ps(_mm256_set1_ps(high), _mm256_max_ps(_mm256_set1_ps(low), (__m256)x));
+}
+
+template <>
+inline vec<8> times_power_of_two<8>(vec<8> p, vec<8> k) { return (vec<8>)_mm256_scalef_ps((__m256)p, (__m256)k); }
+
+template <>
+inline vec<8> reciprocal_lanes<8>(vec<8> d) {
+  const vec<8> r = (vec<8>)_mm256_rcp14_ps((__m256)d);
+  return r + r * (1.0f - d * r);
+}
+#endif
+
+template <int L>
+inline vec<L> exp_lanes(vec<L> x) {  // exp_approx on L lanes
+  vec<L> k;
+  const vec<L> p = exp_of_reduced(clamp_lanes<L>(x, -87.0f, 88.0f), k);
+  return times_power_of_two<L>(p, k);
+}
+
+template <int L>
 inline vec<L> sigmoid_lanes(vec<L> x) {  // 1 / (1 + e^-x) on L lanes
-  return 1.0f / (1.0f + exp_lanes<L>(-x));
+  return reciprocal_lanes<L>(1.0f + exp_lanes<L>(-x));
+}
+
+// SiLU on L lanes, x sigmoid(x); with Sigmoids, the sigmoid is also stored at ``sigmoid`` (for a backward pass).
+template <int L, bool Sigmoids>
+inline vec<L> silu_lanes(vec<L> x, float* sigmoid) {
+  const vec<L> s = sigmoid_lanes<L>(x);
+  if (Sigmoids) store<L>(sigmoid, s);
+  return x * s;
 }
 
 template <int L>
@@ -89,6 +166,21 @@ inline float sum_lanes(vec<L> v) {  // pairwise: lanes l and l + L/2 first
   for (int width = L / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
   return lanes[0];
+}
+
+// a[j] b[j] for j < n added into part[j % 8]: eight independent sums, so that the loop vectorises (one sum
+// would be a chain of n dependent additions); sum_parts adds them up.
+template <typename T>
+inline void dot_parts(const T* a, const T* b, int64_t n, T* part) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) part[l] += a[j + l] * b[j + l];
+  for (int l = 0; j + l < n; ++l) part[l] += a[j + l] * b[j + l];
+}
+
+template <typename T>
+inline T sum_parts(const T* part) {
+  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
 template <typename V>

@@ -33,10 +33,18 @@ def _pairs_case(dtype, rh, n_head, n_channel, n_rbf, seed=0):
     return index, pairs, distance, sender, rand(g, n_head, rh), weights, p
 
 
+@pytest.fixture(params=["wide", "8-float"])
+def loops(request, monkeypatch):
+    """Each compiled test below runs with the 16-float loops (where compiled in) and with the 8-float ones."""
+    if request.param == "8-float":
+        monkeypatch.setenv(native.WIDE_ENV, "0")
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 4, 1, 16), (4, 2, 2, 8), (8, 3, 1, 24)])
 @pytest.mark.parametrize("basis", ["given", "computed"])
-def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis):
+def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis, loops):
     index, pairs, distance, sender, receiver, weights, p = _pairs_case(dtype, rh, n_head, n_channel, n_rbf)
     rbf = RadialBasis(n_rbf, cutoff=1.5)
     radial = _heads(rbf(distance), n_head)
@@ -59,7 +67,7 @@ def test_compiled_pair_stage_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("rh, n_head, n_channel, n_rbf", [(8, 4, 1, 32), (4, 5, 1, 20), (4, 2, 2, 8), (8, 6, 1, 48)])
 @pytest.mark.parametrize("basis", ["given", "computed"])
-def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis):
+def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_channel, n_rbf, basis, loops):
     index, pairs, distance, sender, receiver, weights, p = _pairs_case(dtype, rh, n_head, n_channel, n_rbf, seed=2)
     gen = torch.Generator().manual_seed(3)
     rand = lambda *shape: torch.randn(*shape, dtype=dtype, generator=gen)  # noqa: E731
@@ -87,6 +95,32 @@ def test_compiled_pair_stage_backward_matches_pytorch(dtype, rh, n_head, n_chann
         assert got[name].shape == want[name].shape, name
         assert torch.allclose(got[name], want[name], **tol), (name, float((got[name] - want[name]).abs().max()))
         assert want[name].abs().max() > 1e-3, name  # every gradient is exercised
+
+
+def test_wide_loops_are_taken_where_compiled_in(monkeypatch):
+    """With 8 features per head in float32 the 16-float loops run where the library has them: their results
+    differ from the 8-float loops' in the last bits (other summation order), forward and backward."""
+    index, pairs, distance, sender, receiver, weights, _ = _pairs_case(torch.float32, 8, 4, 1, 32, seed=4)
+    starts, upstream = index.group_start, (torch.ones(pairs.num_groups, 2, 4, 8), torch.ones(pairs.num_groups, 4),
+                                           torch.ones(pairs.num_pairs, 4, 1))
+    rbf = RadialBasis(32, cutoff=1.5)
+
+    def run():
+        forward = native.attend_pairs(starts, sender, pairs.pair_neighbor, receiver, *weights, distance=distance,
+                                      rbf=rbf, keep=True)
+        backward = native.attend_pairs_backward(starts, sender, pairs.pair_neighbor, receiver, *weights, *upstream,
+                                                distance=distance, rbf=rbf)
+        return {**forward, **{f"g_{name}": value for name, value in backward.items()}}
+
+    wide = native.wide_loops()
+    first = run()
+    monkeypatch.setenv(native.WIDE_ENV, "0")
+    assert not native.wide_loops()
+    second = run()
+    assert set(first) == set(second)
+    for name in first:
+        assert torch.allclose(first[name], second[name], rtol=1e-4, atol=1e-5), name
+    assert any(not torch.equal(first[name], second[name]) for name in first) == wide
 
 
 def test_compiled_pair_stage_splits_work_over_threads(monkeypatch):
