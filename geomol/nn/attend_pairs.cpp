@@ -278,11 +278,10 @@ std::unique_ptr<WideWeights> wide_weights(const Args<T>& a, const T* w_rbf, cons
 // Per-group scratch: the radial basis of the current pair and, per pair q of the group, its heads' results.
 template <typename T>
 struct GroupWork {
-  aligned_vector<T> values, scalars, weights, work, basis, basis_slope, radial, radial_slope, rows, head_top,
-      head_total;
+  aligned_vector<T> values, scalars, weights, work, basis, basis_slope, radial, rows, head_top, head_total;
   GroupWork(const Args<T>& a, int64_t max_k, bool with_rows)
       : values(max_k * a.h * 2 * a.rh), scalars(max_k * a.h * (2 + a.C)), weights(max_k * a.h), work(18 * a.rh),
-        basis(a.C * a.n_rbf), basis_slope(a.C * a.n_rbf), radial(a.h * a.nr), radial_slope(a.h * a.nr),
+        basis(a.C * a.n_rbf), basis_slope(a.C * a.n_rbf), radial(a.h * a.nr),
         rows(with_rows ? max_k * a.h * 18 * a.rh : 0), head_top(a.h), head_total(a.h) {}
 };
 
@@ -303,17 +302,21 @@ void to_heads(const Args<T>& a, const T* basis, T* radial) {
       std::memcpy(radial + (hd * C + c) * per_head, basis + c * a.n_rbf + hd * per_head, per_head * sizeof(T));
 }
 
-// Pair p's radial features [h, nr]: the given rows, or the basis of its distances (and, with ``slope``, its
-// derivative in work.radial_slope).
+// Pair p's radial features [h, nr]: the given rows (a.radial, read in place), else the basis of its distances
+// written to radial [h, nr] (and, if slope is not null, its derivative to slope [h, nr]).
 template <typename T>
-const T* pair_radial(int64_t p, const Args<T>& a, GroupWork<T>& work, bool slope = false) {
+const T* pair_radial(int64_t p, const Args<T>& a, GroupWork<T>& work, T* radial, T* slope = nullptr) {
   if (a.radial) return a.radial + p * a.h * a.nr;
+  if (a.C == 1) {  // [1, R] per channel is [h, R / h] per head already
+    radial_basis(a.distance[p], a, radial, slope);
+    return radial;
+  }
   for (int64_t c = 0; c < a.C; ++c)
     radial_basis(a.distance[p * a.C + c], a, work.basis.data() + c * a.n_rbf,
                  slope ? work.basis_slope.data() + c * a.n_rbf : nullptr);
-  to_heads(a, work.basis.data(), work.radial.data());
-  if (slope) to_heads(a, work.basis_slope.data(), work.radial_slope.data());
-  return work.radial.data();
+  to_heads(a, work.basis.data(), radial);
+  if (slope) to_heads(a, work.basis_slope.data(), slope);
+  return radial;
 }
 
 // The softmax over the group's k pairs of every head's atom logits into work.weights[q h + hd] (all heads in one
@@ -343,7 +346,8 @@ void attend_pairs(const Args<T>& a) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
     for (int64_t q = 0; q < k; ++q) {
       const int64_t p = first + q, row = p * h;
-      pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, pair_radial(p, a, work), a, work.work.data(),
+      pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, pair_radial(p, a, work, work.radial.data()), a,
+                     work.work.data(),
                      PairRows<T>{offset(a.pre1, row * w), offset(a.act1, row * w), offset(a.pre2, row * w),
                                  offset(a.hidden, row * w), nullptr, nullptr, work.values.data() + q * h * 2 * rh,
                                  work.scalars.data() + q * h * n_scalar},
@@ -561,7 +565,8 @@ inline void pair_all_heads_backward_wide(const Args<float>& a, const Grads<float
   int64_t hd = 0;
   for (; hd + 4 <= h; hd += 4) run(std::integral_constant<int, 2>{}, hd);
   for (; hd + 2 <= h; hd += 2) run(std::integral_constant<int, 1>{}, hd);
-  if (hd < h) pair_all_heads_backward_lanes<8>(a, d, g_scalars, g_values, radial, rows, g_sender, g_receiver, g_radial, hd);
+  if (hd < h)
+    pair_all_heads_backward_lanes<8>(a, d, g_scalars, g_values, radial, rows, g_sender, g_receiver, g_radial, hd);
 }
 #endif
 
@@ -599,6 +604,7 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
   const std::unique_ptr<WideWeights> wide = wide_weights<T>(a, d.w_rbf, d.w2_n);
   std::unique_ptr<WideGrads> wide_grads = wide ? std::make_unique<WideGrads>(n_scalar) : nullptr;
   aligned_vector<T> g_alpha(max_k * h), radial(max_k * h * nr), slope(max_k * h * nr);
+  std::vector<const T*> features(max_k);  // each pair's radial features: in radial, or read in place (a.radial)
   aligned_vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
   aligned_vector<T> g_summed(2 * rh);  // one group's and head's, node part then coordinate part
   aligned_vector<T> g_row(a.sender_index ? h * w : 0);  // with sender_index: a pair's sender gradient, then added
@@ -607,10 +613,9 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
     // forward again, keeping each pair's rows [6][h][3rh]: pre1, act1, pre2, hidden, sigmoid(pre1), sigmoid(pre2)
     for (int64_t q = 0; q < k; ++q) {
       const int64_t p = first + q;
-      std::memcpy(radial.data() + q * h * nr, pair_radial(p, a, work, true), h * nr * sizeof(T));
-      if (!a.radial) std::memcpy(slope.data() + q * h * nr, work.radial_slope.data(), h * nr * sizeof(T));
+      features[q] = pair_radial(p, a, work, radial.data() + q * h * nr, slope.data() + q * h * nr);
       T* rows = work.rows.data() + q * h * 6 * w;
-      pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, radial.data() + q * h * nr, a, work.work.data(),
+      pair_all_heads(a.sender_index ? a.sender_index[p] : p, g, features[q], a, work.work.data(),
                      PairRows<T>{rows, rows + h * w, rows + 2 * h * w, rows + 3 * h * w, rows + 4 * h * w,
                                  rows + 5 * h * w, work.values.data() + q * h * 2 * rh,
                                  work.scalars.data() + q * h * n_scalar},
@@ -650,21 +655,21 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
     for (int64_t q = 0; q < k; ++q) {
       const int64_t p = first + q;
       T* g_sender = a.sender_index ? g_row.data() : d.g_sender + p * h * w;
+      T* g_features = d.g_radial ? d.g_radial + p * h * nr : g_radial.data();
       pair_all_heads_backward(a, d, g_scalars.data() + q * h * n_scalar, g_values.data() + q * h * 2 * rh,
-                              radial.data() + q * h * nr, work.rows.data() + q * h * 6 * w, work.work.data(),
-                              g_sender, g_receiver, g_radial.data(), wide.get(), wide_grads.get());
+                              features[q], work.rows.data() + q * h * 6 * w, work.work.data(),
+                              g_sender, g_receiver, g_features, wide.get(), wide_grads.get());
       if (a.sender_index) {
         T* row = d.g_sender + a.sender_index[p] * h * w;
         for (int64_t j = 0; j < h * w; ++j) row[j] += g_row[j];
       }
-      if (d.g_radial) std::memcpy(d.g_radial + p * h * nr, g_radial.data(), h * nr * sizeof(T));
       if (d.g_distance) {  // head hd's features: channel c's basis functions hd R/h ... in columns c R/h ...
         const int64_t per_head = a.n_rbf / h;
         const T* s_row = slope.data() + q * h * nr;
         for (int64_t c = 0; c < C; ++c) {
           T part[8] = {};
           for (int64_t hd = 0; hd < h; ++hd)
-            dot_parts(g_radial.data() + hd * nr + c * per_head, s_row + hd * nr + c * per_head, per_head, part);
+            dot_parts(g_features + hd * nr + c * per_head, s_row + hd * nr + c * per_head, per_head, part);
           d.g_distance[p * C + c] = sum_parts(part);
         }
       }

@@ -17,7 +17,6 @@
 #define GEOMOL_PAIR_HEADS_WIDE 1
 
 #include <cstdint>
-#include <vector>
 
 #include "native_math.h"
 
@@ -122,8 +121,6 @@ struct WideRows {
   float *pre1, *act1, *pre2, *hidden, *sig1, *sig2, *values, *scalars;
 };
 
-inline float* shifted(float* base, int64_t by) { return base ? base + by : nullptr; }
-
 // The pair MLPs of NP head pairs (2 NP heads) of one pair: sender [2 NP, 24], receiver [2 NP, 8],
 // radial [2 NP, 8], all at the first head's row; b3 [n_scalar].
 template <int NP, bool Sigmoids>
@@ -131,7 +128,7 @@ inline void pair_heads_wide(const float* __restrict__ sender, const float* __res
                             const float* __restrict__ radial, const WideWeights& w, const float* b3,
                             const WideRows& out) {
   const float *__restrict__ w_rbf = w.rbf.data(), *__restrict__ w2 = w.w2.data(), *__restrict__ b2 = w.b2.data(),
-                             *__restrict__ w3 = w.w3.data();
+              *__restrict__ w3 = w.w3.data();
   v16 x[NP][3], r[NP];
   for (int n = 0; n < NP; ++n) {
     const v16 pair_receiver = load<16>(receiver + 16 * n), zero = v16{};
@@ -230,9 +227,10 @@ inline void pair_backward_wide(const WideWeights& w, WideGrads& grads, const flo
   const int64_t n_scalar = w.n_scalar;
   // raw pointers in locals: the stores below (memcpy) could otherwise alias the vectors' own pointers
   const float *__restrict__ w3 = w.w3.data(), *__restrict__ w2_rows = w.w2_rows.data(),
-                             *__restrict__ rbf_rows = w.rbf_rows.data();
-  float *__restrict__ g_w3 = grads.w3.data(), *__restrict__ g_b3 = grads.b3.data(), *__restrict__ g_b2 = grads.b2.data(),
-                       *__restrict__ g_w2 = grads.w2.data(), *__restrict__ g_rbf = grads.rbf.data();
+              *__restrict__ rbf_rows = w.rbf_rows.data();
+  float *__restrict__ g_w3 = grads.w3.data(), *__restrict__ g_b3 = grads.b3.data(),
+        *__restrict__ g_b2 = grads.b2.data(), *__restrict__ g_w2 = grads.w2.data(),
+        *__restrict__ g_rbf = grads.rbf.data();
   const v16 zero{};
   v16 g[NP][3], hidden[NP][3];
   for (int n = 0; n < NP; ++n) {
