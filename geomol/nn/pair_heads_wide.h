@@ -311,7 +311,9 @@ inline void pair_backward_wide(const WideWeights& w, WideGrads& grads, const flo
 
 namespace geomol_native {
 struct WideWeights {};  // no 16-float loops on this processor
-struct WideGrads {};
+struct WideGrads {
+  explicit WideGrads(int64_t) {}
+};
 }  // namespace geomol_native
 
 #endif  // __AVX512F__
