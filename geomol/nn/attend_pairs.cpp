@@ -380,8 +380,8 @@ void attend_pairs(const Args<T>& a) {
 
 // ----------------------------------------------------------------------------------------------- backward pass
 // Gradients of the pair stage's outputs (summed, block_sum, alpha_weight) flow back to the sender rows (g_sender
-// [p, h, 3rh], one row per pair; with sender_index [n_s, h, 3rh], accumulated (+=) per sending atom), the receiver
-// rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances (g_distance [p, C], when
+// [p, h, 3rh], one row per pair, or with sender_index [n_s, h, 3rh], per sending atom; added (+=) to zero-initialised
+// rows), the receiver rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances (g_distance [p, C], when
 // the basis is computed here) and the weights; weight gradients are accumulated (+=) into zero-initialised buffers,
 // one set per thread. Layouts: w_rbf [3rh, nr]; w2_n [3, rh, rh] with w2_n[b][i][m] = W2[b rh + i][b rh + m] (g_w2
 // the same); g_w_rbf [3rh, nr]; g_w3 [2 + C, 3rh].
@@ -421,20 +421,24 @@ void pair_backward(const Args<T>& a, const Grads<T>& d, const T* g_scalars, cons
     g_pre2[j] = g_hidden[j] * silu_slope(pre2[j], sig2[j]);
     d.g_b2[j] += g_pre2[j];
   }
-  for (int64_t j = 0; j < w; ++j) g_sender[j] = 0;
+  T* g_pre1 = work + 2 * w;
+  for (int64_t j = 0; j < w; ++j) g_pre1[j] = 0;
   for (int64_t b = 0; b < 3; ++b)
     for (int64_t i = 0; i < rh; ++i)
       for (int64_t m = 0; m < rh; ++m) {
         d.g_w2[(b * rh + i) * rh + m] += g_pre2[b * rh + i] * act1[b * rh + m];
-        g_sender[b * rh + m] += g_pre2[b * rh + i] * d.w2_n[(b * rh + i) * rh + m];
+        g_pre1[b * rh + m] += g_pre2[b * rh + i] * d.w2_n[(b * rh + i) * rh + m];
       }
-  for (int64_t j = 0; j < w; ++j) g_sender[j] *= silu_slope(pre1[j], sig1[j]);  // g_pre1
-  for (int64_t j = 0; j < rh; ++j) g_receiver[j] += g_sender[j];
+  for (int64_t j = 0; j < w; ++j) {
+    g_pre1[j] *= silu_slope(pre1[j], sig1[j]);
+    g_sender[j] += g_pre1[j];
+  }
+  for (int64_t j = 0; j < rh; ++j) g_receiver[j] += g_pre1[j];
   for (int64_t m = 0; m < nr; ++m) g_radial[m] = 0;
   for (int64_t j = 0; j < w; ++j)
     for (int64_t m = 0; m < nr; ++m) {
-      d.g_w_rbf[j * nr + m] += g_sender[j] * radial[m];
-      g_radial[m] += g_sender[j] * d.w_rbf[j * nr + m];
+      d.g_w_rbf[j * nr + m] += g_pre1[j] * radial[m];
+      g_radial[m] += g_pre1[j] * d.w_rbf[j * nr + m];
     }
 }
 
@@ -494,7 +498,7 @@ inline void pair_backward_lanes(const Args<float>& a, const Grads<float>& d, con
     for (int n = 0; n < NH; ++n) {
       const int64_t at = W * n + L * b;
       g_pre1[n][b] = g_act[n] * silu_slope(load<L>(pre1 + at), load<L>(sig1 + at));
-      store<L>(g_sender + W * n + L * b, g_pre1[n][b]);
+      add_to<L>(g_sender + W * n + L * b, g_pre1[n][b]);
     }
   }
   vec<L> r[NH], g_r[NH];
@@ -607,7 +611,6 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
   std::vector<const T*> features(max_k);  // each pair's radial features: in radial, or read in place (a.radial)
   aligned_vector<T> g_scalars(max_k * h * n_scalar), g_values(max_k * h * 2 * rh), g_radial(h * nr);
   aligned_vector<T> g_summed(2 * rh);  // one group's and head's, node part then coordinate part
-  aligned_vector<T> g_row(a.sender_index ? h * w : 0);  // with sender_index: a pair's sender gradient, then added
   for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     const int64_t first = a.group_start[g], k = a.group_start[g + 1] - first;
     // forward again, keeping each pair's rows [6][h][3rh]: pre1, act1, pre2, hidden, sigmoid(pre1), sigmoid(pre2)
@@ -654,15 +657,11 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
     for (int64_t j = 0; j < h * rh; ++j) g_receiver[j] = 0;
     for (int64_t q = 0; q < k; ++q) {
       const int64_t p = first + q;
-      T* g_sender = a.sender_index ? g_row.data() : d.g_sender + p * h * w;
+      T* g_sender = d.g_sender + (a.sender_index ? a.sender_index[p] : p) * h * w;
       T* g_features = d.g_radial ? d.g_radial + p * h * nr : g_radial.data();
       pair_all_heads_backward(a, d, g_scalars.data() + q * h * n_scalar, g_values.data() + q * h * 2 * rh,
                               features[q], work.rows.data() + q * h * 6 * w, work.work.data(),
                               g_sender, g_receiver, g_features, wide.get(), wide_grads.get());
-      if (a.sender_index) {
-        T* row = d.g_sender + a.sender_index[p] * h * w;
-        for (int64_t j = 0; j < h * w; ++j) row[j] += g_row[j];
-      }
       if (d.g_distance) {  // head hd's features: channel c's basis functions hd R/h ... in columns c R/h ...
         const int64_t per_head = a.n_rbf / h;
         const T* s_row = slope.data() + q * h * nr;

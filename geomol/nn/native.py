@@ -416,7 +416,8 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
     blocks = _derived_once(w2, "blocks", lambda w: diagonal_blocks(w, rh).contiguous())
     new = receiver.new_empty
     per_atom = sender_index is not None
-    grads = {"sender": torch.zeros_like(sender) if per_atom else new(p, h, 3 * rh), "receiver": new(n_groups, h, rh)}
+    grads = {"sender": torch.zeros_like(sender) if per_atom else receiver.new_zeros(p, h, 3 * rh),
+             "receiver": new(n_groups, h, rh)}
     if radial is not None:
         grads["radial"] = new(p, h, nr)
     else:

@@ -217,8 +217,8 @@ struct WideGrads {
 };
 
 // The backward pass of pair_heads_wide for NP head pairs of one pair: from the gradients of the scalars
-// (g_scalars [2 NP, n_scalar]) and values (g_values [2 NP, 2rh]) down to g_sender [2 NP, 24] (written),
-// g_receiver [2 NP, 8] (added to) and g_radial [2 NP, 8] (written), weight gradients summed into ``grads``.
+// (g_scalars [2 NP, n_scalar]) and values (g_values [2 NP, 2rh]) down to g_sender [2 NP, 24] and g_receiver
+// [2 NP, 8] (both added to) and g_radial [2 NP, 8] (written), weight gradients summed into ``grads``.
 // kept: the forward rows pre1, act1, pre2, hidden, sigmoid(pre1), sigmoid(pre2), each at the first head's row.
 template <int NP>
 inline void pair_backward_wide(const WideWeights& w, WideGrads& grads, const float* g_scalars, const float* g_values,
@@ -282,7 +282,7 @@ inline void pair_backward_wide(const WideWeights& w, WideGrads& grads, const flo
     for (int k = 0; k < 3; ++k) {
       const int64_t at = 48 * n + 16 * k;
       g[n][k] = g_act[n][k] * silu_slope(load<16>(kept[0] + at), load<16>(kept[4] + at));
-      store<16>(g_sender + at, g[n][k]);
+      add_to<16>(g_sender + at, g[n][k]);
     }
     add_to<16>(g_receiver + 16 * n, low_high(g[n][0], g[n][1]));
     const v16 r = load<16>(radial + 16 * n);
