@@ -337,6 +337,34 @@ void group_softmax(int64_t k, const Args<T>& a, GroupWork<T>& work) {
     for (int64_t hd = 0; hd < h; ++hd) work.weights[q * h + hd] *= total[hd];
 }
 
+// Head hd's sums over the group's k pairs of alpha * values (work.weights, work.values), the node part into
+// node [rh] and the coordinate part into coord [rh].
+template <typename T>
+inline void weighted_values(int64_t k, const Args<T>& a, const GroupWork<T>& work, int64_t hd, T* node, T* coord) {
+  const int64_t h = a.h, rh = a.rh;
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  if constexpr (std::is_same_v<T, float>)
+    if (rh == 8) {  // both parts in one 16-float vector
+      vec<16> sum{};
+      for (int64_t q = 0; q < k; ++q) sum += work.weights[q * h + hd] * load<16>(work.values.data() + (q * h + hd) * 16);
+      const vec<8> low = __builtin_shufflevector(sum, sum, 0, 1, 2, 3, 4, 5, 6, 7),
+                   high = __builtin_shufflevector(sum, sum, 8, 9, 10, 11, 12, 13, 14, 15);
+      store<8>(node, low);
+      store<8>(coord, high);
+      return;
+    }
+#endif
+  for (int64_t j = 0; j < rh; ++j) node[j] = coord[j] = 0;
+  for (int64_t q = 0; q < k; ++q) {
+    const T alpha = work.weights[q * h + hd];
+    const T* v = work.values.data() + (q * h + hd) * 2 * rh;
+    for (int64_t j = 0; j < rh; ++j) {
+      node[j] += alpha * v[j];
+      coord[j] += alpha * v[rh + j];
+    }
+  }
+}
+
 template <typename T>
 void attend_pairs(const Args<T>& a) {
   const int64_t h = a.h, C = a.C, rh = a.rh, w = 3 * rh, n_scalar = 2 + C;
@@ -359,16 +387,10 @@ void attend_pairs(const Args<T>& a) {
     for (int64_t hd = 0; hd < h; ++hd) {  // the sums weighted by the softmax over the group's pairs
       T block = 0;
       T* node = a.summed + (g * 2 * h + hd) * rh;  // summed[g, 0, hd]; summed[g, 1, hd] h rh further
-      T* coord = node + h * rh;
-      for (int64_t j = 0; j < rh; ++j) node[j] = coord[j] = 0;
+      weighted_values(k, a, work, hd, node, node + h * rh);
       for (int64_t q = 0; q < k; ++q) {
         const int64_t row = (first + q) * h + hd, slot = q * h + hd;
         const T alpha = work.weights[slot];
-        const T* v = work.values.data() + slot * 2 * rh;
-        for (int64_t j = 0; j < rh; ++j) {
-          node[j] += alpha * v[j];
-          coord[j] += alpha * v[rh + j];
-        }
         for (int64_t c = 0; c < C; ++c) a.alpha_weight[row * C + c] = alpha * work.scalars[slot * n_scalar + 2 + c];
         block += work.scalars[slot * n_scalar + 1];
         if (a.alpha) a.alpha[row] = alpha;
@@ -665,11 +687,15 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
       if (d.g_distance) {  // head hd's features: channel c's basis functions hd R/h ... in columns c R/h ...
         const int64_t per_head = a.n_rbf / h;
         const T* s_row = slope.data() + q * h * nr;
-        for (int64_t c = 0; c < C; ++c) {
-          T part[8] = {};
-          for (int64_t hd = 0; hd < h; ++hd)
-            dot_parts(g_features + hd * nr + c * per_head, s_row + hd * nr + c * per_head, per_head, part);
-          d.g_distance[p * C + c] = sum_parts(part);
+        if (C == 1) {  // the features of one channel are consecutive
+          d.g_distance[p] = dot(g_features, s_row, h * nr);
+        } else {
+          for (int64_t c = 0; c < C; ++c) {
+            T part[8] = {};
+            for (int64_t hd = 0; hd < h; ++hd)
+              dot_parts(g_features + hd * nr + c * per_head, s_row + hd * nr + c * per_head, per_head, part);
+            d.g_distance[p * C + c] = sum_parts(part);
+          }
         }
       }
     }
