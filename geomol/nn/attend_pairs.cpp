@@ -238,28 +238,28 @@ inline void pair_all_heads(int64_t s, int64_t g, const T* radial, const Args<T>&
   pair_all_heads_generic(s, g, radial, a, work, out);
 }
 
+// float32: 16-float loops where ``wide`` is given, else 8- or 4-float ones where rh = nr is 8 or 4.
+template <bool Sigmoids>
+inline void pair_all_heads_float(int64_t s, int64_t g, const float* radial, const Args<float>& a, float* work,
+                                 const PairRows<float>& out, const WideWeights* wide) {
+#ifdef GEOMOL_PAIR_HEADS_WIDE
+  if (wide) return pair_all_heads_wide<Sigmoids>(s, g, radial, a, *wide, out);
+#endif
+  if (a.rh == 8 && a.nr == 8)
+    pair_all_heads_lanes<8, Sigmoids>(s, g, radial, a, out);
+  else if (a.rh == 4 && a.nr == 4)
+    pair_all_heads_lanes<4, Sigmoids>(s, g, radial, a, out);
+  else
+    pair_all_heads_generic(s, g, radial, a, work, out);
+}
+
 template <>
 inline void pair_all_heads<float>(int64_t s, int64_t g, const float* radial, const Args<float>& a, float* work,
                                   const PairRows<float>& out, const WideWeights* wide) {
-#ifdef GEOMOL_PAIR_HEADS_WIDE
-  if (wide) {
-    if (out.sig1)
-      pair_all_heads_wide<true>(s, g, radial, a, *wide, out);
-    else
-      pair_all_heads_wide<false>(s, g, radial, a, *wide, out);
-    return;
-  }
-#endif
-  if (a.rh == 8 && a.nr == 8 && out.sig1)
-    pair_all_heads_lanes<8, true>(s, g, radial, a, out);
-  else if (a.rh == 8 && a.nr == 8)
-    pair_all_heads_lanes<8, false>(s, g, radial, a, out);
-  else if (a.rh == 4 && a.nr == 4 && out.sig1)
-    pair_all_heads_lanes<4, true>(s, g, radial, a, out);
-  else if (a.rh == 4 && a.nr == 4)
-    pair_all_heads_lanes<4, false>(s, g, radial, a, out);
+  if (out.sig1)
+    pair_all_heads_float<true>(s, g, radial, a, work, out, wide);
   else
-    pair_all_heads_generic(s, g, radial, a, work, out);
+    pair_all_heads_float<false>(s, g, radial, a, work, out, wide);
 }
 
 // The paired-block weights when the 16-float loops apply (float32, rh = nr = 8, two heads or more, and not
