@@ -5,11 +5,18 @@ than the matmul it follows. Here each 64-bit random word gives four 15-bit unifo
 compared with a threshold: the mask costs a quarter of the draws. The drop probability is
 rounded to a multiple of 2⁻¹⁵ (0.1 → 0.100006), and kept activations are scaled by
 1 / (1 − that probability), so the expectation is exact.
+
+On CPU with geomol's compiled library the words come from SplitMix64 (a counter-based generator,
+vectorised, drawing and comparing in one pass: :func:`geomol.nn.native.keep_bits`) seeded by one
+draw from torch's generator, so ``torch.manual_seed`` fixes the masks; elsewhere from torch's
+``random_()`` (the same distribution, other bits).
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from geomol.nn import native
 
 __all__ = ["FastDropout", "fast_dropout", "keep_bits", "keep_mask"]
 
@@ -21,11 +28,16 @@ def keep_bits(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     n = 1
     for size in shape:
         n *= size
-    # random_() on int64 is uniform on [0, 2⁶³): every 16-bit word has 15 uniform low bits.
+    threshold = round(p * _LEVELS)
+    scale = _LEVELS / (_LEVELS - threshold)
+    # random_() on int64 is uniform on [0, 2⁶³): a seed, or words whose 16-bit parts have 15 uniform low bits
+    if torch.device(device).type == "cpu" and native.native_available():
+        keep = torch.empty(shape, dtype=torch.bool)
+        native.keep_bits(keep, int(torch.empty((), dtype=torch.int64).random_()), threshold)
+        return keep, scale
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_()
     bits = words.view(torch.int16)[:n].view(shape).bitwise_and_(_LEVELS - 1)
-    threshold = round(p * _LEVELS)
-    return bits >= threshold, _LEVELS / (_LEVELS - threshold)
+    return bits >= threshold, scale
 
 
 def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

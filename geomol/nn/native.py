@@ -45,7 +45,7 @@ from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
 __all__ = ["NATIVE_ENV", "WIDE_ENV", "native_available", "wide_loops", "attend_pairs", "attend_pairs_backward",
            "diagonal_blocks", "counting_products", "count_products", "native_ready", "block_min_distance",
-           "nearest_atoms", "MAX_NEAREST", "run_edge_ranges"]
+           "nearest_atoms", "MAX_NEAREST", "run_edge_ranges", "keep_bits"]
 
 MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
@@ -162,6 +162,7 @@ def _load() -> ctypes.CDLL | None:
         mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer, size] + [pointer] * 8
         mlp = getattr(library, f"geomol_group_mlp_backward_{suffix}")
         mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer] * 9 + [size]
+    library.geomol_keep_bits.restype, library.geomol_keep_bits.argtypes = ctypes.c_int, [size] * 4 + [pointer]
     library.geomol_run_ranges.restype = ctypes.c_int
     library.geomol_run_ranges.argtypes = [size, pointer, pointer, size]
     library.geomol_openmp.restype, library.geomol_openmp.argtypes = ctypes.c_int, []
@@ -451,6 +452,13 @@ def _split(name: str, n: int, *args) -> None:
     (:func:`_run_ranges`); ValueError if it reports invalid arguments."""
     ranges = _equal_ranges(n, min(torch.get_num_threads(), max(1, n // (MIN_GROUPS_PER_THREAD * 4))))
     _run_ranges(name, ranges, list(args), "invalid arguments")
+
+
+def keep_bits(keep: torch.Tensor, seed: int, threshold: int) -> None:
+    """Fill the contiguous bool tensor ``keep`` with a dropout mask: element i is kept (True) where the 15 low bits
+    of draw i of SplitMix64's stream from ``seed`` (0 ≤ seed < 2⁶³; draw i: 16-bit part i mod 4 of word ⌊i/4⌋)
+    are ≥ ``threshold`` (0 … 2¹⁵). Counter-based: the same bits whatever the split over threads."""
+    _split("geomol_keep_bits", keep.numel(), seed, threshold, keep.data_ptr())
 
 
 def block_min_distance(Z: torch.Tensor, block_start: torch.Tensor, block_len: torch.Tensor, rows: torch.Tensor,

@@ -7,8 +7,9 @@
 // Layouts: rows of n values, row r of a tensor at r · (its row stride), values contiguous within a row; bias [n];
 // keep [rows, n] contiguous bytes 0/1 (a torch.bool mask); scale: one value, the factor of kept elements. bias and
 // keep may be null (no bias, no dropout). Functions take a range begin ≤ row < end and return 0, or 1 for invalid
-// arguments.
+// arguments. geomol_keep_bits draws the masks themselves (geomol/nn/dropout.py), from a counter-based generator.
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -121,7 +122,50 @@ int silu_grad_rows(int64_t begin, int64_t end, int64_t n, const T* grad, int64_t
   return 0;
 }
 
+// The dropout masks' random bits: SplitMix64's word w of the stream seeded by seed (a counter-based generator:
+// the bits of any position are the same whichever range, or thread, computes them).
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL, kMix1 = 0xbf58476d1ce4e5b9ULL, kMix2 = 0x94d049bb133111ebULL;
+
+template <typename U>  // U: uint64_t or a vector of them
+inline U splitmix_word(U seed_plus_w) {
+  U z = seed_plus_w;
+  z = (z ^ (z >> 30)) * kMix1;
+  z = (z ^ (z >> 27)) * kMix2;
+  return z ^ (z >> 31);
+}
+
+// keep[i] = 1 where the 15 low bits of draw i are >= threshold (probability 1 - threshold / 2^15), else 0, for
+// begin <= i < end; draw i is 16-bit part i % 4 of word i / 4 (seed + (i / 4 + 1) * golden ratio, mixed).
+int keep_bits(int64_t begin, int64_t end, uint64_t seed, int64_t threshold, uint8_t* keep) {
+  if (begin < 0 || end < begin || threshold < 0 || threshold > (1 << 15) || !keep) return 1;
+  const auto draw = [&](int64_t i) {
+    const uint64_t word = splitmix_word(seed + (static_cast<uint64_t>(i >> 2) + 1) * kGolden);
+    return static_cast<int64_t>((word >> (16 * (i & 3))) & 0x7fff);
+  };
+  int64_t i = begin;
+  for (; i < end && (i & 31); ++i) keep[i] = draw(i) >= threshold;
+  typedef uint64_t words __attribute__((vector_size(64)));   // 8 words: 32 draws
+  typedef uint16_t draws __attribute__((vector_size(64)));
+  typedef int8_t bytes __attribute__((vector_size(32)));
+  const words offsets = {1, 2, 3, 4, 5, 6, 7, 8};
+  const draws low_bits = draws{} + 0x7fff, limit = draws{} + static_cast<uint16_t>(threshold);
+  for (; i + 32 <= end; i += 32) {
+    const words w = splitmix_word(seed + (static_cast<uint64_t>(i >> 2) + offsets) * kGolden);
+    draws d;
+    std::memcpy(&d, &w, sizeof d);  // little-endian: draw 4 w + j is 16-bit lane 4 w + j
+    const bytes kept = __builtin_convertvector((d & low_bits) >= limit, bytes) & 1;
+    std::memcpy(keep + i, &kept, sizeof kept);
+  }
+  for (; i < end; ++i) keep[i] = draw(i) >= threshold;
+  return 0;
+}
+
 }  // namespace
+
+extern "C" int geomol_keep_bits(int64_t begin, int64_t end, int64_t seed, int64_t threshold, uint8_t* keep) {
+  return keep_bits(begin, end, static_cast<uint64_t>(seed), threshold, keep);
+}
+GEOMOL_PACKED(geomol_keep_bits)
 
 #define GEOMOL_SILU_ROWS(SUFFIX, T)                                                                              \
   extern "C" int geomol_silu_rows_##SUFFIX(int64_t begin, int64_t end, int64_t n, T* x, int64_t ld_x,         \
