@@ -75,17 +75,22 @@ def bias_silu_dropout(x: torch.Tensor, bias: torch.Tensor | None = None, keep: t
 
 
 def silu_dropout_grad(grad: torch.Tensor, pre: torch.Tensor | None, keep: torch.Tensor | None = None,
-                      scale: float = 1.0) -> torch.Tensor:
+                      scale: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
     """The gradient [rows, n] with respect to ``pre`` of dropout(SiLU(pre)), given ``grad`` [rows, n] of its output
-    (``pre`` None: of dropout alone), as a new tensor."""
+    (``pre`` None: of dropout alone), written to ``out`` ([rows, n], e.g. a column slice of a wider tensor) or a
+    new tensor, and returned."""
+    if out is not None and out.shape != grad.shape:
+        raise ValueError(f"silu_dropout_grad: out has shape {tuple(out.shape)}, the gradient {tuple(grad.shape)}")
     keep = None if keep is None else keep.contiguous()
-    if _rows_ready(grad, pre, keep):
-        out = torch.empty(grad.shape, dtype=grad.dtype)
+    if _rows_ready(grad, pre, keep, out):
+        out = torch.empty(grad.shape, dtype=grad.dtype) if out is None else out
         _split_rows("geomol_silu_grad_rows", grad.size(0), grad.dtype, grad.size(1), grad, grad.stride(0), pre,
                     0 if pre is None else pre.stride(0), keep, None if keep is None else _scale(scale, grad.dtype),
-                    out, out.size(1))
+                    out, out.stride(0))
         return out
     dropped = grad if keep is None else grad.mul(keep).mul_(scale)
     if pre is not None:
-        return torch.ops.aten.silu_backward(dropped, pre)
-    return dropped.clone() if keep is None else dropped  # always a new tensor
+        result = torch.ops.aten.silu_backward(dropped, pre)
+    else:
+        result = dropped.clone() if keep is None else dropped  # always a new tensor
+    return result if out is None else out.copy_(result)

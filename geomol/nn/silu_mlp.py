@@ -54,10 +54,11 @@ class _PairedMLP3(torch.autograd.Function):
         pre2s, params = rest[:2], rest[2:]
         scale, keeps, need = ctx.scale, ctx.keeps, ctx.needs_input_grad
         g_params: list[torch.Tensor | None] = [None] * 12
-        g_pre1 = []
-        for m, (first, pre2, grad) in enumerate(zip(pre1.split(ctx.widths, dim=1), pre2s, grads)):
+        g_first = torch.empty_like(pre1)  # both MLPs' first pre-activations' gradients, side by side
+        for m, (first, pre2, grad, g_pre1) in enumerate(zip(pre1.split(ctx.widths, dim=1), pre2s, grads,
+                                                            g_first.split(ctx.widths, dim=1))):
             if grad is None:
-                g_pre1.append(torch.zeros_like(first))
+                g_pre1.zero_()
                 continue
             _, _, w2, _, w3, _ = params[6 * m:6 * m + 6]
             k1, k2, k3 = keeps[3 * m:3 * m + 3]
@@ -72,8 +73,7 @@ class _PairedMLP3(torch.autograd.Function):
                 a1 = bias_silu_dropout(first, None, k1, scale)
                 g_params[6 * m + 2] = outer(g_pre2, a1) if need[base + 2] else None
                 g_params[6 * m + 3] = g_pre2.sum(0) if need[base + 3] else None
-            g_pre1.append(silu_dropout_grad(dense(g_pre2, w2.t()), first, k1, scale))
-        g_first = torch.cat(g_pre1, 1)
+            silu_dropout_grad(dense(g_pre2, w2.t()), first, k1, scale, out=g_pre1)
         g_x = dense(g_first, torch.cat([params[0], params[6]]).t()) if need[0] else None
         for m, g in enumerate(g_first.split(ctx.widths, dim=1)):
             base = 3 + 6 * m

@@ -69,6 +69,23 @@ def test_column_slices_of_a_wider_product_are_read_and_written_in_place():
     torch.testing.assert_close(silu_dropout_grad(grad, part), torch.ops.aten.silu_backward(grad, part.contiguous()))
 
 
+@pytest.mark.parametrize("path", ["compiled", "pytorch"])
+def test_gradient_written_into_a_column_slice(path, monkeypatch):
+    if path == "pytorch":
+        monkeypatch.setenv(native.NATIVE_ENV, "0")
+    elif not native.native_available():
+        pytest.skip("no C++ compiler")
+    x, _, keep, scale = _case(torch.float64, seed=3)
+    grad = torch.randn(x.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    wide = torch.full((x.size(0), x.size(1) + 10), 7.0, dtype=torch.float64)
+    got = silu_dropout_grad(grad, x, keep, scale, out=wide[:, 4:4 + x.size(1)])
+    assert got.data_ptr() == wide[:, 4:].data_ptr()
+    torch.testing.assert_close(wide[:, 4:4 + x.size(1)], silu_dropout_grad(grad, x, keep, scale))
+    assert (wide[:, :4] == 7).all() and (wide[:, 4 + x.size(1):] == 7).all()  # the other columns untouched
+    with pytest.raises(ValueError, match="out has shape"):
+        silu_dropout_grad(grad, x, keep, scale, out=wide)
+
+
 def test_under_autograd_the_pytorch_formulation_runs_and_is_differentiable():
     x, bias, keep, scale = _case(torch.float64, rows=6, n=5)
     bias.requires_grad_()
