@@ -324,6 +324,13 @@ const T* pair_radial(int64_t p, const Args<T>& a, GroupWork<T>& work, T* radial,
 template <typename T>
 void group_softmax(int64_t k, const Args<T>& a, GroupWork<T>& work) {
   const int64_t h = a.h, n_scalar = 2 + a.C;
+  if (k == 1) {  // a group of one pair (half of them): weight 1 (NaN for a logit that is not finite, as below)
+    for (int64_t hd = 0; hd < h; ++hd) {
+      const T logit = work.scalars[hd * n_scalar];
+      work.weights[hd] = T(1) + (logit - logit);
+    }
+    return;
+  }
   T *top = work.head_top.data(), *total = work.head_total.data();
   std::fill(top, top + h, -std::numeric_limits<T>::infinity());
   std::fill(total, total + h, T(0));
