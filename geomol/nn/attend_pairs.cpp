@@ -353,7 +353,8 @@ inline void weighted_values(int64_t k, const Args<T>& a, const GroupWork<T>& wor
   if constexpr (std::is_same_v<T, float>)
     if (rh == 8) {  // both parts in one 16-float vector
       vec<16> sum{};
-      for (int64_t q = 0; q < k; ++q) sum += work.weights[q * h + hd] * load<16>(work.values.data() + (q * h + hd) * 16);
+      for (int64_t q = 0; q < k; ++q)
+        sum += work.weights[q * h + hd] * load<16>(work.values.data() + (q * h + hd) * 16);
       const vec<8> low = __builtin_shufflevector(sum, sum, 0, 1, 2, 3, 4, 5, 6, 7),
                    high = __builtin_shufflevector(sum, sum, 8, 9, 10, 11, 12, 13, 14, 15);
       store<8>(node, low);
@@ -409,11 +410,11 @@ void attend_pairs(const Args<T>& a) {
 
 // ----------------------------------------------------------------------------------------------- backward pass
 // Gradients of the pair stage's outputs (summed, block_sum, alpha_weight) flow back to the sender rows (g_sender
-// [p, h, 3rh], one row per pair, or with sender_index [n_s, h, 3rh], per sending atom; added (+=) to zero-initialised
-// rows), the receiver rows, the radial features (g_radial [p, h, nr], when radial is given) or the distances (g_distance [p, C], when
-// the basis is computed here) and the weights; weight gradients are accumulated (+=) into zero-initialised buffers,
-// one set per thread. Layouts: w_rbf [3rh, nr]; w2_n [3, rh, rh] with w2_n[b][i][m] = W2[b rh + i][b rh + m] (g_w2
-// the same); g_w_rbf [3rh, nr]; g_w3 [2 + C, 3rh].
+// [p, h, 3rh], one row per pair, or with sender_index [n_s, h, 3rh], per sending atom; added (+=) to
+// zero-initialised rows), the receiver rows, the radial features (g_radial [p, h, nr], when radial is given) or the
+// distances (g_distance [p, C], when the basis is computed here) and the weights; weight gradients are accumulated
+// (+=) into zero-initialised buffers, one set per thread. Layouts: w_rbf [3rh, nr]; w2_n [3, rh, rh] with
+// w2_n[b][i][m] = W2[b rh + i][b rh + m] (g_w2 the same); g_w_rbf [3rh, nr]; g_w3 [2 + C, 3rh].
 template <typename T>
 struct Grads {
   const T *w_rbf, *w2_n, *g_summed, *g_block_sum, *g_alpha_weight;

@@ -18,8 +18,9 @@ namespace geomol_native {
 
 // e^x in float32 without a library call, so that loops over it vectorise: x = k ln2 + r with |r| <= ln2 / 2,
 // e^r from a polynomial of degree 6 (fitted to e^r on Chebyshev nodes of that interval: 2.6e-9 relative error,
-// below float32 rounding; the evaluation in float32 stays within 1e-7 of e^r), 2^k from the exponent bits. k is rounded by adding and subtracting 1.5 * 2^23 (std::floor would keep the loop scalar); arguments
-// are clamped to [-87, 88], so results stay normal floats. V: float, or a vector of floats (exp_lanes below).
+// below float32 rounding; the evaluation in float32 stays within 1e-7 of e^r), 2^k from the exponent bits. k is
+// rounded by adding and subtracting 1.5 * 2^23 (std::floor would keep the loop scalar); arguments are clamped to
+// [-87, 88], so results stay normal floats. V: float, or a vector of floats (exp_lanes below).
 template <typename V>
 inline V exp_of_reduced(V x, V& k) {  // e^r for x clamped; k: the power of two still to apply
   k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
