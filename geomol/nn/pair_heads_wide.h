@@ -216,6 +216,25 @@ struct WideGrads {
   }
 };
 
+// The backward pass of a product of paired vectors y = W x (as in pair_heads_wide: x's feature i of each half
+// spread over it, times a weight vector; rows [8 i][3][16] the weights by i): given g, the gradient of y, adds
+// sum_i spread(g, i) rows(i) to g_x and sum_n spread(g, i) x to the weight gradient g_w ([8 i][3][16]).
+template <int NP>
+inline void product_backward(const v16 (&g)[NP][3], const v16 (&x)[NP][3], const float* __restrict__ rows,
+                             v16 (&g_x)[NP][3], float* __restrict__ g_w) {
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 3; ++k) {
+      const v16 row = load<16>(rows + 48 * i + 16 * k);
+      v16 g_weight{};
+      for (int n = 0; n < NP; ++n) {
+        const v16 s = spread(g[n][k], i);
+        g_weight += s * x[n][k];
+        g_x[n][k] += s * row;
+      }
+      add_to<16>(g_w + 48 * i + 16 * k, g_weight);
+    }
+}
+
 // The backward pass of pair_heads_wide for NP head pairs of one pair: from the gradients of the scalars
 // (g_scalars [2 NP, n_scalar]) and values (g_values [2 NP, 2rh]) down to g_sender [2 NP, 24] and g_receiver
 // [2 NP, 8] (both added to) and g_radial [2 NP, 8] (written), weight gradients summed into ``grads``.
@@ -266,17 +285,7 @@ inline void pair_backward_wide(const WideWeights& w, WideGrads& grads, const flo
     add_to<16>(g_b2 + 16 * k, g_bias);
   }
   v16 g_act[NP][3] = {};
-  for (int i = 0; i < 8; ++i)
-    for (int k = 0; k < 3; ++k) {
-      const v16 row = load<16>(w2_rows + 48 * i + 16 * k);
-      v16 g_weight = zero;
-      for (int n = 0; n < NP; ++n) {
-        const v16 s = spread(g[n][k], i);
-        g_weight += s * act[n][k];
-        g_act[n][k] += s * row;
-      }
-      add_to<16>(g_w2 + 48 * i + 16 * k, g_weight);
-    }
+  product_backward<NP>(g, act, w2_rows, g_act, g_w2);
   v16 paired_radial[NP][3], g_r[NP][3] = {};
   for (int n = 0; n < NP; ++n) {
     for (int k = 0; k < 3; ++k) {
@@ -290,17 +299,7 @@ inline void pair_backward_wide(const WideWeights& w, WideGrads& grads, const flo
     paired_radial[n][1] = r;
     paired_radial[n][2] = high_high(r, r);
   }
-  for (int i = 0; i < 8; ++i)
-    for (int k = 0; k < 3; ++k) {
-      const v16 row = load<16>(rbf_rows + 48 * i + 16 * k);
-      v16 g_weight = zero;
-      for (int n = 0; n < NP; ++n) {
-        const v16 s = spread(g[n][k], i);
-        g_weight += s * paired_radial[n][k];
-        g_r[n][k] += s * row;
-      }
-      add_to<16>(g_rbf + 48 * i + 16 * k, g_weight);
-    }
+  product_backward<NP>(g, paired_radial, rbf_rows, g_r, g_rbf);
   for (int n = 0; n < NP; ++n) store<16>(g_radial + 16 * n, per_head(g_r[n][0], g_r[n][1], g_r[n][2]));
 }
 
