@@ -121,6 +121,19 @@ struct WideRows {
   float *pre1, *act1, *pre2, *hidden, *sig1, *sig2, *values, *scalars;
 };
 
+// out = SiLU(x) for the 3 NP vectors of NP head pairs (out may be x), keeping x in pre, the sigmoids in sig (with
+// Sigmoids) and out in act: rows [2 NP, 24] at the first head's row, null: not kept.
+template <int NP, bool Sigmoids>
+inline void silu_wide(const v16 (&x)[NP][3], v16 (&out)[NP][3], float* pre, float* sig, float* act) {
+  for (int n = 0; n < NP; ++n)
+    for (int k = 0; k < 3; ++k) {
+      const int64_t at = 48 * n + 16 * k;
+      if (pre) store<16>(pre + at, x[n][k]);
+      out[n][k] = silu_lanes<16, Sigmoids>(x[n][k], Sigmoids ? sig + at : nullptr);
+      if (act) store<16>(act + at, out[n][k]);
+    }
+}
+
 // The pair MLPs of NP head pairs (2 NP heads) of one pair: sender [2 NP, 24], receiver [2 NP, 8],
 // radial [2 NP, 8], all at the first head's row; b3 [n_scalar].
 template <int NP, bool Sigmoids>
@@ -147,26 +160,15 @@ inline void pair_heads_wide(const float* __restrict__ sender, const float* __res
     }
   }
   v16 act[NP][3], y[NP][3];  // each step on all 3 NP vectors at once: independent chains of latencies
+  silu_wide<NP, Sigmoids>(x, act, out.pre1, out.sig1, out.act1);
   for (int n = 0; n < NP; ++n)
-    for (int k = 0; k < 3; ++k) {
-      const int64_t at = 48 * n + 16 * k;
-      if (out.pre1) store<16>(out.pre1 + at, x[n][k]);
-      act[n][k] = silu_lanes<16, Sigmoids>(x[n][k], Sigmoids ? out.sig1 + at : nullptr);
-      if (out.act1) store<16>(out.act1 + at, act[n][k]);
-      y[n][k] = load<16>(b2 + 16 * k);
-    }
+    for (int k = 0; k < 3; ++k) y[n][k] = load<16>(b2 + 16 * k);
   for (int m = 0; m < 8; ++m)
     for (int k = 0; k < 3; ++k) {
       const v16 column = load<16>(w2 + 48 * m + 16 * k);
       for (int n = 0; n < NP; ++n) y[n][k] += column * spread(act[n][k], m);
     }
-  for (int n = 0; n < NP; ++n)
-    for (int k = 0; k < 3; ++k) {
-      const int64_t at = 48 * n + 16 * k;
-      if (out.pre2) store<16>(out.pre2 + at, y[n][k]);
-      y[n][k] = silu_lanes<16, Sigmoids>(y[n][k], Sigmoids ? out.sig2 + at : nullptr);
-      if (out.hidden) store<16>(out.hidden + at, y[n][k]);
-    }
+  silu_wide<NP, Sigmoids>(y, y, out.pre2, out.sig2, out.hidden);
   for (int n = 0; n < NP; ++n) {  // values: hidden[rh:] of head A, then of head B
     store<16>(out.values + 32 * n, high_low(y[n][0], y[n][1]));
     store<16>(out.values + 32 * n + 16, y[n][2]);
