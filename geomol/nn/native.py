@@ -174,9 +174,10 @@ def native_available() -> bool:
     global _library, _tried
     if os.environ.get(NATIVE_ENV, "1") == "0":
         return False
-    with _lock:
-        if not _tried:
-            _library, _tried = _load(), True
+    if not _tried:  # (called a few hundred times a training step: no lock once decided)
+        with _lock:
+            if not _tried:
+                _library, _tried = _load(), True
     return _library is not None
 
 
@@ -443,6 +444,8 @@ def native_ready(*tensors: torch.Tensor) -> bool:
 
 def _equal_ranges(n: int, threads: int) -> list[tuple[int, int]]:
     """``threads`` consecutive ranges of about equal length covering 0 … n − 1 (one empty range when n = 0)."""
+    if threads <= 1:
+        return [(0, n)]
     bounds = [n * t // threads for t in range(threads + 1)]
     return [(b, e) for b, e in zip(bounds[:-1], bounds[1:]) if e > b] or [(0, 0)]
 
