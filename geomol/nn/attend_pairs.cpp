@@ -665,9 +665,7 @@ void attend_pairs_backward(const Args<T>& a, const Grads<T>& d) {
         const int64_t slot = q * h + hd, row = (first + q) * h + hd;
         const T* values = work.values.data() + slot * 2 * rh;
         const T* scalars = work.scalars.data() + slot * n_scalar;
-        T part[8] = {};
-        dot_parts(g_summed.data(), values, 2 * rh, part);
-        T sum = sum_parts(part);
+        T sum = dot(g_summed.data(), values, 2 * rh);
         for (int64_t c = 0; c < C; ++c) sum += d.g_alpha_weight[row * C + c] * scalars[2 + c];
         g_alpha[slot] = sum;
         mean += work.weights[slot] * sum;

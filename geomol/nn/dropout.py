@@ -25,9 +25,6 @@ _LEVELS = 1 << 15
 
 def keep_bits(shape: torch.Size | tuple[int, ...], p: float, device: torch.device) -> tuple[torch.Tensor, float]:
     """``(keep, scale)``: a boolean ``shape`` mask, False with probability ≈ p, and 1 / (1 − that probability)."""
-    n = 1
-    for size in shape:
-        n *= size
     threshold = round(p * _LEVELS)
     scale = _LEVELS / (_LEVELS - threshold)
     # random_() on int64 is uniform on [0, 2⁶³): a seed, or words whose 16-bit parts have 15 uniform low bits
@@ -35,6 +32,9 @@ def keep_bits(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
         keep = torch.empty(shape, dtype=torch.bool)
         native.keep_bits(keep, int(torch.empty((), dtype=torch.int64).random_()), threshold)
         return keep, scale
+    n = 1
+    for size in shape:
+        n *= size
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_()
     bits = words.view(torch.int16)[:n].view(shape).bitwise_and_(_LEVELS - 1)
     return bits >= threshold, scale

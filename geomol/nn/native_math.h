@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
-#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__AVX512VL__)
@@ -184,18 +183,9 @@ inline T sum_parts(const T* part) {
   return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
-// sum_j a[j] b[j]: eight partial sums (dot_parts), or 16-float ones where the processor has AVX-512 and n is a
-// multiple of 16.
+// sum_j a[j] b[j] through eight partial sums (dot_parts).
 template <typename T>
 inline T dot(const T* a, const T* b, int64_t n) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>)
-    if (n % 16 == 0) {
-      vec<16> sum{};
-      for (int64_t j = 0; j < n; j += 16) sum += load<16>(a + j) * load<16>(b + j);
-      return sum_lanes<16>(sum);
-    }
-#endif
   T part[8] = {};
   dot_parts(a, b, n, part);
   return sum_parts(part);
