@@ -4,12 +4,15 @@
 // separate sweep over fresh [g, 64] buffers, with the bias, SiLU and its gradient as further sweeps. Here blocks
 // of R = 6 rows go through both layers with their accumulators in vector registers (six rows by up to four
 // 64-byte vectors); only the outputs, and the two pre-activations a backward pass reads, are written. The
-// backward pass does its per-row part the same way and leaves the weight gradients (sums over all rows) to BLAS.
+// backward pass keeps a block's gradients in a small buffer and adds the block's share of the weight gradients
+// (sums over all rows) straight away, its rows in registers: nothing per row but the input's gradient is written.
 //
-// Layouts, row-major and contiguous except x and g_x, whose rows are ld_x apart: x [g, K]; w1t [K, D] and
-// w2t [D, O] (the weights transposed); w1 [D, K] and w2 [O, D] (as nn.Linear stores them); b1 [D], b2 [O];
-// y [g, O]; pre1 [g, D], pre2 [g, O] (forward: written when non-null; backward: read). Any K, D, O; the vector
-// path covers widths in multiples of 16 floats, the rest is done lane by lane. Functions take a range of rows begin <= r < end and return 0, or 1 for invalid arguments.
+// Layouts, row-major and contiguous except x and g_x, whose rows are ld_x (ld_g_x) apart: x [g, K]; w1t [K, D]
+// and w2t [D, O] (the weights transposed); w1 [D, K] and w2 [O, D] (as nn.Linear stores them); b1 [D], b2 [O];
+// y [g, O]; pre1 [g, D], pre2 [g, O] (forward: written when non-null; backward: read); the weight gradients
+// g_w1 [D, K], g_b1 [D], g_w2 [O, D], g_b2 [O] (backward: added into). Any K, D, O; the vector path covers widths
+// in multiples of 16 floats, the rest is done lane by lane. Functions take a range of rows begin <= r < end and
+// return 0, or 1 for invalid arguments.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -151,23 +154,73 @@ int mlp2_forward(const Sizes& n, const T* x, const T* w1t, const T* b1, const T*
   return 0;
 }
 
-// The backward pass's per-row part: g2 = g_y SiLU'(pre2), act1 = SiLU(pre1), g1 = (g2 W2) SiLU'(pre1) and
-// g_x = g1 W1, written out ([g, O], [g, D], [g, D], [g, K]); the weight gradients g2^T act1 and g1^T x are left to
-// the caller (BLAS reduces over many rows well).
+// Columns d0 ... d0 + CV L - 1 of acc[o][d] += sum over the R rows r of g[r][o] a[r][d], for every o < O: the
+// block's rows of a in R x CV vector registers, one row of acc at a time.
+template <int CV>
+void outer_tile(const float* g, int64_t ld_g, int64_t O, const float* a, int64_t ld_a, float* acc, int64_t D,
+                int64_t d0) {
+  vec<L> rows[R][CV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < CV; ++v) rows[r][v] = load<L>(a + r * ld_a + d0 + v * L);
+  for (int64_t o = 0; o < O; ++o) {
+    vec<L> sum[CV];
+    for (int v = 0; v < CV; ++v) sum[v] = load<L>(acc + o * D + d0 + v * L);
+    for (int r = 0; r < R; ++r) {
+      const float factor = g[r * ld_g + o];
+      for (int v = 0; v < CV; ++v) sum[v] += factor * rows[r][v];
+    }
+    for (int v = 0; v < CV; ++v) store<L>(acc + o * D + d0 + v * L, sum[v]);
+  }
+}
+
+// acc[o][d] += sum over r < rows (<= R) of g[r][o] a[r][d] ([O, D], a weight's gradient) and bias_acc[o] += sum
+// over r of g[r][o] (its bias's gradient); g rows ld_g apart, a rows ld_a apart.
 template <typename T>
-int mlp2_backward(const Sizes& n, const T* pre1, const T* pre2, const T* w1, const T* w2, const T* g_y, T* g2,
-                  T* act1, T* g1, T* g_x) {
-  if (!n.valid() || !pre1 || !pre2 || !w1 || !w2 || !g_y || !g2 || !act1 || !g1 || !g_x) return 1;
-  std::vector<T> slope1(R * n.D);
+void outer_add(int rows, const T* g, int64_t ld_g, int64_t O, const T* a, int64_t ld_a, int64_t D, T* acc,
+               T* bias_acc) {
+  int64_t d = 0, o = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    if (rows == R) {
+      for (; d + 4 * L <= D; d += 4 * L) outer_tile<4>(g, ld_g, O, a, ld_a, acc, D, d);
+      for (; d + 2 * L <= D; d += 2 * L) outer_tile<2>(g, ld_g, O, a, ld_a, acc, D, d);
+      for (; d + L <= D; d += L) outer_tile<1>(g, ld_g, O, a, ld_a, acc, D, d);
+    }
+    for (; o + L <= O; o += L) {
+      vec<L> sum = load<L>(bias_acc + o);
+      for (int r = 0; r < rows; ++r) sum += load<L>(g + r * ld_g + o);
+      store<L>(bias_acc + o, sum);
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int64_t c = o; c < O; ++c) bias_acc[c] += g[r * ld_g + c];
+  if (d == D) return;
+  for (int64_t row = 0; row < O; ++row)
+    for (int r = 0; r < rows; ++r) {
+      const T factor = g[r * ld_g + row];
+      for (int64_t c = d; c < D; ++c) acc[row * D + c] += factor * a[r * ld_a + c];
+    }
+}
+
+// The backward pass, block by block: g2 = g_y SiLU'(pre2), act1 = SiLU(pre1), g1 = (g2 W2) SiLU'(pre1) in a
+// block's buffers, g_x = g1 W1 written out, and the weight gradients g2^T act1, g1^T x with the bias gradients (the
+// column sums of g2 and g1) added into g_w2, g_w1, g_b2, g_b1.
+template <typename T>
+int mlp2_backward(const Sizes& n, const T* x, int64_t ld_x, const T* pre1, const T* pre2, const T* w1, const T* w2,
+                  const T* g_y, T* g_x, T* g_w1, T* g_b1, T* g_w2, T* g_b2) {
+  if (!n.valid() || ld_x < n.K || !x || !pre1 || !pre2 || !w1 || !w2 || !g_y || !g_x || !g_w1 || !g_b1 || !g_w2 ||
+      !g_b2)
+    return 1;
+  std::vector<T> g2(R * n.O), act1(R * n.D), slope1(R * n.D), g1(R * n.D);
   for (int64_t r0 = n.begin; r0 < n.end; r0 += R) {
     const int rows = static_cast<int>(std::min<int64_t>(R, n.end - r0));
-    T *g2_rows = g2 + r0 * n.O, *g1_rows = g1 + r0 * n.D;
-    std::copy(g_y + r0 * n.O, g_y + (r0 + rows) * n.O, g2_rows);
-    times_silu_slope<T>(rows * n.O, pre2 + r0 * n.O, g2_rows);
-    silu_and_slope<T>(rows * n.D, pre1 + r0 * n.D, act1 + r0 * n.D, slope1.data());
-    product(rows, g2_rows, n.O, n.O, w2, n.D, static_cast<const T*>(nullptr), g1_rows, n.D);  // g2 W2
-    for (int64_t i = 0; i < rows * n.D; ++i) g1_rows[i] *= slope1[i];
-    product(rows, g1_rows, n.D, n.D, w1, n.K, static_cast<const T*>(nullptr), g_x + r0 * n.ld_x, n.ld_x);  // g1 W1
+    std::copy(g_y + r0 * n.O, g_y + (r0 + rows) * n.O, g2.data());
+    times_silu_slope<T>(rows * n.O, pre2 + r0 * n.O, g2.data());
+    silu_and_slope<T>(rows * n.D, pre1 + r0 * n.D, act1.data(), slope1.data());
+    product(rows, g2.data(), n.O, n.O, w2, n.D, static_cast<const T*>(nullptr), g1.data(), n.D);  // g2 W2
+    for (int64_t i = 0; i < rows * n.D; ++i) g1[i] *= slope1[i];
+    product(rows, g1.data(), n.D, n.D, w1, n.K, static_cast<const T*>(nullptr), g_x + r0 * n.ld_x, n.ld_x);  // g1 W1
+    outer_add(rows, g2.data(), n.O, n.O, act1.data(), n.D, n.D, g_w2, g_b2);
+    outer_add(rows, g1.data(), n.D, n.D, x + r0 * ld_x, ld_x, n.K, g_w1, g_b1);
   }
   return 0;
 }
@@ -182,10 +235,12 @@ int mlp2_backward(const Sizes& n, const T* pre1, const T* pre2, const T* w1, con
   }                                                                                                             \
   GEOMOL_PACKED(geomol_group_mlp_##SUFFIX)                                                                      \
   extern "C" int geomol_group_mlp_backward_##SUFFIX(int64_t begin, int64_t end, int64_t K, int64_t D,           \
-                                                    int64_t O, const T* pre1, const T* pre2, const T* w1,       \
-                                                    const T* w2, const T* g_y, T* g2, T* act1, T* g1, T* g_x,   \
-                                                    int64_t ld_x) {                                             \
-    return mlp2_backward<T>(Sizes{begin, end, K, D, O, ld_x}, pre1, pre2, w1, w2, g_y, g2, act1, g1, g_x);      \
+                                                    int64_t O, const T* x, int64_t ld_x, const T* pre1,         \
+                                                    const T* pre2, const T* w1, const T* w2, const T* g_y,      \
+                                                    T* g_x, int64_t ld_g_x, T* g_w1, T* g_b1, T* g_w2,          \
+                                                    T* g_b2) {                                                  \
+    return mlp2_backward<T>(Sizes{begin, end, K, D, O, ld_g_x}, x, ld_x, pre1, pre2, w1, w2, g_y, g_x, g_w1,     \
+                            g_b1, g_w2, g_b2);                                                                  \
   }                                                                                                             \
   GEOMOL_PACKED(geomol_group_mlp_backward_##SUFFIX)
 

@@ -58,3 +58,21 @@ def test_not_taken_under_autograd():
     with torch.no_grad():
         assert group_mlp_ready(x, w1, b1, w2, b2)
     assert not group_mlp_ready(x.to(torch.float16), w1.detach(), b1, w2, b2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_input_rows_with_a_stride_give_the_same(dtype):
+    """The group rows are a column slice of the pair stage's sums: x and g_x with row strides of 2K."""
+    x, w1, b1, w2, b2, g_y = _case(dtype, 1003, 32, 64, 64, seed=2)
+    wide = torch.cat([x, torch.full_like(x, float("nan"))], 1)
+    strided = wide[:, :32]
+    g_wide = torch.zeros(1003, 64, dtype=dtype)
+    y, pre1, pre2 = group_mlp(x, w1, b1, w2, b2, keep=True)
+    y_s, pre1_s, pre2_s = group_mlp(strided, w1, b1, w2, b2, keep=True)
+    assert torch.equal(y, y_s) and torch.equal(pre1, pre1_s) and torch.equal(pre2, pre2_s)
+    want = group_mlp_backward(g_y, x, pre1, pre2, w1, w2)
+    got = group_mlp_backward(g_y, strided, pre1, pre2, w1, w2, g_x=g_wide[:, 32:])
+    assert got[0].data_ptr() == g_wide[:, 32:].data_ptr()  # written where asked
+    assert not g_wide[:, :32].any()  # and nowhere else
+    for a, b in zip(want, got):
+        assert torch.equal(a, b)
