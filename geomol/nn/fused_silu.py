@@ -75,19 +75,27 @@ def bias_silu_dropout(x: torch.Tensor, bias: torch.Tensor | None = None, keep: t
 
 
 def silu_dropout_grad(grad: torch.Tensor, pre: torch.Tensor | None, keep: torch.Tensor | None = None,
-                      scale: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
+                      scale: float = 1.0, out: torch.Tensor | None = None,
+                      act_out: torch.Tensor | None = None) -> torch.Tensor:
     """The gradient [rows, n] with respect to ``pre`` of dropout(SiLU(pre)), given ``grad`` [rows, n] of its output
-    (``pre`` None: of dropout alone), written to ``out`` ([rows, n], e.g. a column slice of a wider tensor) or a
-    new tensor, and returned."""
-    if out is not None and out.shape != grad.shape:
-        raise ValueError(f"silu_dropout_grad: out has shape {tuple(out.shape)}, the gradient {tuple(grad.shape)}")
+    (``pre`` None: of dropout alone), written to ``out`` ([rows, n], e.g. a column slice of a wider tensor, or
+    ``grad`` itself) or a new tensor, and returned. ``act_out`` ([rows, n], needs ``pre``): where to write
+    dropout(SiLU(pre)) as well (what :func:`bias_silu_dropout` gives), from the same pass."""
+    for name, given in (("out", out), ("act_out", act_out)):
+        if given is not None and given.shape != grad.shape:
+            raise ValueError(f"silu_dropout_grad: {name} has shape {tuple(given.shape)}, the gradient "
+                             f"{tuple(grad.shape)}")
+    if act_out is not None and pre is None:
+        raise ValueError("silu_dropout_grad: act_out needs the pre-activation")
     keep = None if keep is None else keep.contiguous()
-    if _rows_ready(grad, pre, keep, out):
+    if _rows_ready(grad, pre, keep, out, act_out):
         out = torch.empty(grad.shape, dtype=grad.dtype) if out is None else out
         _split_rows("geomol_silu_grad_rows", grad.size(0), grad.dtype, grad.size(1), grad, grad.stride(0), pre,
                     0 if pre is None else pre.stride(0), keep, None if keep is None else _scale(scale, grad.dtype),
-                    out, out.stride(0))
+                    out, out.stride(0), act_out, 0 if act_out is None else act_out.stride(0))
         return out
+    if act_out is not None:
+        act_out.copy_(bias_silu_dropout(pre, None, keep, scale))
     dropped = grad if keep is None else grad.mul(keep).mul_(scale)
     if pre is not None:
         result = torch.ops.aten.silu_backward(dropped, pre)

@@ -154,7 +154,8 @@ def _load() -> ctypes.CDLL | None:
         rows = getattr(library, f"geomol_silu_rows_{suffix}")
         rows.restype, rows.argtypes = ctypes.c_int, [size] * 3 + [pointer, size, pointer, size] + [pointer] * 3 + [size]
         grads = getattr(library, f"geomol_silu_grad_rows_{suffix}")
-        grads.restype, grads.argtypes = ctypes.c_int, [size] * 3 + [pointer, size] * 2 + [pointer] * 3 + [size]
+        grads.restype = ctypes.c_int
+        grads.argtypes = [size] * 3 + [pointer, size] * 2 + [pointer] * 3 + [size] + [pointer, size]
         for name, n_pointers in (("", 18), ("_backward", 22)):
             function = getattr(library, f"geomol_attend_groups{name}_{suffix}")
             function.restype, function.argtypes = ctypes.c_int, [size] * 8 + [pointer] * n_pointers

@@ -64,16 +64,16 @@ class _PairedMLP3(torch.autograd.Function):
             k1, k2, k3 = keeps[3 * m:3 * m + 3]
             base = 3 + 6 * m  # index of this MLP's W1 in needs_input_grad
             g3 = grad if k3 is None else silu_dropout_grad(grad, None, k3, scale)
-            if need[base + 4] or need[base + 5]:
-                a2 = bias_silu_dropout(pre2, None, k2, scale)
-                g_params[6 * m + 4] = outer(g3, a2) if need[base + 4] else None
-                g_params[6 * m + 5] = g3.sum(0) if need[base + 5] else None
-            g_pre2 = silu_dropout_grad(dense(g3, w3.t()), pre2, k2, scale)
-            if need[base + 2] or need[base + 3]:
-                a1 = bias_silu_dropout(first, None, k1, scale)
-                g_params[6 * m + 2] = outer(g_pre2, a1) if need[base + 2] else None
-                g_params[6 * m + 3] = g_pre2.sum(0) if need[base + 3] else None
-            silu_dropout_grad(dense(g_pre2, w2.t()), first, k1, scale, out=g_pre1)
+            # each hidden layer's gradient and its recomputed activation (a weight gradient's input) in one pass
+            a2 = torch.empty_like(pre2) if need[base + 4] else None
+            g_pre2 = dense(g3, w3.t())
+            silu_dropout_grad(g_pre2, pre2, k2, scale, out=g_pre2, act_out=a2)
+            g_params[6 * m + 4] = outer(g3, a2) if a2 is not None else None
+            g_params[6 * m + 5] = g3.sum(0) if need[base + 5] else None
+            a1 = torch.empty(first.shape, dtype=first.dtype) if need[base + 2] else None
+            silu_dropout_grad(dense(g_pre2, w2.t()), first, k1, scale, out=g_pre1, act_out=a1)
+            g_params[6 * m + 2] = outer(g_pre2, a1) if a1 is not None else None
+            g_params[6 * m + 3] = g_pre2.sum(0) if need[base + 3] else None
         g_x = dense(g_first, torch.cat([params[0], params[6]]).t()) if need[0] else None
         for m, g in enumerate(g_first.split(ctx.widths, dim=1)):
             base = 3 + 6 * m

@@ -73,24 +73,32 @@ void forward_row(int64_t n, T* x, const T* bias, bool silu, const uint8_t* keep,
   }
 }
 
-// One row of n: out = grad · dropout factor · SiLU'(pre) (pre null: no SiLU). out may be grad.
+// One row of n: out = grad · dropout factor · SiLU'(pre) (pre null: no SiLU). out may be grad. With act non-null
+// (and pre), also act = dropout(SiLU(pre)), the activation the next layer's weight gradient reads, from the same
+// sigmoid.
 template <typename T>
-void backward_row(int64_t n, const T* grad, const T* pre, const uint8_t* keep, T scale, T* out) {
+void backward_row(int64_t n, const T* grad, const T* pre, const uint8_t* keep, T scale, T* out, T* act) {
   int64_t c = 0;
   if constexpr (std::is_same_v<T, float>) {
     for (; c + L <= n; c += L) {
-      vec<L> g = load<L>(grad + c);
-      if (keep) g *= dropout_lanes(keep + c, scale);
+      const vec<L> factor = keep ? dropout_lanes(keep + c, scale) : vec<L>{} + 1.0f;
+      vec<L> g = load<L>(grad + c) * factor;
       if (pre) {
-        const vec<L> v = load<L>(pre + c);
-        g *= silu_slope(v, sigmoid_lanes<L>(v));
+        const vec<L> v = load<L>(pre + c), s = sigmoid_lanes<L>(v);
+        g *= silu_slope(v, s);
+        if (act) store<L>(act + c, v * s * factor);
       }
       store<L>(out + c, g);
     }
   }
   for (; c < n; ++c) {
-    T g = grad[c] * dropout_factor(keep, c, scale);
-    if (pre) g *= silu_slope(pre[c], sigmoid(pre[c]));
+    const T factor = dropout_factor(keep, c, scale);
+    T g = grad[c] * factor;
+    if (pre) {
+      const T s = sigmoid(pre[c]);
+      g *= silu_slope(pre[c], s);
+      if (act) act[c] = pre[c] * s * factor;
+    }
     out[c] = g;
   }
 }
@@ -113,12 +121,15 @@ int silu_rows(int64_t begin, int64_t end, int64_t n, T* x, int64_t ld_x, const T
 
 template <typename T>
 int silu_grad_rows(int64_t begin, int64_t end, int64_t n, const T* grad, int64_t ld_grad, const T* pre,
-                   int64_t ld_pre, const uint8_t* keep, const T* scale, T* out, int64_t ld_out) {
-  if (invalid(begin, end, n, grad, ld_grad, out, ld_out, keep, scale) || (pre && ld_pre < n)) return 1;
+                   int64_t ld_pre, const uint8_t* keep, const T* scale, T* out, int64_t ld_out, T* act,
+                   int64_t ld_act) {
+  if (invalid(begin, end, n, grad, ld_grad, out, ld_out, keep, scale) || (pre && ld_pre < n) ||
+      (act && (!pre || ld_act < n)))
+    return 1;
   const T factor = keep ? *scale : T(1);
   for (int64_t r = begin; r < end; ++r)
     backward_row(n, grad + r * ld_grad, pre ? pre + r * ld_pre : nullptr, keep ? keep + r * n : nullptr, factor,
-                 out + r * ld_out);
+                 out + r * ld_out, act ? act + r * ld_act : nullptr);
   return 0;
 }
 
@@ -176,8 +187,9 @@ GEOMOL_PACKED(geomol_keep_bits)
   GEOMOL_PACKED(geomol_silu_rows_##SUFFIX)                                                                     \
   extern "C" int geomol_silu_grad_rows_##SUFFIX(int64_t begin, int64_t end, int64_t n, const T* grad,          \
                                                 int64_t ld_grad, const T* pre, int64_t ld_pre,                 \
-                                                const uint8_t* keep, const T* scale, T* out, int64_t ld_out) { \
-    return silu_grad_rows<T>(begin, end, n, grad, ld_grad, pre, ld_pre, keep, scale, out, ld_out);             \
+                                                const uint8_t* keep, const T* scale, T* out, int64_t ld_out,   \
+                                                T* act, int64_t ld_act) {                                      \
+    return silu_grad_rows<T>(begin, end, n, grad, ld_grad, pre, ld_pre, keep, scale, out, ld_out, act, ld_act); \
   }                                                                                                            \
   GEOMOL_PACKED(geomol_silu_grad_rows_##SUFFIX)
 

@@ -93,3 +93,30 @@ def test_under_autograd_the_pytorch_formulation_runs_and_is_differentiable():
     (got,) = torch.autograd.grad(out.sum(), bias)
     want = torch.ops.aten.silu_backward(keep * scale * torch.ones_like(x), x + bias.detach()).sum(0)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("path", ["compiled", "pytorch"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("with_keep", [True, False])
+def test_gradient_pass_also_writes_the_activation(path, dtype, with_keep, monkeypatch):
+    """``act_out``: dropout(SiLU(pre)) from the gradient's pass, equal to the forward pass's; the gradient may
+    overwrite its input (``out=grad``), the activation lands in a column slice."""
+    if path == "pytorch":
+        monkeypatch.setenv(native.NATIVE_ENV, "0")
+    elif not native.native_available():
+        pytest.skip("no C++ compiler")
+    x, _, keep, scale = _case(dtype, seed=5)
+    keep = keep if with_keep else None
+    grad = torch.randn(x.shape, dtype=dtype, generator=torch.Generator().manual_seed(6))
+    want_grad = silu_dropout_grad(grad, x, keep, scale)
+    want_act = bias_silu_dropout(x.clone(), None, keep, scale)
+    wide = torch.full((x.size(0), x.size(1) + 3), 7.0, dtype=dtype)
+    got = silu_dropout_grad(grad, x, keep, scale, out=grad, act_out=wide[:, 3:])
+    assert got.data_ptr() == grad.data_ptr()
+    torch.testing.assert_close(got, want_grad, **_tolerance(dtype))
+    torch.testing.assert_close(wide[:, 3:], want_act, **_tolerance(dtype))
+    assert (wide[:, :3] == 7).all()
+    with pytest.raises(ValueError, match="act_out needs"):
+        silu_dropout_grad(grad, None, keep, scale, act_out=wide[:, 3:])
+    with pytest.raises(ValueError, match="act_out has shape"):
+        silu_dropout_grad(grad, x, keep, scale, act_out=wide)
