@@ -18,11 +18,40 @@ from torch import nn
 
 from geomol.nn.mlp import mlp2
 from geomol.nn.radial import RadialBasis
-from geomol.nn.scatter import scatter_count, scatter_mean, scatter_sum
+from geomol.nn.scatter import scatter_count, scatter_sum
 
 __all__ = ["EquivariantLayerNorm", "recover_scale", "graph_spread"]
 
 MIN_STD = 1e-6
+
+
+def _graph_sum(values: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int) -> torch.Tensor:
+    """[B, ...] per-graph sums of ``values`` [N, ...] (one graph: a plain sum, without the scatter)."""
+    return values.sum(0, keepdim=True) if n_graphs == 1 else scatter_sum(values, atom_graph, n_graphs)
+
+
+def _per_atom(per_graph: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int) -> torch.Tensor:
+    """Each atom's row of ``per_graph`` [B, ...]: [N, ...], or [1, ...] as it is for one graph (broadcasts)."""
+    return per_graph if n_graphs == 1 else per_graph.index_select(0, atom_graph)
+
+
+def _atom_counts(atom_graph: torch.Tensor, n_graphs: int, dtype: torch.dtype) -> torch.Tensor:
+    """[B, 1] atoms per graph."""
+    if n_graphs == 1:
+        return torch.full((1, 1), atom_graph.numel(), dtype=dtype, device=atom_graph.device)
+    return scatter_count(atom_graph, n_graphs, dtype).unsqueeze(1)
+
+
+def _graph_spread(Y: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int, count: torch.Tensor,
+                  min_std: float) -> torch.Tensor:
+    """:func:`graph_spread` given the atoms per graph ``count`` [B, 1]."""
+    values = 3 * count
+    mean = _graph_sum(Y.sum(-1), atom_graph, n_graphs) / values.clamp(min=1)  # [B, C]
+    sq = _graph_sum((Y - _per_atom(mean, atom_graph, n_graphs).unsqueeze(-1)).square().sum(-1), atom_graph, n_graphs)
+    var = sq / (values - 1).clamp(min=1)
+    # Guard before the sqrt so that neither the value nor its gradient becomes inf/NaN.
+    degenerate = var <= min_std ** 2
+    return torch.where(degenerate, torch.ones_like(var), var).sqrt()
 
 
 def graph_spread(Y: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int, min_std: float = MIN_STD) -> torch.Tensor:
@@ -30,13 +59,7 @@ def graph_spread(Y: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int, min_s
 
     Args: Y [N, C, 3] centred coordinates; atom_graph [N] graph of each atom.
     """
-    count = 3 * scatter_count(atom_graph, n_graphs, Y.dtype).unsqueeze(1)  # [B, 1]
-    mean = scatter_sum(Y.sum(-1), atom_graph, n_graphs) / count.clamp(min=1)
-    sq = scatter_sum((Y - mean[atom_graph].unsqueeze(-1)).square().sum(-1), atom_graph, n_graphs)
-    var = sq / (count - 1).clamp(min=1)
-    # Guard before the sqrt so that neither the value nor its gradient becomes inf/NaN.
-    degenerate = var <= min_std ** 2
-    return torch.where(degenerate, torch.ones_like(var), var).sqrt()
+    return _graph_spread(Y, atom_graph, n_graphs, _atom_counts(atom_graph, n_graphs, Y.dtype), min_std)
 
 
 class EquivariantLayerNorm(nn.Module):
@@ -62,12 +85,14 @@ class EquivariantLayerNorm(nn.Module):
         self.min_std = min_std
 
     def forward(self, H: torch.Tensor, Z: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int):
-        centre = scatter_mean(Z, atom_graph, n_graphs)  # [B, C, 3]
-        Y = Z - centre[atom_graph]
-        rescale = self.sigma / graph_spread(Y, atom_graph, n_graphs, self.min_std).unsqueeze(-1)  # [B, C, 1]
-        Z = centre[atom_graph] + Y * rescale[atom_graph]
+        count = _atom_counts(atom_graph, n_graphs, Z.dtype)  # [B, 1]
+        centre = _per_atom(_graph_sum(Z, atom_graph, n_graphs) / count.clamp(min=1).unsqueeze(-1), atom_graph,
+                           n_graphs)  # [N or 1, C, 3]
+        Y = Z - centre
+        rescale = self.sigma / _graph_spread(Y, atom_graph, n_graphs, count, self.min_std).unsqueeze(-1)  # [B, C, 1]
+        Z = centre + Y * _per_atom(rescale, atom_graph, n_graphs)
         scale_features = self.rbf(rescale.squeeze(-1)).flatten(1)  # [B, C·R]
-        H = self.layernorm(H + self.fuse_scale_ffn(scale_features)[atom_graph])
+        H = self.layernorm(H + _per_atom(self.fuse_scale_ffn(scale_features), atom_graph, n_graphs))
         return H, Z, rescale
 
 
@@ -77,5 +102,6 @@ def recover_scale(Z: torch.Tensor, atom_graph: torch.Tensor, record_scale: torch
     Args: Z [N, C, 3]; atom_graph [N]; record_scale [B, C, 1] (product of all ``rescale``).
     Returns Z [N, C, 3] at the scale of the input.
     """
-    centre = scatter_mean(Z, atom_graph, n_graphs)[atom_graph]
-    return centre + (Z - centre) / record_scale[atom_graph]
+    count = _atom_counts(atom_graph, n_graphs, Z.dtype).clamp(min=1).unsqueeze(-1)
+    centre = _per_atom(_graph_sum(Z, atom_graph, n_graphs) / count, atom_graph, n_graphs)
+    return centre + (Z - centre) / _per_atom(record_scale, atom_graph, n_graphs)
