@@ -25,7 +25,8 @@ pass of a chunk is written by hand (:func:`attend_backward`: one forward recompu
 then the chain rule). With the compiled pair stage, the block and group level (block softmax β, coordinate
 coefficients, the scatter onto the receiving atoms: :mod:`geomol.nn.attend_groups`) and the two group MLPs
 (:mod:`geomol.nn.group_mlp`) run compiled too, forward and backward; the forward pass keeps, per chunk, the pair
-stage's outputs with the distances and receiver rows ([g, ·] and [p, C] tensors) for the backward pass.
+stage's outputs with the distances and receiver rows, the group MLPs' outputs and the block softmax ([g, ·], [e, ·]
+and [p, C] tensors), so that the backward pass recomputes only what the compiled loops recompute row by row.
 ``chunked=False`` runs :func:`attend` on everything at once with plain autograd and the PyTorch stage instead
 (second derivatives, 4× the memory).
 """
@@ -103,27 +104,23 @@ def _heads(rbf_values: torch.Tensor, n_head: int) -> torch.Tensor:
 
 def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block,
             node_w1, node_b1, node_w2, node_b2, coord_w1, coord_b1, coord_w2, coord_b2, *, rbf: RadialBasis,
-            n_head: int, keep: bool = False, sender_index: torch.Tensor | None = None, pair_stage: dict | None = None):
-    """:func:`attend` as ``((G, ΔZ), pair_stage)``, pair_stage: the compiled pair stage's outputs (a few [g, ·]
-    and [p, ·] tensors, for :func:`attend_backward`; None on the PyTorch path). With ``keep`` (no autograd)
-    ``(None, intermediates)``: what :func:`attend_backward` needs, without computing the outputs; a given
-    ``pair_stage`` is then reused instead of recomputed. With ``sender_index`` [p], ``sender_rows`` holds one row
-    per sending atom ([n_s, h, 3rh]) and pair k reads row ``sender_index[k]``."""
+            n_head: int, keep: bool = False, sender_index: torch.Tensor | None = None):
+    """:func:`attend` as ``((G, ΔZ), kept)``, kept: on the compiled path, everything :func:`attend_backward` needs
+    (:func:`_kept_by_forward`: the pair stage's outputs, the distances, the receivers' rows and the group level's
+    results; [g, ·], [e, ·] and [p, C] tensors), None on the PyTorch path. With ``keep`` (no autograd)
+    ``(None, intermediates)``: what :func:`attend_backward` needs, without computing the outputs. With
+    ``sender_index`` [p], ``sender_rows`` holds one row per sending atom ([n_s, h, 3rh]) and pair k reads row
+    ``sender_index[k]``."""
     h, (p, C) = n_head, x.shape[:2]
     rh = w2.size(0) // 3
     n_groups = index.group_atom.numel()
-    if pair_stage is not None and "distance" in pair_stage:  # kept by the forward pass
-        distance, receiver = pair_stage["distance"], pair_stage["receiver"]
-    else:
-        distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
-        receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
+    distance = torch.linalg.vector_norm(x, dim=-1)  # [p, C]
+    receiver = q_rows.index_select(0, index.group_atom) + edge_rows.index_select(0, index.group_edge)  # [g, h, rh]
     rbf_slope = radial = None
     weights = (w_rbf, w2, b2, w3, b3)
     compiled = (keep or not torch.is_grad_enabled()) and _native_ready(x, sender_rows, q_rows, edge_rows, w_rbf, w2, w3)
     node, coord = (node_w1, node_b1, node_w2, node_b2), (coord_w1, coord_b1, coord_w2, coord_b2)
-    if compiled and pair_stage is not None:
-        s = pair_stage
-    elif compiled:  # (with ``keep``, the compiled backward pass recomputes the basis and the per-pair rows itself)
+    if compiled:  # (with ``keep``, the compiled backward pass recomputes the basis and the per-pair rows itself)
         s = native.attend_pairs(index.group_start, sender_rows, sender_index, receiver, *weights, distance=distance,
                                 rbf=rbf)
     else:
@@ -145,9 +142,24 @@ def _attend(index: PairIndex, x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, 
     if keep:  # the backward pass needs these, not the outputs
         return None, dict(distance=distance, rbf_slope=rbf_slope, radial=radial, receiver=receiver, pair=s,
                           compiled=compiled, node=node_kept, update=update, coord=coord_kept, kappa=kappa,
-                          **{name: groups[name] for name in ("beta_edge", "beta", "group_coef", "coef")})
-    # for the backward pass: the pair stage's outputs, the distances and the receivers' rows (small: [p, C], [g, ·])
-    return (groups["G"], groups["dZ"]), (dict(s, distance=distance, receiver=receiver) if compiled else None)
+                          **{name: groups[name] for name in _GROUP_KEPT})
+    kept = dict(s, distance=distance, receiver=receiver, update=update, kappa=kappa,
+                **{name: groups[name] for name in _GROUP_KEPT}) if compiled else None
+    return (groups["G"], groups["dZ"]), kept
+
+
+_GROUP_KEPT = ("beta_edge", "beta", "group_coef", "coef")
+"""The group level's results :func:`attend_backward` reads (see :func:`geomol.nn.attend_groups.attend_groups`)."""
+
+
+def _kept_by_forward(saved: dict, n_groups: int) -> dict:
+    """The intermediates of ``_attend(..., keep=True)`` from what the compiled forward pass kept (``_attend(...)[1]``):
+    nothing recomputed but the group MLPs' pre-activations, which their backward pass makes block by block."""
+    node_in, coord_in = saved["summed"].reshape(n_groups, 2, -1).unbind(1)
+    return dict(distance=saved["distance"], rbf_slope=None, radial=None, receiver=saved["receiver"], pair=saved,
+                compiled=True, node=(node_in, None, None, None), update=saved["update"],
+                coord=(coord_in, None, None, None), kappa=saved["kappa"],
+                **{name: saved[name] for name in _GROUP_KEPT})
 
 
 def _groups(index: PairIndex, block_sum, b_block, update, kappa, alpha_weight, x, n_head: int,
@@ -205,13 +217,14 @@ def _mlp2_forward(inp, w1, b1, w2, b2, keep: bool = True):
     return (inp, pre1, act1, pre2), bias_silu_dropout(pre2, b2)
 
 
-def _mlp2_backward(grad, kept, w1, w2, g_inp=None):
+def _mlp2_backward(grad, kept, w1, b1, w2, b2, g_inp=None):
     """Gradients (input, w1, b1, w2, b2) of SiLU(SiLU(inp w1ᵀ + b1) w2ᵀ + b2), given ``grad`` of its output
-    and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation) from :func:`_mlp2_forward`;
+    and ``kept`` = (inp, first pre-activation, its SiLU, second pre-activation) from :func:`_mlp2_forward`
+    (compiled: the SiLU None, and the pre-activations None where the compiled backward pass recomputes them);
     ``g_inp``: a [g, K] tensor (e.g. a column slice) the input's gradient is written into, else a new one."""
     inp, pre1, act1, pre2 = kept
-    if act1 is None:  # the compiled forward pass made these
-        grads = group_mlp_backward(grad, inp, pre1, pre2, w1, w2, g_x=g_inp)
+    if act1 is None:  # the compiled forward pass made these (or they are to be recomputed)
+        grads = group_mlp_backward(grad, inp, pre1, pre2, w1, w2, g_x=g_inp, b1=b1, b2=b2)
     else:
         g2 = silu_dropout_grad(grad, pre2)
         g1 = silu_dropout_grad(g2 @ w2, pre1)
@@ -284,29 +297,36 @@ def attend_backward(index: PairIndex, inputs, grads, *, rbf: RadialBasis, n_head
                     sender_index: torch.Tensor | None = None):
     """Gradients of :func:`attend` with respect to its 18 tensor ``inputs`` (in :func:`attend`'s order), given
     ``grads``, the gradients (grad_G [n, d], grad_dZ [n, C, 3]; either may be None) of its outputs, and ``saved``,
-    the pair stage of the forward pass where it returned one (``_attend(...)[1]``: not recomputed). The gradient
-    of the block-diagonal ``w2`` is returned on its three diagonal blocks (zero elsewhere); with ``sender_index``
-    (as in :func:`attend`), the sender rows' gradient is summed per sending atom.
+    what the compiled forward pass kept where it kept something (``_attend(...)[1]``). The gradient of the
+    block-diagonal ``w2`` is returned on its three diagonal blocks (zero elsewhere); with ``sender_index`` (as in
+    :func:`attend`), the sender rows' gradient is summed per sending atom.
 
-    Written by hand: the forward pass is recomputed once without autograd and the chain rule runs on whole
-    tensors, with no autograd graph (a chunk of the chunked path); the per-pair stage's part is compiled
-    (:func:`geomol.nn.native.attend_pairs_backward`) where available."""
+    Written by hand, the chain rule on whole tensors with no autograd graph (a chunk of the chunked path). With
+    ``saved`` nothing is recomputed here (the compiled backward passes of the pair stage and the group MLPs
+    recompute their per-pair and per-group rows themselves, :func:`geomol.nn.native.attend_pairs_backward`,
+    :func:`~geomol.nn.group_mlp.group_mlp_backward`); without it the forward pass is recomputed once without
+    autograd."""
     grad_G, grad_dZ = grads
     (x, sender_rows, q_rows, edge_rows, w_rbf, w2, b2, w3, b3, b_block, node_w1, node_b1, node_w2, node_b2,
      coord_w1, coord_b1, coord_w2, coord_b2) = inputs
     with torch.no_grad():
-        _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True, pair_stage=saved, sender_index=sender_index)
         h, (p, C) = n_head, x.shape[:2]
         rh, n_groups = w2.size(0) // 3, index.group_atom.numel()
+        if saved is not None:
+            s = _kept_by_forward(saved, n_groups)
+        else:
+            _, s = _attend(index, *inputs, rbf=rbf, n_head=n_head, keep=True, sender_index=sender_index)
         groups_backward = attend_groups_backward if s["compiled"] else _groups_backward
         found = groups_backward(index, grad_G, grad_dZ, s, s["update"], s["kappa"], s["pair"]["alpha_weight"], x, h)
         g_x, g_alpha_weight = found["x"], found["alpha_weight"]
         g_summed = x.new_zeros(n_groups, 2, h * rh)  # as summed: node part, coordinate part
         coord_grads = node_grads = None
         if grad_G is not None:
-            _, *node_grads = _mlp2_backward(found["update"], s["node"], node_w1, node_w2, g_inp=g_summed[:, 0])
+            _, *node_grads = _mlp2_backward(found["update"], s["node"], node_w1, node_b1, node_w2, node_b2,
+                                            g_inp=g_summed[:, 0])
         if grad_dZ is not None:
-            _, *coord_grads = _mlp2_backward(found["kappa"], s["coord"], coord_w1, coord_w2, g_inp=g_summed[:, 1])
+            _, *coord_grads = _mlp2_backward(found["kappa"], s["coord"], coord_w1, coord_b1, coord_w2, coord_b2,
+                                             g_inp=g_summed[:, 1])
         else:
             g_alpha_weight = x.new_zeros(p, h, C)
         g_summed = g_summed.view(n_groups, 2, h, rh)

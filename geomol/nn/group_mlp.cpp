@@ -9,10 +9,10 @@
 //
 // Layouts, row-major and contiguous except x and g_x, whose rows are ld_x (ld_g_x) apart: x [g, K]; w1t [K, D]
 // and w2t [D, O] (the weights transposed); w1 [D, K] and w2 [O, D] (as nn.Linear stores them); b1 [D], b2 [O];
-// y [g, O]; pre1 [g, D], pre2 [g, O] (forward: written when non-null; backward: read); the weight gradients
-// g_w1 [D, K], g_b1 [D], g_w2 [O, D], g_b2 [O] (backward: added into). Any K, D, O; the vector path covers widths
-// in multiples of 16 floats, the rest is done lane by lane. Functions take a range of rows begin <= r < end and
-// return 0, or 1 for invalid arguments.
+// y [g, O]; pre1 [g, D], pre2 [g, O] (forward: written when non-null; backward: read, or recomputed when null);
+// the weight gradients g_w1 [D, K], g_b1 [D], g_w2 [O, D], g_b2 [O] (backward: added into). Any K, D, O; the
+// vector path covers widths in multiples of 16 floats, the rest is done lane by lane. Functions take a range of
+// rows begin <= r < end and return 0, or 1 for invalid arguments.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -203,24 +203,32 @@ void outer_add(int rows, const T* g, int64_t ld_g, int64_t O, const T* a, int64_
 
 // The backward pass, block by block: g2 = g_y SiLU'(pre2), act1 = SiLU(pre1), g1 = (g2 W2) SiLU'(pre1) in a
 // block's buffers, g_x = g1 W1 written out, and the weight gradients g2^T act1, g1^T x with the bias gradients (the
-// column sums of g2 and g1) added into g_w2, g_w1, g_b2, g_b1.
+// column sums of g2 and g1) added into g_w2, g_w1, g_b2, g_b1. With pre1 and pre2 null, the block's pre-activations
+// are recomputed from x (w1t, b1, w2t, b2 as in the forward pass) instead of read.
 template <typename T>
-int mlp2_backward(const Sizes& n, const T* x, int64_t ld_x, const T* pre1, const T* pre2, const T* w1, const T* w2,
-                  const T* g_y, T* g_x, T* g_w1, T* g_b1, T* g_w2, T* g_b2) {
-  if (!n.valid() || ld_x < n.K || !x || !pre1 || !pre2 || !w1 || !w2 || !g_y || !g_x || !g_w1 || !g_b1 || !g_w2 ||
-      !g_b2)
+int mlp2_backward(const Sizes& n, const T* x, int64_t ld_x, const T* w1t, const T* b1, const T* w2t, const T* b2,
+                  const T* pre1, const T* pre2, const T* w1, const T* w2, const T* g_y, T* g_x, T* g_w1, T* g_b1,
+                  T* g_w2, T* g_b2) {
+  const bool recompute = pre1 == nullptr;
+  if (!n.valid() || ld_x < n.K || !x || !w1 || !w2 || !g_y || !g_x || !g_w1 || !g_b1 || !g_w2 || !g_b2 ||
+      (recompute ? (pre2 || !w1t || !w2t) : !pre2))
     return 1;
-  std::vector<T> g2(R * n.O), act1(R * n.D), slope1(R * n.D), g1(R * n.D);
+  std::vector<T> g2(R * n.O), act1(R * n.D), slope1(R * n.D), g1(R * n.D), kept1, kept2;
+  if (recompute) kept1.resize(R * n.D), kept2.resize(R * n.O);
   for (int64_t r0 = n.begin; r0 < n.end; r0 += R) {
     const int rows = static_cast<int>(std::min<int64_t>(R, n.end - r0));
+    const T *x_rows = x + r0 * ld_x, *p1 = recompute ? kept1.data() : pre1 + r0 * n.D;
+    const T* p2 = recompute ? kept2.data() : pre2 + r0 * n.O;
+    if (recompute) product(rows, x_rows, ld_x, n.K, w1t, n.D, b1, kept1.data(), n.D);
+    silu_and_slope<T>(rows * n.D, p1, act1.data(), slope1.data());
+    if (recompute) product(rows, act1.data(), n.D, n.D, w2t, n.O, b2, kept2.data(), n.O, w2);
     std::copy(g_y + r0 * n.O, g_y + (r0 + rows) * n.O, g2.data());
-    times_silu_slope<T>(rows * n.O, pre2 + r0 * n.O, g2.data());
-    silu_and_slope<T>(rows * n.D, pre1 + r0 * n.D, act1.data(), slope1.data());
+    times_silu_slope<T>(rows * n.O, p2, g2.data());
     product(rows, g2.data(), n.O, n.O, w2, n.D, static_cast<const T*>(nullptr), g1.data(), n.D);  // g2 W2
     for (int64_t i = 0; i < rows * n.D; ++i) g1[i] *= slope1[i];
     product(rows, g1.data(), n.D, n.D, w1, n.K, static_cast<const T*>(nullptr), g_x + r0 * n.ld_x, n.ld_x);  // g1 W1
     outer_add(rows, g2.data(), n.O, n.O, act1.data(), n.D, n.D, g_w2, g_b2);
-    outer_add(rows, g1.data(), n.D, n.D, x + r0 * ld_x, ld_x, n.K, g_w1, g_b1);
+    outer_add(rows, g1.data(), n.D, n.D, x_rows, ld_x, n.K, g_w1, g_b1);
   }
   return 0;
 }
@@ -234,13 +242,12 @@ int mlp2_backward(const Sizes& n, const T* x, int64_t ld_x, const T* pre1, const
     return mlp2_forward<T>(Sizes{begin, end, K, D, O, ld_x}, x, w1t, b1, w2t, w2, b2, y, pre1, pre2);           \
   }                                                                                                             \
   GEOMOL_PACKED(geomol_group_mlp_##SUFFIX)                                                                      \
-  extern "C" int geomol_group_mlp_backward_##SUFFIX(int64_t begin, int64_t end, int64_t K, int64_t D,           \
-                                                    int64_t O, const T* x, int64_t ld_x, const T* pre1,         \
-                                                    const T* pre2, const T* w1, const T* w2, const T* g_y,      \
-                                                    T* g_x, int64_t ld_g_x, T* g_w1, T* g_b1, T* g_w2,          \
-                                                    T* g_b2) {                                                  \
-    return mlp2_backward<T>(Sizes{begin, end, K, D, O, ld_g_x}, x, ld_x, pre1, pre2, w1, w2, g_y, g_x, g_w1,     \
-                            g_b1, g_w2, g_b2);                                                                  \
+  extern "C" int geomol_group_mlp_backward_##SUFFIX(                                                            \
+      int64_t begin, int64_t end, int64_t K, int64_t D, int64_t O, const T* x, int64_t ld_x, const T* w1t,       \
+      const T* b1, const T* w2t, const T* b2, const T* pre1, const T* pre2, const T* w1, const T* w2,            \
+      const T* g_y, T* g_x, int64_t ld_g_x, T* g_w1, T* g_b1, T* g_w2, T* g_b2) {                                \
+    return mlp2_backward<T>(Sizes{begin, end, K, D, O, ld_g_x}, x, ld_x, w1t, b1, w2t, b2, pre1, pre2, w1, w2,   \
+                            g_y, g_x, g_w1, g_b1, g_w2, g_b2);                                                  \
   }                                                                                                             \
   GEOMOL_PACKED(geomol_group_mlp_backward_##SUFFIX)
 

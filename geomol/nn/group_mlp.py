@@ -55,18 +55,29 @@ def group_mlp(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Ten
     return y, pre1, pre2
 
 
-def group_mlp_backward(g_y: torch.Tensor, x: torch.Tensor, pre1: torch.Tensor, pre2: torch.Tensor,
-                       w1: torch.Tensor, w2: torch.Tensor, g_x: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+def group_mlp_backward(g_y: torch.Tensor, x: torch.Tensor, pre1: torch.Tensor | None, pre2: torch.Tensor | None,
+                       w1: torch.Tensor, w2: torch.Tensor, g_x: torch.Tensor | None = None,
+                       b1: torch.Tensor | None = None, b2: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """Gradients (x, w1, b1, w2, b2) of :func:`group_mlp`'s y given g_y [g, O] and the kept pre-activations, all
     compiled (the weight gradients, sums over all rows, added block by block while the block's rows are at hand).
-    ``g_x``: where to write the gradient of x ([g, K], rows contiguous, any row stride; default a new tensor)."""
-    pre1, pre2, g_y = (t.contiguous() for t in (pre1, pre2, g_y))
+    With ``pre1`` and ``pre2`` None, each block's pre-activations are recomputed from x (``b1``, ``b2`` needed)
+    instead of read. ``g_x``: where to write the gradient of x ([g, K], rows contiguous, any row stride; default a
+    new tensor)."""
     x = _rows_contiguous(x)
     (rows, K), D, O = x.shape, w1.size(0), w2.size(0)
+    recompute = pre1 is None
+    if recompute != (pre2 is None) or (recompute and (b1 is None or b2 is None)):
+        raise ValueError("group_mlp_backward: give both pre-activations, or neither and both biases")
+    if recompute:
+        forward = [native._derived_once(w1, "transposed", lambda w: w.T.contiguous()), b1.contiguous(),
+                   native._derived_once(w2, "transposed", lambda w: w.T.contiguous()), b2.contiguous(), None, None]
+    else:
+        forward = [None, None, None, None, pre1.contiguous(), pre2.contiguous()]
     if g_x is None or g_x.shape != (rows, K) or g_x.stride(1) != 1:
         g_x = x.new_empty(rows, K)
     weight_grads = [x.new_zeros(D, K), x.new_zeros(D), x.new_zeros(O, D), x.new_zeros(O)]  # w1, b1, w2, b2
-    _run("geomol_group_mlp_backward", x, [K, D, O, x, x.stride(0), pre1, pre2, w1.contiguous(), w2.contiguous(), g_y,
-                                         g_x, g_x.stride(0), *weight_grads], accumulate=weight_grads)
-    native.count_products(4 * rows * (O * D + D * K))  # the chain rule's two products and the two weight gradients
+    _run("geomol_group_mlp_backward", x, [K, D, O, x, x.stride(0), *forward, w1.contiguous(), w2.contiguous(),
+                                         g_y.contiguous(), g_x, g_x.stride(0), *weight_grads], accumulate=weight_grads)
+    # the chain rule's two products and the two weight gradients (and the recomputed forward pass's two)
+    native.count_products((6 if recompute else 4) * rows * (O * D + D * K))
     return (g_x, *weight_grads)

@@ -162,7 +162,7 @@ def _load() -> ctypes.CDLL | None:
         mlp = getattr(library, f"geomol_group_mlp_{suffix}")
         mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer, size] + [pointer] * 8
         mlp = getattr(library, f"geomol_group_mlp_backward_{suffix}")
-        mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer, size] + [pointer] * 6 + [size] + [pointer] * 4
+        mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer, size] + [pointer] * 10 + [size] + [pointer] * 4
     library.geomol_keep_bits.restype, library.geomol_keep_bits.argtypes = ctypes.c_int, [size] * 4 + [pointer]
     library.geomol_run_ranges.restype = ctypes.c_int
     library.geomol_run_ranges.argtypes = [size, pointer, pointer, size]

@@ -76,3 +76,18 @@ def test_input_rows_with_a_stride_give_the_same(dtype):
     assert not g_wide[:, :32].any()  # and nowhere else
     for a, b in zip(want, got):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("rows, K, D, O", [(2113, 32, 64, 64), (101, 32, 64, 4), (37, 20, 48, 24), (5, 16, 32, 3)])
+def test_backward_recomputing_the_pre_activations_gives_the_same(dtype, rows, K, D, O):
+    x, w1, b1, w2, b2, g_y = _case(dtype, rows, K, D, O, seed=3)
+    _, pre1, pre2 = group_mlp(x, w1, b1, w2, b2, keep=True)
+    want = group_mlp_backward(g_y, x, pre1, pre2, w1, w2)
+    got = group_mlp_backward(g_y, x, None, None, w1, w2, b1=b1, b2=b2)
+    for a, b in zip(want, got):
+        torch.testing.assert_close(a, b, rtol=1e-12 if dtype == torch.float64 else 1e-6, atol=1e-12)
+    with pytest.raises(ValueError, match="neither and both biases"):
+        group_mlp_backward(g_y, x, None, None, w1, w2)
+    with pytest.raises(ValueError, match="neither and both biases"):
+        group_mlp_backward(g_y, x, pre1, None, w1, w2, b1=b1, b2=b2)
