@@ -81,8 +81,8 @@ def circular_kernel(weight: torch.Tensor, num_slices: int) -> torch.Tensor:
     c_in, c_out, num_modes, _ = weight.shape
     cos, sin = _mode_basis(num_modes, num_slices, weight.dtype, weight.device)
     kept = cos.size(0)
-    kappa = torch.einsum("iok,kt->iot", weight[:, :, :kept, 0], cos) + torch.einsum(
-        "iok,kt->iot", weight[:, :, :kept, 1], sin)  # [C_in, C_out, τ]
+    w_re, w_im = weight[:, :, :kept].unbind(-1)
+    kappa = torch.einsum("iok,kt->iot", w_re, cos) + torch.einsum("iok,kt->iot", w_im, sin)  # [C_in, C_out, τ]
     lag = torch.arange(num_slices, device=weight.device)
     lag = (lag[None, :] - lag[:, None]) % num_slices  # [s, t] → (t − s) mod P
     return kappa[:, :, lag].permute(2, 0, 3, 1).reshape(num_slices * c_in, num_slices * c_out)
@@ -119,15 +119,18 @@ def _mode_mixing(coef: torch.Tensor, weight: torch.Tensor, modes: tuple, num_sli
     J·C × J·C operator.
     """
     out, j = [], 0
+    # (unbind, not indexing: the backward pass stacks the parts' gradients into one tensor, where each index
+    # would make and add a zero-filled copy of the whole)
+    per_mode, coefs = weight.unbind(2), coef.unbind(0)
     for k in modes:
-        w_re, w_im = weight[:, :, k, 0], weight[:, :, k, 1]
+        w_re, w_im = per_mode[k].unbind(-1)
         if 0 < 2 * k < num_slices:
-            pair = torch.cat([coef[j], coef[j + 1]], 1)  # [N, 2·C_in]: Re U, Im U
+            pair = torch.cat([coefs[j], coefs[j + 1]], 1)  # [N, 2·C_in]: Re U, Im U
             block = torch.cat([torch.cat([w_re, w_im], 1), torch.cat([-w_im, w_re], 1)], 0)
             out.extend(linear(pair, block.t()).chunk(2, 1))  # Re Y, Im Y
             j += 2
         else:
-            out.append(linear(coef[j], w_re.t()))
+            out.append(linear(coefs[j], w_re.t()))
             j += 1
     return torch.stack(out)
 
@@ -190,4 +193,5 @@ class VectorTimeConv(nn.Module):
         n, p, _ = x.shape
         z = torch.stack([x - center, v], dim=-1).transpose(1, 2).reshape(n * 3, p * 2)  # [(n, d), (s, c)]
         y = (z @ circular_kernel(self.weight, p)).view(n, 3, p, 2).transpose(1, 2)  # [n, t, d, o]
-        return x + y[..., 0], v + y[..., 1]
+        y_x, y_v = y.unbind(-1)
+        return x + y_x, v + y_v
