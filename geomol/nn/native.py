@@ -329,9 +329,11 @@ def _basis_constants(rbf, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tenso
     return _derived_once(rbf.offset, f"basis {dtype} {rbf.inv_cutoff} {rbf.gamma} {rbf.envelope_exponent}", make)
 
 
-def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial, distance, rbf, keep: bool):
+def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial, distance, rbf, keep: bool,
+               outputs: bool = True):
     """(function suffix, (h, nr, rh, C, n_rbf, envelope exponent), the forward pass's tensors in the C order,
-    the outputs by name) for the compiled functions; see :func:`attend_pairs`."""
+    the outputs by name) for the compiled functions; see :func:`attend_pairs`. ``outputs=False`` (the backward
+    pass, which does not write them): null pointers in the outputs' places."""
     n_groups, h, rh = receiver.shape
     C, nr = w3.size(0) - 2, w_rbf.size(1)
     dtype = receiver.dtype
@@ -349,11 +351,13 @@ def _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, ra
     tensors = [None if t is None else t.contiguous() for t in floats]
     tensors[5] = None if sender_index is None else sender_index.contiguous()
     new = receiver.new_empty
-    out = {"summed": new(n_groups, 2, h, rh), "block_sum": new(n_groups, h), "alpha_weight": new(p, h, C)}
+    out = {}
+    if outputs:
+        out.update(summed=new(n_groups, 2, h, rh), block_sum=new(n_groups, h), alpha_weight=new(p, h, C))
     if keep:
         out.update({name: new(p, h, 3 * rh) for name in ("pre1", "act1", "pre2", "hidden")})
         out.update(scalars=new(p, h, 2 + C), alpha=new(p, h))
-    tensors += [out["summed"], out["block_sum"], out["alpha_weight"]]
+    tensors += [out.get("summed"), out.get("block_sum"), out.get("alpha_weight")]
     tensors += [out.get(name) for name in ("pre1", "act1", "pre2", "hidden", "scalars", "alpha")]
     return _SUFFIX[dtype], (h, nr, rh, C, n_rbf, envelope), tensors, out
 
@@ -413,7 +417,7 @@ def attend_pairs_backward(starts: torch.Tensor, sender: torch.Tensor, sender_ind
         diagonal blocks), b2, w3, b3: the gradients, by input name.
     """
     suffix, sizes, tensors, _ = _arguments(starts, sender, sender_index, receiver, w_rbf, w2, b2, w3, b3, radial,
-                                           distance, rbf, False)
+                                           distance, rbf, False, outputs=False)
     (n_groups, h, rh), nr = receiver.shape, w_rbf.size(1)
     p = (radial if radial is not None else distance).size(0)
     blocks = _derived_once(w2, "blocks", lambda w: diagonal_blocks(w, rh).contiguous())
