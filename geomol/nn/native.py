@@ -57,7 +57,7 @@ WIDE_ENV = "GEOMOL_NATIVE_WIDE"
 the compiled library at each call)."""
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("attend_pairs.cpp", "attend_groups.cpp", "group_mlp.cpp",
                                                             "nearest.cpp", "egnn_edges.cpp", "silu_rows.cpp",
-                                                            "parallel.cpp"))
+                                                            "time_conv.cpp", "parallel.cpp"))
 HEADERS = tuple(Path(__file__).with_name(name) for name in ("native_math.h", "native_packed.h", "pair_heads_wide.h"))
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 OPENMP_FLAGS = ("-fopenmp",)
@@ -163,6 +163,10 @@ def _load() -> ctypes.CDLL | None:
         mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer, size] + [pointer] * 8
         mlp = getattr(library, f"geomol_group_mlp_backward_{suffix}")
         mlp.restype, mlp.argtypes = ctypes.c_int, [size] * 5 + [pointer, size] + [pointer] * 10 + [size] + [pointer] * 4
+        for name, n_pointers in (("analysis", 3), ("analysis_backward", 4), ("synthesis", 5),
+                                 ("synthesis_backward", 5)):
+            function = getattr(library, f"geomol_time_{name}_{suffix}")
+            function.restype, function.argtypes = ctypes.c_int, [size] * 6 + [pointer] * n_pointers
     library.geomol_keep_bits.restype, library.geomol_keep_bits.argtypes = ctypes.c_int, [size] * 4 + [pointer]
     library.geomol_run_ranges.restype = ctypes.c_int
     library.geomol_run_ranges.argtypes = [size, pointer, pointer, size]
