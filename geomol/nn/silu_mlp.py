@@ -70,7 +70,7 @@ class _PairedMLP3(torch.autograd.Function):
             silu_dropout_grad(g_pre2, pre2, k2, scale, out=g_pre2, act_out=a2)
             g_params[6 * m + 4] = outer(g3, a2) if a2 is not None else None
             g_params[6 * m + 5] = g3.sum(0) if need[base + 5] else None
-            a1 = torch.empty(first.shape, dtype=first.dtype) if need[base + 2] else None
+            a1 = first.new_empty(first.shape) if need[base + 2] else None
             silu_dropout_grad(dense(g_pre2, w2.t()), first, k1, scale, out=g_pre1, act_out=a1)
             g_params[6 * m + 2] = outer(g_pre2, a1) if a1 is not None else None
             g_params[6 * m + 3] = g_pre2.sum(0) if need[base + 3] else None
