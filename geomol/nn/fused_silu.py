@@ -20,15 +20,6 @@ from geomol.nn import native
 __all__ = ["bias_silu_dropout", "silu_dropout_grad"]
 
 _FLOATS = {torch.float32, torch.float64}
-_scales: dict[tuple[float, torch.dtype], torch.Tensor] = {}
-
-
-def _scale(value: float, dtype: torch.dtype) -> torch.Tensor:
-    """A one-element tensor holding ``value`` (cached: the compiled loops read the dropout factor through it)."""
-    key = (value, dtype)
-    if key not in _scales:
-        _scales[key] = torch.tensor([value], dtype=dtype)
-    return _scales[key]
 
 
 def _rows_ready(first: torch.Tensor, *others: torch.Tensor | None, bias: torch.Tensor | None = None) -> bool:
@@ -47,10 +38,6 @@ def _rows_ready(first: torch.Tensor, *others: torch.Tensor | None, bias: torch.T
     return native.native_available()
 
 
-def _split_rows(name: str, rows: int, dtype: torch.dtype, *arguments) -> None:
-    native._split(f"{name}_{native._SUFFIX[dtype]}", rows, *arguments)
-
-
 def bias_silu_dropout(x: torch.Tensor, bias: torch.Tensor | None = None, keep: torch.Tensor | None = None,
                       scale: float = 1.0, silu: bool = True) -> torch.Tensor:
     """dropout(SiLU(x + bias)) as a new [rows, n] tensor; with ``bias`` [n], ``x`` [rows, n] (a product's output the
@@ -66,8 +53,9 @@ def bias_silu_dropout(x: torch.Tensor, bias: torch.Tensor | None = None, keep: t
     keep = None if keep is None else keep.contiguous()
     if _rows_ready(x, keep, bias=bias):
         out = torch.empty(x.shape, dtype=x.dtype)
-        _split_rows("geomol_silu_rows", x.size(0), x.dtype, x.size(1), x, x.stride(0), bias, int(silu), keep,
-                    None if keep is None else _scale(scale, x.dtype), out, out.size(1))
+        factor = None if keep is None else native.constant(scale, x.dtype)
+        native.split_typed("geomol_silu_rows", x.size(0), x.dtype, x.size(1), x, x.stride(0), bias, int(silu), keep,
+                           factor, out, out.size(1))
         return out
     pre = x if bias is None else x.add_(bias)
     out = F.silu(pre) if silu else pre.clone()
@@ -90,9 +78,10 @@ def silu_dropout_grad(grad: torch.Tensor, pre: torch.Tensor | None, keep: torch.
     keep = None if keep is None else keep.contiguous()
     if _rows_ready(grad, pre, keep, out, act_out):
         out = torch.empty(grad.shape, dtype=grad.dtype) if out is None else out
-        _split_rows("geomol_silu_grad_rows", grad.size(0), grad.dtype, grad.size(1), grad, grad.stride(0), pre,
-                    0 if pre is None else pre.stride(0), keep, None if keep is None else _scale(scale, grad.dtype),
-                    out, out.stride(0), act_out, 0 if act_out is None else act_out.stride(0))
+        factor = None if keep is None else native.constant(scale, grad.dtype)
+        native.split_typed("geomol_silu_grad_rows", grad.size(0), grad.dtype, grad.size(1), grad, grad.stride(0),
+                           pre, 0 if pre is None else pre.stride(0), keep, factor, out, out.stride(0), act_out,
+                           0 if act_out is None else act_out.stride(0))
         return out
     if act_out is not None:
         act_out.copy_(bias_silu_dropout(pre, None, keep, scale))

@@ -466,6 +466,23 @@ def _split(name: str, n: int, *args) -> None:
     _run_ranges(name, ranges, list(args), "invalid arguments")
 
 
+def split_typed(name: str, n: int, dtype: torch.dtype, *args) -> None:
+    """:func:`_split` of compiled function ``{name}_{f32|f64}``, the variant for ``dtype``."""
+    _split(f"{name}_{_SUFFIX[dtype]}", n, *args)
+
+
+_constants: dict[tuple[float, torch.dtype], torch.Tensor] = {}
+
+
+def constant(value: float, dtype: torch.dtype) -> torch.Tensor:
+    """A one-element CPU tensor holding ``value`` (cached per value and dtype), for compiled loops that read a
+    number of the tensors' dtype through a pointer."""
+    key = (value, dtype)
+    if key not in _constants:
+        _constants[key] = torch.tensor([value], dtype=dtype)
+    return _constants[key]
+
+
 def keep_bits(keep: torch.Tensor, seed: int, threshold: int) -> None:
     """Fill the contiguous bool tensor ``keep`` with a dropout mask: element i is kept (True) where the 15 low bits
     of draw i of SplitMix64's stream from ``seed`` (0 ≤ seed < 2⁶³; draw i: 16-bit part i mod 4 of word ⌊i/4⌋)

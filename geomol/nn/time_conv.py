@@ -20,11 +20,7 @@ __all__ = ["residual_time_conv", "residual_time_conv_ready"]
 def residual_time_conv_ready(h: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether :func:`residual_time_conv` can take these: CPU tensors of one float dtype, outside autocast."""
     return (h.dim() == 3 and not torch.is_autocast_enabled(h.device.type)
-            and native.native_ready(h, weight) and h.dtype == weight.dtype)
-
-
-def _split(name: str, n_nodes: int, dtype: torch.dtype, *arguments) -> None:
-    native._split(f"geomol_time_{name}_{native._SUFFIX[dtype]}", n_nodes, *arguments)
+            and native.native_ready(h, weight))
 
 
 def _mix(coef: torch.Tensor, blocks: torch.Tensor, modes: tuple, num_slices: int) -> torch.Tensor:
@@ -73,13 +69,14 @@ class _ResidualTimeConv(torch.autograd.Function):
         h = h.contiguous()
         analysis, synthesis, modes = tables
         J = analysis.size(0)
-        slope = torch.tensor([negative_slope], dtype=h.dtype)
+        slope = native.constant(negative_slope, h.dtype)
         coef = h.new_empty(J, N, C)
-        _split("analysis", N, h.dtype, N, P, C, J, analysis, h, coef)
+        native.split_typed("geomol_time_analysis", N, h.dtype, N, P, C, J, analysis, h, coef)
         blocks = weight.permute(2, 3, 0, 1).contiguous()  # [K, 2, C_in, C_out]
         mixed = _mix(coef, blocks, modes, P)
         out = torch.empty(N, P, mixed.size(2), dtype=h.dtype)
-        _split("synthesis", N, h.dtype, N, P, mixed.size(2), J, synthesis, mixed, h, slope, out)
+        native.split_typed("geomol_time_synthesis", N, h.dtype, N, P, mixed.size(2), J, synthesis, mixed, h, slope,
+                           out)
         ctx.tables = tables
         ctx.save_for_backward(coef, mixed, blocks, slope)
         return out
@@ -93,10 +90,11 @@ class _ResidualTimeConv(torch.autograd.Function):
         analysis, synthesis, modes = ctx.tables
         g_out = g_out.contiguous()
         g_mixed = torch.empty_like(mixed)
-        _split("synthesis_backward", N, coef.dtype, N, P, mixed.size(2), J, synthesis, mixed, slope, g_out, g_mixed)
+        native.split_typed("geomol_time_synthesis_backward", N, coef.dtype, N, P, mixed.size(2), J, synthesis, mixed,
+                           slope, g_out, g_mixed)
         g_coef, g_blocks = _mix_backward(coef, blocks, g_mixed, modes, P)
         g_h = torch.empty(N, P, C, dtype=coef.dtype)
-        _split("analysis_backward", N, coef.dtype, N, P, C, J, analysis, g_coef, g_out, g_h)
+        native.split_typed("geomol_time_analysis_backward", N, coef.dtype, N, P, C, J, analysis, g_coef, g_out, g_h)
         return g_h, g_blocks.permute(2, 3, 0, 1).contiguous(), None, None
 
 
