@@ -435,6 +435,7 @@ class BilevelAttention(nn.Module):
         query, sender, edge = self._atom_terms(H, edge_attr, pairs.edge_pairs.numel())
         x = Z.index_select(0, pairs.pair_atom) - Z.index_select(0, pairs.pair_neighbor)  # [P, C, 3]
         fn = partial(attend, rbf=self.rbf, n_head=self.n_head)
+        native.forget_derived([*self.parameters(), *self.buffers()])  # writes through .data since the last pass
         weights = self._kernel_weights()
         if self.chunked and not torch.is_grad_enabled() and _native_ready(x, sender, query, edge, *weights[:4]):
             # inference with the compiled pair stage: chunks read the sending atoms' rows in place

@@ -45,7 +45,7 @@ from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
 __all__ = ["NATIVE_ENV", "WIDE_ENV", "native_available", "wide_loops", "attend_pairs", "attend_pairs_backward",
            "diagonal_blocks", "counting_products", "count_products", "native_ready", "block_min_distance",
-           "nearest_atoms", "MAX_NEAREST", "run_edge_ranges", "keep_bits"]
+           "nearest_atoms", "MAX_NEAREST", "run_edge_ranges", "keep_bits", "forget_derived"]
 
 MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
@@ -301,26 +301,38 @@ def diagonal_blocks(w2: torch.Tensor, rh: int) -> torch.Tensor:
     return torch.stack([w2[b * rh:(b + 1) * rh, b * rh:(b + 1) * rh] for b in range(3)])
 
 
-_derived: dict[tuple[int, str], tuple] = {}
+_derived: dict[int, tuple[weakref.ref, dict[str, tuple]]] = {}
 
 
 def _derived_once(tensor: torch.Tensor, name: str, make) -> torch.Tensor:
     """``make(tensor)`` (a rearranged copy of a weight), made once per tensor and state: all chunks of a layer
     share its weights. Keyed by the tensor's identity, checked through a weak reference (a new tensor at a
-    reused address is not mistaken for the old one), its version (in-place changes), storage and dtype."""
+    reused address is not mistaken for the old one), its version (in-place changes), storage and dtype.
+    Writes through ``.data`` change none of these: the module owning a weight calls :func:`forget_derived`
+    at the start of its forward pass."""
     if tensor.is_inference():  # no version counter to tell an in-place change: made every time
         return make(tensor)
-    key = (id(tensor), name)
     # ``.data`` can be replaced (``module.double()``) without a new version: the storage and dtype are checked too
     state = (tensor._version, tensor.data_ptr(), tensor.dtype, tensor.shape)
-    hit = _derived.get(key)
-    if hit is not None and hit[0]() is tensor and hit[1] == state:
-        return hit[2]
-    if len(_derived) > 256:
-        _derived.clear()
+    slot = _derived.get(id(tensor))
+    if slot is None or slot[0]() is not tensor:
+        if len(_derived) > 256:
+            _derived.clear()
+        slot = _derived[id(tensor)] = (weakref.ref(tensor), {})
+    hit = slot[1].get(name)
+    if hit is not None and hit[0] == state:
+        return hit[1]
     value = make(tensor)
-    _derived[key] = (weakref.ref(tensor), state, value)
+    slot[1][name] = (state, value)
     return value
+
+
+def forget_derived(tensors) -> None:
+    """Drop what :func:`_derived_once` made from ``tensors``: their next use makes it afresh (a module's forward
+    pass calls it for its weights, so that writes through ``.data`` between passes, which no version counter
+    records, are seen)."""
+    for tensor in tensors:
+        _derived.pop(id(tensor), None)
 
 
 def _basis_constants(rbf, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

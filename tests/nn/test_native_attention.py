@@ -197,15 +197,36 @@ def test_compiled_group_level_matches_pytorch(dtype, n_head, n_channel):
         attend_groups(broken, *inputs, n_head)
 
 
-def test_layer_gives_the_same_with_and_without_the_compiled_stage(monkeypatch):
-    gen = torch.Generator().manual_seed(4)
+def _small_layer_case(seed: int = 4):
+    """(layer, H [15, 32], Z [15, 1, 3], pairs): five blocks, nine block edges, chunks of at most 10 pairs."""
+    gen = torch.Generator().manual_seed(seed)
     block_len = torch.tensor([3, 5, 1, 4, 2])
     block_id = torch.repeat_interleave(torch.arange(5), block_len)
     Z = torch.randn(len(block_id), 1, 3, generator=gen)
     H = torch.randn(len(block_id), 32, generator=gen)
     edges = torch.tensor([[0, 0, 1, 1, 2, 3, 3, 4, 4], [0, 1, 1, 3, 0, 3, 4, 4, 2]])
     layer = BilevelAttention(32, 32, 1, 32, cutoff=3.0, n_head=4)
-    pairs = sparse_atom_pairs(Z, block_id, edges, k=3, chunk_pairs=10)
+    return layer, H, Z, sparse_atom_pairs(Z, block_id, edges, k=3, chunk_pairs=10)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_layer_sees_weights_written_through_data(grad):
+    """``.data`` writes (old-style optimisers, EMA copies, gradcheck) bump no version counter: the layer's next
+    forward pass must still use the new weights, not copies rearranged from the old ones."""
+    layer, H, Z, pairs = _small_layer_case()
+    with torch.set_grad_enabled(grad):
+        layer(H, Z, pairs)
+        for parameter in layer.parameters():
+            parameter.data.mul_(-0.5)
+        H_after, Z_after = layer(H, Z, pairs)
+        fresh = BilevelAttention(32, 32, 1, 32, cutoff=3.0, n_head=4)
+        fresh.load_state_dict(layer.state_dict())
+        H_fresh, Z_fresh = fresh(H, Z, pairs)
+    assert torch.equal(H_after, H_fresh) and torch.equal(Z_after, Z_fresh)
+
+
+def test_layer_gives_the_same_with_and_without_the_compiled_stage(monkeypatch):
+    layer, H, Z, pairs = _small_layer_case()
     with torch.no_grad():
         H_native, Z_native = layer(H, Z, pairs)
         monkeypatch.setenv(native.NATIVE_ENV, "0")
@@ -310,6 +331,9 @@ def test_derived_weights_follow_their_source():
     assert torch.equal(native._derived_once(w, "test", make), w.T)
     w.data = w.data.double()  # a replaced storage and dtype, the version kept
     assert native._derived_once(w, "test", make).dtype == torch.float64
+    w.data.add_(1)  # through .data: no new version, seen once the owner forgets what was made from w
+    native.forget_derived([w])
+    assert torch.equal(native._derived_once(w, "test", make), w.T)
     with torch.inference_mode():  # inference tensors have no version counter: made every time
         v = torch.randn(4, 3)
         native._derived_once(v, "test", make)
