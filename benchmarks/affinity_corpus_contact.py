@@ -31,7 +31,8 @@ from rich.progress import track
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the protocol's folds, however this script is run
 from affinity_corpus_cv import checked_folds  # noqa: E402
 from geomol.contact_models import CONTACT_LOSSES, ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
-from geomol.data.contact_features import COUNT_FEATURES, graph_atom_contacts, graph_ligand_bonds  # noqa: E402
+from geomol.data.contact_features import (COUNT_FEATURES, graph_atom_contacts, graph_ligand_bonds,  # noqa: E402
+                                          graph_radial_contacts)
 from geomol.data.corpus_split import item_clusters  # noqa: E402
 from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
 from geomol.inference.finetune import FinetuneSettings  # noqa: E402
@@ -46,9 +47,12 @@ HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
 
 def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
                     cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1,
-                    chemistry: bool = False, bond_context: bool = False) -> tuple[list[str], ContactData, list[dict]]:
+                    chemistry: bool = False, bond_context: bool = False,
+                    radial: bool = False) -> tuple[list[str], ContactData, list[dict]]:
     """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
-    interaction-role columns when ``chemistry``, with :func:`with_bond_context` when ``bond_context``); the item
+    interaction-role columns when ``chemistry``, the receptor classes by distance shell when ``radial``
+    (:func:`~geomol.data.contact_features.graph_radial_contacts`), with :func:`with_bond_context` when
+    ``bond_context``); the item
     ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held
     out for model selection)."""
     module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
@@ -57,7 +61,16 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
         rows = graph_atom_contacts(graph, chemistry=chemistry)
-        atom_rows.append(with_bond_context(rows, graph_ligand_bonds(graph)) if bond_context else rows)
+        counts = [c for c in COUNT_FEATURES if c < rows.shape[1]]
+        if radial:
+            shells = graph_radial_contacts(graph)
+            counts += range(rows.shape[1], rows.shape[1] + shells.shape[1])
+            rows = np.concatenate([rows, shells], axis=1)
+        if bond_context:
+            rows = with_bond_context(rows, graph_ligand_bonds(graph), counts)
+        elif radial:  # wider than the scorer's own log1p columns: logged here
+            rows = log_counts(rows, counts)
+        atom_rows.append(rows)
         descriptors.append(graph.ligand_descriptors[0].numpy())
     items = dataset.corpus_items
     data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
@@ -70,17 +83,33 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     return [item.id for item in items], data, stored
 
 
-def with_bond_context(rows: np.ndarray, bonds: np.ndarray) -> np.ndarray:
+def protein_clusters_of(ids: list[str], *, root: str | None = None, sources: list[str] | None = None,
+                        series: list[str] | None = None, cache_dir: str | None = None) -> np.ndarray:
+    """``(n,)`` the protein cluster of each item of ``ids`` (the protocol's clusters)."""
+    module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
+    records = module.corpus.items
+    cluster = dict(zip((item.id for item in records), item_clusters(records, module.clusters)))
+    return np.asarray([cluster[i] for i in ids])
+
+
+def log_counts(rows: np.ndarray, counts) -> np.ndarray:
+    """``rows`` (float64 copy) with the columns ``counts`` log1p'd, as the scorer reads count columns."""
+    logged = rows.astype(np.float64)
+    counts = list(counts)
+    logged[:, counts] = np.log1p(np.clip(logged[:, counts], 0.0, None))
+    return logged
+
+
+def with_bond_context(rows: np.ndarray, bonds: np.ndarray, counts=None) -> np.ndarray:
     """``(L, 2F)``: each ligand atom's contact row (count columns log1p'd, as the scorer reads them) followed by
     the mean of its bonded neighbours' rows (zeros for an atom without bonds): what the atoms next to it touch.
 
     Args:
         rows: ``(L, F)`` :func:`~geomol.data.contact_features.graph_atom_contacts` rows.
         bonds: ``(B, 2)`` bonded atom pairs (:func:`~geomol.data.contact_features.graph_ligand_bonds`).
+        counts: the count columns of ``rows`` (default: those of :data:`COUNT_FEATURES` it has).
     """
-    logged = rows.astype(np.float64)
-    counts = [c for c in COUNT_FEATURES if c < rows.shape[1]]
-    logged[:, counts] = np.log1p(np.clip(logged[:, counts], 0.0, None))
+    logged = log_counts(rows, [c for c in COUNT_FEATURES if c < rows.shape[1]] if counts is None else counts)
     ends, others = np.concatenate([bonds[:, 0], bonds[:, 1]]), np.concatenate([bonds[:, 1], bonds[:, 0]])
     summed = np.zeros_like(logged)
     np.add.at(summed, ends, logged[others])
@@ -116,7 +145,8 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
     else:
         fits = [fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs,
                                    seed=args.seed + 100 * k + s, hidden=args.hidden,
-                                   descriptors=not args.no_descriptors) for s in range(args.seeds)]
+                                   descriptors=not args.no_descriptors, train_keys=args.train_keys)
+                for s in range(args.seeds)]
         pred = np.mean([predict_contact_scorer(fit.model, data, test) for fit in fits], axis=0)
         chosen = {"chosen_epochs": [fit.epoch for fit in fits],
                   "valid_mean_target_spearman": [fit.score for fit in fits]}
@@ -128,11 +158,13 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
         writer.writerows([ids[i], f"{p:.4f}", k, f"{data.label[i]:.4f}", int(data.descriptors[i, HEAVY])]
                          for i, p in zip(test, pred))
     roles = " with interaction roles" if args.chemistry else ""
-    context = " and the mean of its bonded neighbours' rows" if args.bond_context else ""
+    context = (" and receptor classes by distance shell" if args.radial else "") + (
+        " and the mean of its bonded neighbours' rows" if args.bond_context else "")
     about = (f"gradient boosting within series on the ligand's summed contact features{roles} + descriptors, "
              f"also centred on their series, fitted to the pK minus the series' mean"
              if args.model == "gbm_series" else
-             f"per-atom contact MLP{roles}{context} + descriptors, {args.loss} loss within series, mean of "
+             f"per-atom contact MLP{roles}{context} + descriptors, {args.loss} loss within {args.compare_within}, "
+             f"mean of "
              f"{args.seeds} seeds"
              + (f", hidden {args.hidden}" if args.hidden != 32 else ""))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
@@ -140,6 +172,7 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
               "contact_model": args.model,
               "epochs": args.epochs if fits else 0, "loss": args.loss, "hidden": args.hidden,
               "descriptors": not args.no_descriptors, "chemistry": args.chemistry, "bond_context": args.bond_context,
+              "radial": args.radial, "compare_within": args.compare_within,
               "atom_features": int(data.atoms.shape[1]), "seeds": len(fits), **chosen,
               "split_sizes": {**{part: len(idx) for part, idx in fold.items()}, "train": len(train)},
               "train_sources": args.train_sources,
@@ -220,16 +253,22 @@ def build_args(argv=None) -> argparse.Namespace:
                         help="mlp: the contact scorer; gbm_series: gradient boosting within series on the ligand's "
                              "summed contact features and descriptors (geomol.ligand_models)")
     parser.add_argument("--loss", choices=sorted(CONTACT_LOSSES), default="ranking")
+    parser.add_argument("--compare-within", choices=("series", "protein"), default="series",
+                        help="training compares ligands within a series, or within a protein cluster (across its "
+                             "assays); validation and test are scored per series either way")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=5, help="models per fold, their scores averaged")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--no-descriptors", action="store_true", help="per-atom contacts only")
     parser.add_argument("--chemistry", action="store_true",
-                        help="add the interaction-role columns (donors, acceptors, charges, aromatic; CHEMISTRY_CONTACT_FEATURES)")
+                        help="add the interaction-role columns (donors, acceptors, charges, aromatic; "
+                             "CHEMISTRY_CONTACT_FEATURES)")
     parser.add_argument("--bond-context", action="store_true",
                         help="append to each ligand atom's row the mean of its bonded neighbours' rows "
                              "(with_bond_context)")
+    parser.add_argument("--radial", action="store_true",
+                        help="append the receptor atoms by class and distance shell (RADIAL_CONTACT_FEATURES)")
     parser.add_argument("--fewshot", type=int, nargs="*", default=None, metavar="K",
                         help="also measure few-shot fine-tuning on K measured ligands of each expert-pose test target")
     parser.add_argument("--fewshot-draws", type=int, default=5, help="draws of K ligands per target")
@@ -248,7 +287,9 @@ def main(argv=None) -> list[dict]:
     ids, data, folds = corpus_contacts(root=args.root, sources=args.sources, series=args.series,
                                        cache_dir=args.cache_dir, workers=args.workers, n_folds=args.folds,
                                        valid_fraction=args.valid_fraction, chemistry=args.chemistry,
-                                       bond_context=args.bond_context)
+                                       bond_context=args.bond_context, radial=args.radial)
+    args.train_keys = (protein_clusters_of(ids, root=args.root, sources=args.sources, series=args.series,
+                                           cache_dir=args.cache_dir) if args.compare_within == "protein" else None)
     chosen = range(args.folds) if args.fold is None else args.fold
     records = [run_fold(k, ids, data, folds[k], args) for k in chosen]
     if args.fewshot:

@@ -11,6 +11,8 @@ know for a protein it has not seen:
 * ``ranking_per_series``: the logistic loss averaged over each series' pairs, then over the series
   (:func:`geomol.tasks.objectives.series_ranking_loss`), so that a series of 80 ligands does not weigh 70 times
   one of 10, as targets weigh alike in the protocol's mean per-target Spearman;
+* ``listwise``: the cross-entropy between each series' softmax of pK and of the scores
+  (:func:`geomol.tasks.objectives.listwise_loss`), so the top of each series weighs most;
 * ``centred``: squared error after centring scores and labels on their series' mean
   (:func:`geomol.tasks.objectives.centred_loss`), so scores are pK differences within a series.
 
@@ -30,13 +32,14 @@ from geomol.errors import ConfigError
 from geomol.ligand_models import validation_score
 from geomol.models.contact_scorer import ContactScorer
 from geomol.target_metrics import MIN_TARGET_LIGANDS, target_members
-from geomol.tasks.objectives import centred_loss, ranking_loss, series_ranking_loss, weighted_ranking_loss
+from geomol.tasks.objectives import (centred_loss, listwise_loss, ranking_loss, series_ranking_loss,
+                                     weighted_ranking_loss)
 
 __all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "fit_contact_scorer",
            "predict_contact_scorer"]
 
 CONTACT_LOSSES = {"ranking": ranking_loss, "ranking_weighted": weighted_ranking_loss,
-                  "ranking_per_series": series_ranking_loss, "centred": centred_loss}
+                  "ranking_per_series": series_ranking_loss, "listwise": listwise_loss, "centred": centred_loss}
 
 
 @dataclass
@@ -127,20 +130,25 @@ def _series_batches(groups: list[np.ndarray], per_batch: int, rng: np.random.Gen
 
 
 def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[int], *,
-                       loss: Literal["ranking", "ranking_weighted", "ranking_per_series", "centred"] = "ranking",
+                       loss: Literal["ranking", "ranking_weighted", "ranking_per_series", "listwise",
+                                     "centred"] = "ranking",
                        epochs: int = 20, seed: int = 0, hidden: int = 32, descriptors: bool = True, lr: float = 3e-3,
                        weight_decay: float = 1e-4,
-                       series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS) -> ContactFit:
+                       series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS,
+                       train_keys: np.ndarray | None = None) -> ContactFit:
     """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
 
     Args:
         data: every item's features, labels and series (:class:`ContactData`).
         train, valid: item indices (disjoint protein clusters, :mod:`geomol.data.corpus_split`).
         loss: a key of :data:`CONTACT_LOSSES` (``'ranking'``, ``'ranking_weighted'``, ``'ranking_per_series'``,
-            ``'centred'``), within series.
+            ``'listwise'``, ``'centred'``), within series (or within ``train_keys``).
         descriptors: include the linear ligand-descriptor term.
         series_per_batch: whole series per optimiser step.
         min_ligands: a validation series is scored when it has this many items.
+        train_keys: ``(n,)`` the group of every item that training batches and compares within (default
+            ``data.keys``, the series; e.g. the protein cluster, to also compare ligands across a protein's assays).
+            Validation is always scored per series.
     """
     if loss not in CONTACT_LOSSES:
         raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")
@@ -156,14 +164,15 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_function = CONTACT_LOSSES[loss]
     members = target_members(data.keys[valid].tolist(), min_ligands)
-    groups = _series_groups(train, data.keys)
+    train_keys = data.keys if train_keys is None else np.asarray(train_keys)
+    groups = _series_groups(train, train_keys)
     best, curve = None, []
     for epoch in range(epochs):
         model.train()
         for idx in _series_batches(groups, series_per_batch, rng):
             atoms, owner, batch_descriptors = data.batch(idx)
             pred = model(atoms, owner, batch_descriptors if descriptors else None, n_ligands=len(idx))
-            value = loss_function(pred, torch.as_tensor(data.label[idx], dtype=pred.dtype), data.keys[idx].tolist())
+            value = loss_function(pred, torch.as_tensor(data.label[idx], dtype=pred.dtype), train_keys[idx].tolist())
             optimiser.zero_grad()
             value.backward()
             optimiser.step()

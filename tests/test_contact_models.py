@@ -46,18 +46,29 @@ def mean_series_spearman(pred: np.ndarray, data: ContactData, idx: np.ndarray) -
     return float(np.mean([spearman(pred[keys == k], data.label[idx][keys == k]) for k in np.unique(keys)]))
 
 
-@pytest.mark.parametrize("loss", ["ranking", "centred"])
-def test_learns_a_planted_within_series_signal(loss):
+@pytest.mark.parametrize("loss, floor", [("ranking", 0.8), ("listwise", 0.7), ("centred", 0.8)])
+def test_learns_a_planted_within_series_signal(loss, floor):
+    """(listwise: slower, as it weighs the top of each series most)"""
     data, train, valid, test = planted()
     fit = fit_contact_scorer(data, train, valid, loss=loss, epochs=12, min_ligands=10)
     assert fit.epoch == int(np.argmax(fit.curve)) and fit.score == max(fit.curve)
-    assert mean_series_spearman(predict_contact_scorer(fit.model, data, test), data, test) > 0.8
+    assert mean_series_spearman(predict_contact_scorer(fit.model, data, test), data, test) > floor
 
 
 def test_shuffled_labels_teach_nothing():
     data, train, valid, test = planted(shuffle=True, n_series=60)  # 25 test series: the mean's spread is ~0.06
     fit = fit_contact_scorer(data, train, valid, epochs=6, min_ligands=10)
     assert abs(mean_series_spearman(predict_contact_scorer(fit.model, data, test), data, test)) < 0.25
+
+
+def test_training_compares_within_train_keys():
+    data, train, valid, _ = planted()
+    by_series = fit_contact_scorer(data, train, valid, epochs=3, min_ligands=10)
+    assert by_series.curve[-1] > by_series.curve[0] + 0.1  # learning
+    # every item its own group: nothing to compare, so nothing is learnt, whatever the series say
+    alone = fit_contact_scorer(data, train, valid, epochs=3, min_ligands=10,
+                               train_keys=np.asarray([f"item{i}" for i in range(len(data))]))
+    assert alone.curve == [alone.curve[0]] * 3 and alone.epoch == 0
 
 
 def test_needs_training_and_validation_items():

@@ -45,8 +45,9 @@ from geomol.data.vocab import atom_index
 from geomol.errors import ConfigError, EmptySelectionError
 
 __all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "CHEMISTRY_CONTACT_FEATURES",
-           "COUNT_FEATURES", "atom_contact_features", "chemistry_contact_features", "contact_pairs", "graph_atom_contacts",
-           "graph_ligand_bonds", "ligand_bond_pairs", "ligand_heavy_atoms"]
+           "COUNT_FEATURES", "RADIAL_BINS", "RECEPTOR_CLASSES", "RADIAL_CONTACT_FEATURES", "atom_contact_features", "chemistry_contact_features", "contact_pairs", "graph_atom_contacts",
+           "graph_ligand_bonds", "graph_radial_contacts", "ligand_bond_pairs", "ligand_heavy_atoms", "radial_contact_features",
+           "receptor_classes"]
 
 LIGAND_GROUPS = ("C", "N", "O", "SP", "F", "ClBrI")
 _LIGAND_GROUP_OF = {6: 0, 7: 1, 8: 2, 15: 3, 16: 3, 9: 4, 17: 5, 35: 5, 53: 5}  # atomic number -> group
@@ -75,6 +76,13 @@ COUNT_FEATURES: tuple[int, ...] = (*range(len(LIGAND_GROUPS), len(ATOM_CONTACT_F
                                           len(ATOM_CONTACT_FEATURES) + len(CHEMISTRY_CONTACT_FEATURES)))
 """Columns (of the rows with chemistry) that are sums over receptor atoms (non-negative, heavy-tailed): a model
 may ``log1p`` them."""
+RECEPTOR_CLASSES = ("carbon", "aromatic_carbon", "sulfur", "donor", "acceptor", "donor_acceptor", "cation", "anion",
+                    "other")
+"""One class per receptor heavy atom (:func:`receptor_classes`): what it offers a ligand atom touching it."""
+RADIAL_BINS = (0.0, 3.3, 4.0, 5.0, 6.5)
+"""Å: edges of the distance shells of :func:`radial_contact_features`."""
+RADIAL_CONTACT_FEATURES: tuple[str, ...] = tuple(
+    f"{name}_{lo:g}_{hi:g}" for name in RECEPTOR_CLASSES for lo, hi in zip(RADIAL_BINS[:-1], RADIAL_BINS[1:]))
 
 
 def _table(values: dict[int, float], default: float) -> np.ndarray:
@@ -252,3 +260,65 @@ def graph_atom_contacts(graph, chemistry: bool = False) -> np.ndarray:
     extra = chemistry_contact_features(roles, atomic_number[receptor], xyz[receptor], ligand_chemistry.numpy(),
                                        atomic_number[ligand], xyz[ligand], pairs)
     return np.concatenate([rows, extra], axis=1)
+
+
+def receptor_classes(receptor_roles: np.ndarray, receptor_z: np.ndarray) -> np.ndarray:
+    """``(R,)`` int64 index into :data:`RECEPTOR_CLASSES` of every receptor heavy atom.
+
+    Charged atoms are ``cation`` / ``anion`` whatever else they do; other N and O are ``donor``,
+    ``acceptor`` or ``donor_acceptor`` by their roles; carbon is ``aromatic_carbon`` on a ring of Phe, Tyr,
+    Trp or His, else ``carbon``; elements other than C, N, O and S (metals, P of cofactors) are ``other``.
+
+    Args:
+        receptor_roles: ``(R, len(RECEPTOR_ROLES))`` bool (:func:`~geomol.data.atom_chemistry.receptor_atom_roles`).
+        receptor_z: ``(R,)`` atomic numbers.
+    """
+    roles = {name: np.asarray(receptor_roles)[:, k] for k, name in enumerate(RECEPTOR_ROLES)}
+    z = np.asarray(receptor_z, dtype=np.int64)
+    index = {name: k for k, name in enumerate(RECEPTOR_CLASSES)}
+    out = np.full(len(z), index["other"], dtype=np.int64)
+    polar = np.isin(z, _POLAR)
+    out[z == 6] = index["carbon"]
+    out[(z == 6) & roles["aromatic"]] = index["aromatic_carbon"]
+    out[z == 16] = index["sulfur"]
+    out[polar & roles["donor"]] = index["donor"]
+    out[polar & roles["acceptor"]] = index["acceptor"]
+    out[polar & roles["donor"] & roles["acceptor"]] = index["donor_acceptor"]
+    out[roles["cation"]] = index["cation"]
+    out[roles["anion"]] = index["anion"]
+    return out
+
+
+def radial_contact_features(classes: np.ndarray, n_ligand: int, pairs: tuple) -> np.ndarray:
+    """:data:`RADIAL_CONTACT_FEATURES`: per ligand atom, the receptor heavy atoms of every class
+    (:func:`receptor_classes`) in every distance shell of :data:`RADIAL_BINS`.
+
+    Args:
+        classes: ``(R,)`` receptor classes; n_ligand: L; pairs: :func:`contact_pairs` ``(i, j, d)``.
+
+    Returns:
+        ``(L, len(RADIAL_CONTACT_FEATURES))`` float64 counts (class-major: all shells of ``carbon`` first).
+    """
+    i, j, d = pairs
+    n_bins = len(RADIAL_BINS) - 1
+    shell = np.searchsorted(RADIAL_BINS, d, side="right") - 1
+    inside = shell < n_bins
+    out = np.zeros((n_ligand, len(RADIAL_CONTACT_FEATURES)))
+    np.add.at(out, (i[inside], np.asarray(classes)[j[inside]] * n_bins + shell[inside]), 1.0)
+    return out
+
+
+def graph_radial_contacts(graph) -> np.ndarray:
+    """:func:`radial_contact_features` of a complex graph, rows as :func:`graph_atom_contacts` orders them.
+
+    Returns:
+        ``(L, len(RADIAL_CONTACT_FEATURES))`` float64 counts.
+    """
+    atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
+    segment = graph.segment[graph.block_id].numpy()
+    xyz = graph.X.double().numpy()
+    receptor, ligand = (atomic_number >= 2) & (segment == 0), ligand_heavy_atoms(graph).numpy()
+    roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
+                                graph.atom_pos.numpy()[receptor])
+    return radial_contact_features(receptor_classes(roles, atomic_number[receptor]), int(ligand.sum()),
+                                   contact_pairs(xyz[ligand], xyz[receptor]))

@@ -30,7 +30,8 @@ from geomol.errors import ConfigError
 from geomol.nn.scatter import scatter_count, scatter_sum
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
-           "ranking_loss", "weighted_ranking_loss", "series_ranking_loss", "centred_loss", "decoy_hinge_loss",
+           "ranking_loss", "weighted_ranking_loss", "series_ranking_loss", "listwise_loss", "centred_loss",
+           "decoy_hinge_loss",
            "relative_edge_loss", "denoising_loss", "describe", "component"]
 
 
@@ -97,6 +98,31 @@ def weighted_ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[
 def series_ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
     """:func:`ranking_loss` averaged within each group first, then over the groups."""
     return ranking_loss(pred, y, groups, per_group=True)
+
+
+def _group_log_softmax(values: torch.Tensor, ids: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """[B] log-softmax of ``values`` [B] within each group of ``ids`` [B]."""
+    peak = values.new_full((n_groups,), float("-inf")).scatter_reduce(0, ids, values.detach(), "amax")
+    shifted = values - peak[ids]
+    return shifted - torch.log(scatter_sum(shifted.exp(), ids, n_groups))[ids]
+
+
+def listwise_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None,
+                  temperature: float = 1.0) -> torch.Tensor:
+    """Listwise cross-entropy (ListNet) within groups: −Σ_i softmax(y/T)_i · log softmax(pred)_i over each group's
+    items, summed over the groups and divided by their items (a group weighs by its size).
+
+    The whole order of a series is one target distribution: the tightest binders (within ``temperature`` pK of the
+    best) carry most of it, so the term asks first for the top of each series, where a user's next compound is
+    chosen. ``pred``, ``y``: [B]; ``groups``: B labels. Groups of one item carry no information and are left out.
+    """
+    ids = _group_ids(groups, y)
+    n_groups = int(ids.max()) + 1
+    keep = scatter_count(ids, n_groups, pred.dtype)[ids] > 1
+    if not keep.any():
+        return pred.sum() * 0.0
+    target = _group_log_softmax(y.to(pred.dtype) / temperature, ids, n_groups).exp()
+    return -(target * _group_log_softmax(pred, ids, n_groups))[keep].sum() / keep.sum()
 
 
 def centred_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from geomol.data import complex_from_files
-from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, atom_contact_features, graph_atom_contacts,
-                                          graph_ligand_bonds, ligand_bond_pairs)
+from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, RADIAL_CONTACT_FEATURES, RECEPTOR_CLASSES,
+                                          atom_contact_features, contact_pairs, graph_atom_contacts, graph_ligand_bonds,
+                                          graph_radial_contacts, ligand_bond_pairs, radial_contact_features,
+                                          receptor_classes)
 from geomol.errors import EmptySelectionError
 from geomol.testing import apply_e3, random_e3
 from tests.builders import plb_target
@@ -38,6 +40,27 @@ def test_hydrophobic_term_and_metals():
                                  np.zeros((1, 3)))
     assert rows[0, COLUMN["lig_ClBrI"]] == 1 and rows[0, COLUMN["near_other"]] == 1  # the zinc
     assert rows[0, COLUMN["hydrophobic"]] == pytest.approx(np.clip(1.5 - (4.0 - 1.8 - 1.9), 0, 1))
+
+
+def test_receptor_classes_and_radial_shells():
+    # roles: donor, acceptor, cation, anion, aromatic
+    roles = np.array([[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 0, 1, 0], [1, 0, 1, 0, 0],
+                      [0, 0, 0, 0, 1], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]], dtype=bool)
+    z = np.array([7, 8, 8, 8, 7, 6, 6, 16, 30])
+    classes = [RECEPTOR_CLASSES[c] for c in receptor_classes(roles, z)]
+    assert classes == ["donor", "acceptor", "donor_acceptor", "anion", "cation", "aromatic_carbon", "carbon",
+                       "sulfur", "other"]
+    # ligand atom 0: the donor N at 2.9 Å, the ring carbon at 4.5 Å; atom 1: the zinc at 3.3 Å (the next shell's
+    # lower edge) and at 6.5 Å (past the last edge: not counted)
+    receptor_xyz = np.zeros((9, 3))
+    receptor_xyz[0], receptor_xyz[5], receptor_xyz[8] = [2.9, 0, 0], [0, 4.5, 0], [20.0, 3.3, 0]
+    ligand_xyz = np.array([[0.0, 0, 0], [20.0, 0, 0]])
+    receptor_xyz[[1, 2, 3, 4, 6, 7]] = [40.0, 40, 40]  # out of reach
+    rows = radial_contact_features(receptor_classes(roles, z), 2, contact_pairs(ligand_xyz, receptor_xyz))
+    column = {name: i for i, name in enumerate(RADIAL_CONTACT_FEATURES)}
+    assert rows.shape == (2, len(RECEPTOR_CLASSES) * 4) and rows.sum() == 3
+    assert rows[0, column["donor_0_3.3"]] == 1 and rows[0, column["aromatic_carbon_4_5"]] == 1
+    assert rows[1, column["other_3.3_4"]] == 1
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +108,18 @@ def test_invariant_to_rotations_reflections_translations(cdk2_graph, reflect, ch
     moved.X = apply_e3(graph.X, q, t)
     np.testing.assert_allclose(graph_atom_contacts(moved, chemistry), graph_atom_contacts(graph, chemistry),
                                rtol=1e-9, atol=1e-9)
+
+
+def test_radial_shells_of_a_real_complex(cdk2_graph):
+    graph, _ = cdk2_graph
+    shells, rows = graph_radial_contacts(graph), graph_atom_contacts(graph)
+    assert shells.shape == (len(rows), len(RADIAL_CONTACT_FEATURES))
+    # the shells up to 6.5 Å hold every receptor atom within 6 Å (burial) and none beyond 6.5 Å
+    assert (shells.sum(1) >= rows[:, COLUMN["burial"]]).all() and shells.sum() > rows[:, COLUMN["burial"]].sum()
+    moved = graph.clone()
+    q, t = random_e3(True, generator=torch.Generator().manual_seed(5))
+    moved.X = apply_e3(graph.X, q, t)
+    np.testing.assert_array_equal(graph_radial_contacts(moved), shells)
 
 
 def test_graph_without_ligand_atoms_is_an_error(cdk2_graph):

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from geomol.tasks.objectives import ranking_loss, series_ranking_loss, weighted_ranking_loss
+from geomol.tasks.objectives import listwise_loss, ranking_loss, series_ranking_loss, weighted_ranking_loss
 
 
 def test_ranking_loss_rewards_the_right_order_within_groups_only():
@@ -49,3 +49,20 @@ def test_series_ranking_loss_weighs_every_group_alike():
     assert series_ranking_loss(pred, y, ["a", "b", "c", "d", "e"]) == 0  # no pair, no loss
     with pytest.raises(ValueError):
         ranking_loss(pred, y, groups, difference_cap=1.0, per_group=True)
+
+
+def test_listwise_loss_is_the_cross_entropy_of_each_groups_softmaxes():
+    y = torch.tensor([3.0, 2.0, 1.0, 7.0, 1.0])
+    pred = torch.tensor([1.0, 2.0, 3.0, 0.0, 5.0], requires_grad=True)
+    groups = ["a", "a", "a", "b", "b"]
+    want = sum(-(torch.softmax(y[g], 0) * torch.log_softmax(pred.detach()[g], 0)).sum() for g in ([0, 1, 2], [3, 4]))
+    value = listwise_loss(pred, y, groups)
+    assert math.isclose(float(value), float(want) / 5, rel_tol=1e-6)
+    # the right order scores better; offsets per group change nothing; a lone item is compared with nobody
+    assert listwise_loss(-pred.detach(), y, groups) < value
+    shifted = pred.detach() + torch.tensor([4.0, 4.0, 4.0, -9.0, -9.0])
+    assert math.isclose(float(listwise_loss(shifted, y, groups)), float(value), rel_tol=1e-6)
+    lone = listwise_loss(pred, y, ["a", "a", "a", "b", "c"])
+    lone.backward()
+    assert pred.grad[3] == 0 and pred.grad[4] == 0 and torch.isfinite(pred.grad).all()
+    assert listwise_loss(pred, y, ["a", "b", "c", "d", "e"]) == 0  # no group of two, no loss
