@@ -145,7 +145,8 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
     else:
         fits = [fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs,
                                    seed=args.seed + 100 * k + s, hidden=args.hidden,
-                                   descriptors=not args.no_descriptors, train_keys=args.train_keys)
+                                   descriptors=not args.no_descriptors, train_keys=args.train_keys,
+                                   pooled=args.pooled)
                 for s in range(args.seeds)]
         pred = np.mean([predict_contact_scorer(fit.model, data, test) for fit in fits], axis=0)
         chosen = {"chosen_epochs": [fit.epoch for fit in fits],
@@ -166,11 +167,12 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
              f"per-atom contact MLP{roles}{context} + descriptors, {args.loss} loss within {args.compare_within}, "
              f"mean of "
              f"{args.seeds} seeds"
-             + (f", hidden {args.hidden}" if args.hidden != 32 else ""))
+             + (f", hidden {args.hidden}" if args.hidden != 32 else "")
+             + (f", non-additive term of width {args.pooled}" if args.pooled else ""))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
               "about": about + (f", trained on {' '.join(args.train_sources)} only" if args.train_sources else ""),
               "contact_model": args.model,
-              "epochs": args.epochs if fits else 0, "loss": args.loss, "hidden": args.hidden,
+              "epochs": args.epochs if fits else 0, "loss": args.loss, "hidden": args.hidden, "pooled": args.pooled,
               "descriptors": not args.no_descriptors, "chemistry": args.chemistry, "bond_context": args.bond_context,
               "radial": args.radial, "compare_within": args.compare_within,
               "atom_features": int(data.atoms.shape[1]), "seeds": len(fits), **chosen,
@@ -261,6 +263,8 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--no-descriptors", action="store_true", help="per-atom contacts only")
+    parser.add_argument("--pooled", type=int, default=0,
+                        help="width of a non-additive term on the ligand's mean atom state (ContactScorer(pooled=))")
     parser.add_argument("--chemistry", action="store_true",
                         help="add the interaction-role columns (donors, acceptors, charges, aromatic; "
                              "CHEMISTRY_CONTACT_FEATURES)")

@@ -135,7 +135,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
                        epochs: int = 20, seed: int = 0, hidden: int = 32, descriptors: bool = True, lr: float = 3e-3,
                        weight_decay: float = 1e-4,
                        series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS,
-                       train_keys: np.ndarray | None = None) -> ContactFit:
+                       train_keys: np.ndarray | None = None, pooled: int = 0) -> ContactFit:
     """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
 
     Args:
@@ -149,6 +149,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
         train_keys: ``(n,)`` the group of every item that training batches and compares within (default
             ``data.keys``, the series; e.g. the protein cluster, to also compare ligands across a protein's assays).
             Validation is always scored per series.
+        pooled: width of the scorer's non-additive term (:class:`ContactScorer`; 0: none).
     """
     if loss not in CONTACT_LOSSES:
         raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")
@@ -158,7 +159,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = ContactScorer(hidden, n_atom_features=data.atoms.shape[1],
-                          n_descriptors=data.descriptors.shape[1] if descriptors else 0)
+                          n_descriptors=data.descriptors.shape[1] if descriptors else 0, pooled=pooled)
     atoms, _, train_descriptors = data.batch(train)
     model.fit_normalisation(atoms, train_descriptors)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)

@@ -79,9 +79,10 @@ def test_needs_training_and_validation_items():
         fit_contact_scorer(data, train, train, loss="hinge", epochs=1)
 
 
-def test_scores_are_additive_over_atoms_and_independent_of_batching():
+@pytest.mark.parametrize("pooled", [0, 8], ids=["additive", "pooled"])
+def test_scores_are_independent_of_batching_and_atom_order(pooled):
     data, _, _, test = planted()
-    model = ContactScorer().double()
+    model = ContactScorer(pooled=pooled).double()
     model.fit_normalisation(data.atoms.double(), data.descriptors.double())
     atoms, owner, descriptors = data.batch(test[:5])
     together = model(atoms.double(), owner, descriptors.double())
@@ -103,6 +104,23 @@ def test_state_dict_is_the_whole_model_and_loads_weights_only():
     restored.eval()
     np.testing.assert_allclose(predict_contact_scorer(restored, data, test), predict_contact_scorer(fit.model, data, test))
     assert float(restored.atom_std.min()) > 0 and not torch.equal(restored.atom_mean, torch.zeros(N_FEATURES))
+
+
+def test_pooled_term_reads_the_mean_atom_state_and_the_descriptors():
+    data, _, _, test = planted()
+    model = ContactScorer(pooled=8).double()
+    model.fit_normalisation(data.atoms.double(), data.descriptors.double())
+    atoms, owner, descriptors = (t.double() if t.is_floating_point() else t for t in data.batch(test[:3]))
+    scores = model(atoms, owner, descriptors)
+    inputs = (model._atom_inputs(atoms) - model.atom_mean) / model.atom_std
+    normalised = (descriptors - model.descriptor_mean) / model.descriptor_std
+    for ligand in range(3):
+        hidden = model.atom_mlp[:-1](inputs[owner == ligand])
+        pooled = model.pooled_mlp(torch.cat([hidden.mean(0), normalised[ligand]]))
+        want = model.atom_mlp[-1](hidden).sum() + model.descriptor_head(normalised[ligand]) + pooled
+        torch.testing.assert_close(scores[ligand], want.squeeze())
+    assert set(model.state_dict()) - set(ContactScorer().state_dict()) == {f"pooled_mlp.{i}.{p}" for i in (0, 2)
+                                                                           for p in ("weight", "bias")}
 
 
 def test_descriptor_term_needs_descriptors():

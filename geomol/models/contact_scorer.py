@@ -71,14 +71,18 @@ class ContactScorer(nn.Module):
         hidden: width of the per-atom MLP's two hidden layers.
         n_atom_features: columns of the per-atom input (default :data:`ATOM_CONTACT_FEATURES`).
         n_descriptors: columns of the descriptor input (default :data:`DESCRIPTOR_NAMES`); 0 for none.
+        pooled: width of an optional non-additive term (0: none): an MLP of the ligand's mean per-atom hidden
+            state (the atom MLP's last hidden layer) and its normalised descriptors, added to the score.
     """
 
     def __init__(self, hidden: int = 32, n_atom_features: int = len(ATOM_CONTACT_FEATURES),
-                 n_descriptors: int = len(DESCRIPTOR_NAMES)):
+                 n_descriptors: int = len(DESCRIPTOR_NAMES), pooled: int = 0):
         super().__init__()
         self.atom_mlp = nn.Sequential(nn.Linear(n_atom_features, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
                                       nn.SiLU(), nn.Linear(hidden, 1))
         self.descriptor_head = nn.Linear(n_descriptors, 1) if n_descriptors else None
+        self.pooled_mlp = (nn.Sequential(nn.Linear(hidden + n_descriptors, pooled), nn.SiLU(), nn.Linear(pooled, 1))
+                           if pooled else None)
         log_columns = torch.zeros(n_atom_features, dtype=torch.bool)
         if n_atom_features in (len(ATOM_CONTACT_FEATURES), WITH_CHEMISTRY):
             log_columns[[c for c in COUNT_FEATURES if c < n_atom_features]] = True
@@ -146,9 +150,16 @@ class ContactScorer(nn.Module):
         dtype = self.atom_mean.dtype
         n = n_ligands if n_ligands is not None else (len(descriptors) if descriptors is not None
                                                      else int(owner.max()) + 1)
-        per_atom = self.atom_mlp((self._atom_inputs(atoms.to(dtype)) - self.atom_mean) / self.atom_std).squeeze(-1)
+        hidden = self.atom_mlp[:-1]((self._atom_inputs(atoms.to(dtype)) - self.atom_mean) / self.atom_std)
+        per_atom = self.atom_mlp[-1](hidden).squeeze(-1)
         score = torch.zeros(n, dtype=per_atom.dtype, device=per_atom.device).index_add(0, owner, per_atom)
+        normalised = None
         if self.descriptor_head is not None:
             normalised = (descriptors.to(dtype) - self.descriptor_mean) / self.descriptor_std
             score = score + self.descriptor_head(normalised).squeeze(-1)
+        if self.pooled_mlp is not None:
+            count = hidden.new_zeros(n).index_add(0, owner, torch.ones_like(per_atom)).clamp_min(1.0)
+            mean = hidden.new_zeros(n, hidden.size(1)).index_add(0, owner, hidden) / count[:, None]
+            pooled_input = mean if normalised is None else torch.cat([mean, normalised], 1)
+            score = score + self.pooled_mlp(pooled_input).squeeze(-1)
         return self.scale * score + self.offset
