@@ -79,6 +79,8 @@ class AffinityModel(ShippedModel):
     @staticmethod
     def _contact_network(hyperparameters: Mapping[str, Any], source) -> tuple[ContactScorer, dict]:
         arguments = {key: hyperparameters.get(key) for key in CONTACT_ARGUMENTS}
+        if "pooled" in hyperparameters:  # the optional non-additive term (absent: none)
+            arguments["pooled"] = hyperparameters["pooled"]
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in arguments.values()):
             raise ModelLoadError(f"a ContactScorer needs integer {CONTACT_ARGUMENTS}, got {dict(hyperparameters)}",
                                  source=source)

@@ -6,7 +6,8 @@ The per-atom features (:mod:`geomol.data.contact_features`) say what each ligand
 the receptor; the descriptor term (:data:`~geomol.data.ligand_features.DESCRIPTOR_NAMES`) carries
 whole-molecule properties (size, rotatable bonds, logP, ...). Additive over atoms, the score ranks
 the members of a congeneric series by what their differing atoms contribute, which is what the
-within-series losses of :mod:`geomol.contact_models` train it for. Being a function of distances and
+within-series losses of :mod:`geomol.contact_models` train it for. An optional non-additive term
+(``pooled``) adds an MLP of the ligand's mean atom state and descriptors. Being a function of distances and
 elements only, it is invariant to rotations, reflections and translations of the complex.
 
 The normalisation (log1p of the count columns, then means and spreads over training atoms and

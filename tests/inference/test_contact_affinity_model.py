@@ -29,15 +29,17 @@ def graphs():
     return [complex_from_structure(receptor, mol, pocket_cutoff=10.0) for mol in read_ligands(LIGANDS)]
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["elements", "roles"])
+@pytest.fixture(scope="module", params=[(False, 0), (True, 0), (True, 4)], ids=["elements", "roles", "pooled"])
 def model(request, graphs):
-    """Three calibrated members reading element contacts, or contacts with the atoms' interaction roles."""
+    """Three calibrated members reading element contacts, or contacts with the atoms' interaction roles (with a
+    non-additive pooled term of width 4: ``pooled``)."""
+    chemistry, pooled = request.param
     torch.manual_seed(0)
     members = []
-    atoms, owner, descriptors = contact_inputs(graphs, chemistry=request.param)
+    atoms, owner, descriptors = contact_inputs(graphs, chemistry=chemistry)
     measured = torch.linspace(6.0, 9.0, len(graphs))
     for _ in range(3):
-        member = ContactScorer(hidden=8, n_atom_features=atoms.shape[1])
+        member = ContactScorer(hidden=8, n_atom_features=atoms.shape[1], pooled=pooled)
         member.fit_normalisation(atoms, descriptors)
         with torch.no_grad():
             raw = member(atoms, owner, descriptors)
@@ -45,8 +47,9 @@ def model(request, graphs):
         with torch.no_grad():
             assert float(member(atoms, owner, descriptors).mean()) == pytest.approx(7.5, abs=1e-4)
         members.append(member)
-    assert members[0].reads_chemistry == request.param
-    arguments = {"hidden": 8, "n_atom_features": atoms.shape[1], "n_descriptors": descriptors.shape[1]}
+    assert members[0].reads_chemistry == chemistry
+    arguments = {"hidden": 8, "n_atom_features": atoms.shape[1], "n_descriptors": descriptors.shape[1],
+                 **({"pooled": pooled} if pooled else {})}
     return AffinityModel(members, arguments, ComplexRecipe(pocket_cutoff=10.0), name="contact-test")
 
 
