@@ -240,11 +240,7 @@ def graph_atom_contacts(graph, chemistry: bool = False) -> np.ndarray:
         EmptySelectionError: the graph has no ligand heavy atom.
         ConfigError: ``chemistry`` asked of a graph without ``ligand_chemistry`` (built by an older geomol).
     """
-    atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
-    segment = graph.segment[graph.block_id].numpy()
-    heavy = atomic_number >= 2  # drops padding, unknown, global atoms and hydrogens
-    xyz = graph.X.double().numpy()
-    receptor, ligand = heavy & (segment == 0), ligand_heavy_atoms(graph).numpy()  # ligand: the rows ligand_chemistry has
+    atomic_number, xyz, receptor, ligand = _complex_atoms(graph)
     if not ligand.any():
         raise EmptySelectionError("the complex has no ligand heavy atom", source=getattr(graph, "name", None))
     ligand_chemistry = getattr(graph, "ligand_chemistry", None)
@@ -255,8 +251,7 @@ def graph_atom_contacts(graph, chemistry: bool = False) -> np.ndarray:
     rows = atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand], pairs)
     if not chemistry:
         return rows
-    roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
-                                graph.atom_pos.numpy()[receptor])
+    roles = _receptor_roles(graph, atomic_number, receptor)
     extra = chemistry_contact_features(roles, atomic_number[receptor], xyz[receptor], ligand_chemistry.numpy(),
                                        atomic_number[ligand], xyz[ligand], pairs)
     return np.concatenate([rows, extra], axis=1)
@@ -314,11 +309,21 @@ def graph_radial_contacts(graph) -> np.ndarray:
     Returns:
         ``(L, len(RADIAL_CONTACT_FEATURES))`` float64 counts.
     """
+    atomic_number, xyz, receptor, ligand = _complex_atoms(graph)
+    classes = receptor_classes(_receptor_roles(graph, atomic_number, receptor), atomic_number[receptor])
+    return radial_contact_features(classes, int(ligand.sum()), contact_pairs(xyz[ligand], xyz[receptor]))
+
+
+def _complex_atoms(graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(atomic numbers (N,), xyz (N, 3) float64, receptor heavy atoms (N,) bool, ligand heavy atoms (N,) bool)``
+    of a complex graph (segment 0 receptor, segment 1 ligand; padding, global atoms and hydrogens in neither)."""
     atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
     segment = graph.segment[graph.block_id].numpy()
-    xyz = graph.X.double().numpy()
-    receptor, ligand = (atomic_number >= 2) & (segment == 0), ligand_heavy_atoms(graph).numpy()
-    roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
-                                graph.atom_pos.numpy()[receptor])
-    return radial_contact_features(receptor_classes(roles, atomic_number[receptor]), int(ligand.sum()),
-                                   contact_pairs(xyz[ligand], xyz[receptor]))
+    receptor = (atomic_number >= 2) & (segment == 0)  # drops padding, unknown, global atoms and hydrogens
+    return atomic_number, graph.X.double().numpy(), receptor, ligand_heavy_atoms(graph).numpy()
+
+
+def _receptor_roles(graph, atomic_number: np.ndarray, receptor: np.ndarray) -> np.ndarray:
+    """:func:`~geomol.data.atom_chemistry.receptor_atom_roles` of a graph's ``receptor`` atoms."""
+    return receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
+                               graph.atom_pos.numpy()[receptor])
