@@ -164,9 +164,8 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
     about = (f"gradient boosting within series on the ligand's summed contact features{roles} + descriptors, "
              f"also centred on their series, fitted to the pK minus the series' mean"
              if args.model == "gbm_series" else
-             f"per-atom contact MLP{roles}{context} + descriptors, {args.loss} loss within {args.compare_within}, "
-             f"mean of "
-             f"{args.seeds} seeds"
+             f"per-atom contact MLP{roles}{context}{'' if args.no_descriptors else ' + descriptors'}, {args.loss} "
+             f"loss within {args.compare_within}, mean of {args.seeds} seeds"
              + (f", hidden {args.hidden}" if args.hidden != 32 else "")
              + (f", non-additive term of width {args.pooled}" if args.pooled else ""))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,

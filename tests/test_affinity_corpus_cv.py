@@ -217,6 +217,33 @@ def test_contact_scorer_with_roles_and_few_shot_rows(cv, slice_run, slice_items,
     assert summary[0]["n_targets"] == len(rows) and summary[0]["targets"] == "expert_pose"
 
 
+def test_contact_scorer_variants_of_the_issue_table(cv, slice_run, slice_items, tmp_path):
+    """--radial widens the rows by the receptor classes' shells, --no-descriptors drops the descriptor term,
+    --pooled adds the non-additive term, --compare-within protein batches by protein cluster, --loss listwise."""
+    from geomol.data.contact_features import RADIAL_CONTACT_FEATURES
+    from geomol.models.contact_scorer import WITH_CHEMISTRY
+
+    contact = benchmark_module("affinity_corpus_contact")
+    items, clusters = slice_items
+    _, fold_of = cv.checked_folds(items, clusters, 2, 0)
+    out = tmp_path / "contact_variants"
+    records = contact.main(["--sources", "plb", "--series", *SERIES, "--folds", "2", "--seeds", "1", "--epochs", "2",
+                            "--valid-fraction", "0.5", "--cache-dir", str(slice_run[1] / "cache"), "--out-dir", str(out),
+                            "--chemistry", "--radial", "--no-descriptors", "--pooled", "4", "--compare-within",
+                            "protein", "--loss", "listwise"])
+    assert all(r["atom_features"] == WITH_CHEMISTRY + len(RADIAL_CONTACT_FEATURES) for r in records)
+    assert all(r["radial"] and not r["descriptors"] and r["pooled"] == 4 and r["compare_within"] == "protein"
+               for r in records)
+    pred = cv.read_predictions(out, items, fold_of)
+    assert np.isfinite(pred).all() and np.std(pred) > 0
+    assert cv.fold_about(out).startswith("contact scorer contact: per-atom contact MLP with interaction roles and "
+                                         "receptor classes by distance shell, listwise loss within protein")
+    # the shells' counts are log1p'd here (the rows are wider than the scorer's own log columns)
+    _, data, _ = contact.corpus_contacts(sources=["plb"], series=SERIES, cache_dir=str(slice_run[1] / "cache"),
+                                         n_folds=2, valid_fraction=0.5, chemistry=True, radial=True)
+    assert float(data.atoms[:, WITH_CHEMISTRY:].max()) < np.log1p(200) and float(data.atoms.min()) >= 0
+
+
 def test_boosted_contact_model_folds_enter_the_table(cv, slice_run, slice_items, tmp_path, monkeypatch):
     """--model gbm_series: one boosted model per fold on the ligands' summed contact features, chosen on validation,
     predicting exactly that fold's test items."""
