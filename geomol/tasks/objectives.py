@@ -31,8 +31,7 @@ from geomol.nn.scatter import scatter_count, scatter_sum
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
            "ranking_loss", "weighted_ranking_loss", "series_ranking_loss", "listwise_loss", "centred_loss",
-           "decoy_hinge_loss",
-           "relative_edge_loss", "denoising_loss", "describe", "component"]
+           "decoy_hinge_loss", "relative_edge_loss", "denoising_loss", "describe", "component"]
 
 
 def describe(component: Any) -> dict[str, Any]:
