@@ -26,6 +26,7 @@ from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTA
                                           graph_atom_contacts)
 from geomol.data.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError
+from geomol.nn.scatter import scatter_mean
 
 __all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactScorer", "contact_inputs", "has_ligand_chemistry"]
 
@@ -159,8 +160,7 @@ class ContactScorer(nn.Module):
             normalised = (descriptors.to(dtype) - self.descriptor_mean) / self.descriptor_std
             score = score + self.descriptor_head(normalised).squeeze(-1)
         if self.pooled_mlp is not None:
-            count = hidden.new_zeros(n).index_add(0, owner, torch.ones_like(per_atom)).clamp_min(1.0)
-            mean = hidden.new_zeros(n, hidden.size(1)).index_add(0, owner, hidden) / count[:, None]
+            mean = scatter_mean(hidden, owner, n)
             pooled_input = mean if normalised is None else torch.cat([mean, normalised], 1)
             score = score + self.pooled_mlp(pooled_input).squeeze(-1)
         return self.scale * score + self.offset

@@ -27,7 +27,7 @@ import torch
 
 from geomol.data.blocks import ligand_atom_mask
 from geomol.errors import ConfigError
-from geomol.nn.scatter import scatter_count, scatter_sum
+from geomol.nn.scatter import scatter_count, scatter_log_softmax, scatter_softmax, scatter_sum
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
            "ranking_loss", "weighted_ranking_loss", "series_ranking_loss", "listwise_loss", "centred_loss",
@@ -99,13 +99,6 @@ def series_ranking_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[st
     return ranking_loss(pred, y, groups, per_group=True)
 
 
-def _group_log_softmax(values: torch.Tensor, ids: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """[B] log-softmax of ``values`` [B] within each group of ``ids`` [B]."""
-    peak = values.new_full((n_groups,), float("-inf")).scatter_reduce(0, ids, values.detach(), "amax")
-    shifted = values - peak[ids]
-    return shifted - torch.log(scatter_sum(shifted.exp(), ids, n_groups))[ids]
-
-
 def listwise_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None,
                   temperature: float = 1.0) -> torch.Tensor:
     """Listwise cross-entropy (ListNet) within groups: −Σ_i softmax(y/T)_i · log softmax(pred)_i over each group's
@@ -120,8 +113,8 @@ def listwise_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | N
     keep = scatter_count(ids, n_groups, pred.dtype)[ids] > 1
     if not keep.any():
         return pred.sum() * 0.0
-    target = _group_log_softmax(y.to(pred.dtype) / temperature, ids, n_groups).exp()
-    return -(target * _group_log_softmax(pred, ids, n_groups))[keep].sum() / keep.sum()
+    target = scatter_softmax(y.to(pred.dtype) / temperature, ids, n_groups)
+    return -(target * scatter_log_softmax(pred, ids, n_groups))[keep].sum() / keep.sum()
 
 
 def centred_loss(pred: torch.Tensor, y: torch.Tensor, groups: Sequence[str] | None) -> torch.Tensor:
