@@ -31,8 +31,8 @@ from rich.progress import track
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the protocol's folds, however this script is run
 from affinity_corpus_cv import checked_folds  # noqa: E402
 from geomol.contact_models import CONTACT_LOSSES, ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
-from geomol.data.contact_features import (COUNT_FEATURES, graph_atom_contacts, graph_ligand_bonds,  # noqa: E402
-                                          graph_radial_contacts)
+from geomol.data.contact_features import (COUNT_FEATURES, RADIAL_CONTACT_FEATURES,  # noqa: E402
+                                          graph_atom_contacts, graph_ligand_bonds)
 from geomol.data.corpus_split import item_clusters  # noqa: E402
 from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
 from geomol.inference.finetune import FinetuneSettings  # noqa: E402
@@ -51,7 +51,7 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
                     radial: bool = False) -> tuple[list[str], ContactData, list[dict]]:
     """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
     interaction-role columns when ``chemistry``, the receptor classes by distance shell when ``radial``
-    (:func:`~geomol.data.contact_features.graph_radial_contacts`), with :func:`with_bond_context` when
+    (:func:`~geomol.data.contact_features.radial_contact_features`), with :func:`with_bond_context` when
     ``bond_context``); the item
     ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held
     out for model selection)."""
@@ -60,12 +60,9 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     atom_rows, descriptors = [], []
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
-        rows = graph_atom_contacts(graph, chemistry=chemistry)
-        counts = [c for c in COUNT_FEATURES if c < rows.shape[1]]
-        if radial:
-            shells = graph_radial_contacts(graph)
-            counts += range(rows.shape[1], rows.shape[1] + shells.shape[1])
-            rows = np.concatenate([rows, shells], axis=1)
+        rows = graph_atom_contacts(graph, chemistry=chemistry, radial=radial)
+        first_shell = rows.shape[1] - (len(RADIAL_CONTACT_FEATURES) if radial else 0)  # the shells come last
+        counts = [c for c in COUNT_FEATURES if c < first_shell] + list(range(first_shell, rows.shape[1]))
         if bond_context:
             rows = with_bond_context(rows, graph_ligand_bonds(graph), counts)
         elif radial:  # wider than the scorer's own log1p columns: logged here

@@ -45,9 +45,9 @@ from geomol.data.vocab import atom_index
 from geomol.errors import ConfigError, EmptySelectionError
 
 __all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "CHEMISTRY_CONTACT_FEATURES",
-           "COUNT_FEATURES", "RADIAL_BINS", "RECEPTOR_CLASSES", "RADIAL_CONTACT_FEATURES", "atom_contact_features", "chemistry_contact_features", "contact_pairs", "graph_atom_contacts",
-           "graph_ligand_bonds", "graph_radial_contacts", "ligand_bond_pairs", "ligand_heavy_atoms", "radial_contact_features",
-           "receptor_classes"]
+           "COUNT_FEATURES", "RADIAL_BINS", "RECEPTOR_CLASSES", "RADIAL_CONTACT_FEATURES", "atom_contact_features",
+           "chemistry_contact_features", "contact_pairs", "graph_atom_contacts", "graph_ligand_bonds",
+           "ligand_bond_pairs", "ligand_heavy_atoms", "radial_contact_features", "receptor_classes"]
 
 LIGAND_GROUPS = ("C", "N", "O", "SP", "F", "ClBrI")
 _LIGAND_GROUP_OF = {6: 0, 7: 1, 8: 2, 15: 3, 16: 3, 9: 4, 17: 5, 35: 5, 53: 5}  # atomic number -> group
@@ -225,36 +225,46 @@ def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarra
     return out
 
 
-def graph_atom_contacts(graph, chemistry: bool = False) -> np.ndarray:
+def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False) -> np.ndarray:
     """:func:`atom_contact_features` of a complex graph (segment 0 receptor, segment 1 ligand).
 
     Args:
         graph: a :class:`~geomol.data.blocks.BlockGraph` of one complex (not a batch).
         chemistry: append :func:`chemistry_contact_features` (the graph must carry ``ligand_chemistry``).
+        radial: append :func:`radial_contact_features` (counts of receptor atoms by class and distance shell).
 
     Returns:
         ``(L, F)`` float64, one row per ligand heavy atom in graph order; F = ``len(ATOM_CONTACT_FEATURES)``,
-        plus ``len(CHEMISTRY_CONTACT_FEATURES)`` with ``chemistry``.
+        plus ``len(CHEMISTRY_CONTACT_FEATURES)`` with ``chemistry``, plus ``len(RADIAL_CONTACT_FEATURES)`` with
+        ``radial``.
 
     Raises:
         EmptySelectionError: the graph has no ligand heavy atom.
         ConfigError: ``chemistry`` asked of a graph without ``ligand_chemistry`` (built by an older geomol).
     """
-    atomic_number, xyz, receptor, ligand = _complex_atoms(graph)
+    atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
+    segment = graph.segment[graph.block_id].numpy()
+    heavy = atomic_number >= 2  # drops padding, unknown, global atoms and hydrogens
+    xyz = graph.X.double().numpy()
+    receptor, ligand = heavy & (segment == 0), ligand_heavy_atoms(graph).numpy()  # ligand: the rows ligand_chemistry has
     if not ligand.any():
         raise EmptySelectionError("the complex has no ligand heavy atom", source=getattr(graph, "name", None))
     ligand_chemistry = getattr(graph, "ligand_chemistry", None)
     if chemistry and (ligand_chemistry is None or len(ligand_chemistry) != int(ligand.sum())):
         raise ConfigError("the graph has no ligand_chemistry rows for its ligand atoms: rebuild it with this geomol",
                           source=getattr(graph, "name", None))
-    pairs = contact_pairs(xyz[ligand], xyz[receptor])  # one neighbour search for both sets of columns
-    rows = atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand], pairs)
-    if not chemistry:
-        return rows
-    roles = _receptor_roles(graph, atomic_number, receptor)
-    extra = chemistry_contact_features(roles, atomic_number[receptor], xyz[receptor], ligand_chemistry.numpy(),
-                                       atomic_number[ligand], xyz[ligand], pairs)
-    return np.concatenate([rows, extra], axis=1)
+    pairs = contact_pairs(xyz[ligand], xyz[receptor])  # one neighbour search for every set of columns
+    parts = [atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand], pairs)]
+    if chemistry or radial:
+        roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
+                                    graph.atom_pos.numpy()[receptor])
+    if chemistry:
+        parts.append(chemistry_contact_features(roles, atomic_number[receptor], xyz[receptor],
+                                                ligand_chemistry.numpy(), atomic_number[ligand], xyz[ligand], pairs))
+    if radial:
+        classes = receptor_classes(roles, atomic_number[receptor])
+        parts.append(radial_contact_features(classes, int(ligand.sum()), pairs))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
 def receptor_classes(receptor_roles: np.ndarray, receptor_z: np.ndarray) -> np.ndarray:
@@ -301,29 +311,3 @@ def radial_contact_features(classes: np.ndarray, n_ligand: int, pairs: tuple) ->
     out = np.zeros((n_ligand, len(RADIAL_CONTACT_FEATURES)))
     np.add.at(out, (i[inside], np.asarray(classes)[j[inside]] * n_bins + shell[inside]), 1.0)
     return out
-
-
-def graph_radial_contacts(graph) -> np.ndarray:
-    """:func:`radial_contact_features` of a complex graph, rows as :func:`graph_atom_contacts` orders them.
-
-    Returns:
-        ``(L, len(RADIAL_CONTACT_FEATURES))`` float64 counts.
-    """
-    atomic_number, xyz, receptor, ligand = _complex_atoms(graph)
-    classes = receptor_classes(_receptor_roles(graph, atomic_number, receptor), atomic_number[receptor])
-    return radial_contact_features(classes, int(ligand.sum()), contact_pairs(xyz[ligand], xyz[receptor]))
-
-
-def _complex_atoms(graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(atomic numbers (N,), xyz (N, 3) float64, receptor heavy atoms (N,) bool, ligand heavy atoms (N,) bool)``
-    of a complex graph (segment 0 receptor, segment 1 ligand; padding, global atoms and hydrogens in neither)."""
-    atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
-    segment = graph.segment[graph.block_id].numpy()
-    receptor = (atomic_number >= 2) & (segment == 0)  # drops padding, unknown, global atoms and hydrogens
-    return atomic_number, graph.X.double().numpy(), receptor, ligand_heavy_atoms(graph).numpy()
-
-
-def _receptor_roles(graph, atomic_number: np.ndarray, receptor: np.ndarray) -> np.ndarray:
-    """:func:`~geomol.data.atom_chemistry.receptor_atom_roles` of a graph's ``receptor`` atoms."""
-    return receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
-                               graph.atom_pos.numpy()[receptor])

@@ -10,8 +10,7 @@ import torch
 from geomol.data import complex_from_files
 from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, RADIAL_CONTACT_FEATURES, RECEPTOR_CLASSES,
                                           atom_contact_features, contact_pairs, graph_atom_contacts, graph_ligand_bonds,
-                                          graph_radial_contacts, ligand_bond_pairs, radial_contact_features,
-                                          receptor_classes)
+                                          ligand_bond_pairs, radial_contact_features, receptor_classes)
 from geomol.errors import EmptySelectionError
 from geomol.testing import apply_e3, random_e3
 from tests.builders import plb_target
@@ -112,14 +111,14 @@ def test_invariant_to_rotations_reflections_translations(cdk2_graph, reflect, ch
 
 def test_radial_shells_of_a_real_complex(cdk2_graph):
     graph, _ = cdk2_graph
-    shells, rows = graph_radial_contacts(graph), graph_atom_contacts(graph)
+    shells, rows = graph_atom_contacts(graph, radial=True)[:, len(ATOM_CONTACT_FEATURES):], graph_atom_contacts(graph)
     assert shells.shape == (len(rows), len(RADIAL_CONTACT_FEATURES))
     # the shells up to 6.5 Å hold every receptor atom within 6 Å (burial) and none beyond 6.5 Å
     assert (shells.sum(1) >= rows[:, COLUMN["burial"]]).all() and shells.sum() > rows[:, COLUMN["burial"]].sum()
     moved = graph.clone()
     q, t = random_e3(True, generator=torch.Generator().manual_seed(5))
     moved.X = apply_e3(graph.X, q, t)
-    np.testing.assert_array_equal(graph_radial_contacts(moved), shells)
+    np.testing.assert_array_equal(graph_atom_contacts(moved, radial=True)[:, len(ATOM_CONTACT_FEATURES):], shells)
 
 
 def test_graph_without_ligand_atoms_is_an_error(cdk2_graph):
