@@ -48,13 +48,12 @@ HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
 def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
                     cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1,
                     chemistry: bool = False, bond_context: bool = False,
-                    radial: bool = False) -> tuple[list[str], ContactData, list[dict]]:
+                    radial: bool = False) -> tuple[list[str], ContactData, list[dict], np.ndarray]:
     """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
     interaction-role columns when ``chemistry``, the receptor classes by distance shell when ``radial``
     (:func:`~geomol.data.contact_features.radial_contact_features`), with :func:`with_bond_context` when
-    ``bond_context``); the item
-    ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held
-    out for model selection)."""
+    ``bond_context``); the item ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each
+    fold's training clusters held out for model selection); the protein cluster of every item."""
     module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
     dataset = module.make_dataset(workers)
     atom_rows, descriptors = [], []
@@ -73,20 +72,13 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
                                   [item.series for item in items])
     records = module.corpus.items
-    folds, _ = checked_folds(records, item_clusters(records, module.clusters), n_folds, PROTOCOL_SEED, valid_fraction)
+    record_clusters = item_clusters(records, module.clusters)
+    folds, _ = checked_folds(records, record_clusters, n_folds, PROTOCOL_SEED, valid_fraction)
     position = {item.id: i for i, item in enumerate(items)}
     stored = [{part: [position[records[r].id] for r in idx if records[r].id in position] for part, idx in fold.items()}
               for fold in folds]
-    return [item.id for item in items], data, stored
-
-
-def protein_clusters_of(ids: list[str], *, root: str | None = None, sources: list[str] | None = None,
-                        series: list[str] | None = None, cache_dir: str | None = None) -> np.ndarray:
-    """``(n,)`` the protein cluster of each item of ``ids`` (the protocol's clusters)."""
-    module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
-    records = module.corpus.items
-    cluster = dict(zip((item.id for item in records), item_clusters(records, module.clusters)))
-    return np.asarray([cluster[i] for i in ids])
+    cluster_of = dict(zip((record.id for record in records), record_clusters))
+    return [item.id for item in items], data, stored, np.asarray([cluster_of[item.id] for item in items])
 
 
 def log_counts(rows: np.ndarray, counts) -> np.ndarray:
@@ -284,12 +276,11 @@ def main(argv=None) -> list[dict]:
     args = build_args(argv)
     torch.set_num_threads(1)
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-    ids, data, folds = corpus_contacts(root=args.root, sources=args.sources, series=args.series,
-                                       cache_dir=args.cache_dir, workers=args.workers, n_folds=args.folds,
-                                       valid_fraction=args.valid_fraction, chemistry=args.chemistry,
-                                       bond_context=args.bond_context, radial=args.radial)
-    args.train_keys = (protein_clusters_of(ids, root=args.root, sources=args.sources, series=args.series,
-                                           cache_dir=args.cache_dir) if args.compare_within == "protein" else None)
+    ids, data, folds, clusters = corpus_contacts(root=args.root, sources=args.sources, series=args.series,
+                                                 cache_dir=args.cache_dir, workers=args.workers, n_folds=args.folds,
+                                                 valid_fraction=args.valid_fraction, chemistry=args.chemistry,
+                                                 bond_context=args.bond_context, radial=args.radial)
+    args.train_keys = clusters if args.compare_within == "protein" else None
     chosen = range(args.folds) if args.fold is None else args.fold
     records = [run_fold(k, ids, data, folds[k], args) for k in chosen]
     if args.fewshot:

@@ -239,8 +239,8 @@ def test_contact_scorer_variants_of_the_issue_table(cv, slice_run, slice_items, 
     assert cv.fold_about(out).startswith("contact scorer contact: per-atom contact MLP with interaction roles and "
                                          "receptor classes by distance shell, listwise loss within protein")
     # the shells' counts are log1p'd here (the rows are wider than the scorer's own log columns)
-    _, data, _ = contact.corpus_contacts(sources=["plb"], series=SERIES, cache_dir=str(slice_run[1] / "cache"),
-                                         n_folds=2, valid_fraction=0.5, chemistry=True, radial=True)
+    _, data, _, _ = contact.corpus_contacts(sources=["plb"], series=SERIES, cache_dir=str(slice_run[1] / "cache"),
+                                            n_folds=2, valid_fraction=0.5, chemistry=True, radial=True)
     assert float(data.atoms[:, WITH_CHEMISTRY:].max()) < np.log1p(200) and float(data.atoms.min()) >= 0
 
 
