@@ -42,6 +42,11 @@ def _atom_counts(atom_graph: torch.Tensor, n_graphs: int, dtype: torch.dtype) ->
     return scatter_count(atom_graph, n_graphs, dtype).unsqueeze(1)
 
 
+def _centres(Z: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int, count: torch.Tensor) -> torch.Tensor:
+    """Each atom's graph centre: [N, C, 3], or [1, C, 3] for one graph (broadcasts); count [B, 1]: atoms per graph."""
+    return _per_atom(_graph_sum(Z, atom_graph, n_graphs) / count.clamp(min=1).unsqueeze(-1), atom_graph, n_graphs)
+
+
 def _graph_spread(Y: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int, count: torch.Tensor,
                   min_std: float) -> torch.Tensor:
     """:func:`graph_spread` given the atoms per graph ``count`` [B, 1]."""
@@ -86,8 +91,7 @@ class EquivariantLayerNorm(nn.Module):
 
     def forward(self, H: torch.Tensor, Z: torch.Tensor, atom_graph: torch.Tensor, n_graphs: int):
         count = _atom_counts(atom_graph, n_graphs, Z.dtype)  # [B, 1]
-        centre = _per_atom(_graph_sum(Z, atom_graph, n_graphs) / count.clamp(min=1).unsqueeze(-1), atom_graph,
-                           n_graphs)  # [N or 1, C, 3]
+        centre = _centres(Z, atom_graph, n_graphs, count)  # [N or 1, C, 3]
         Y = Z - centre
         rescale = self.sigma / _graph_spread(Y, atom_graph, n_graphs, count, self.min_std).unsqueeze(-1)  # [B, C, 1]
         Z = centre + Y * _per_atom(rescale, atom_graph, n_graphs)
@@ -102,6 +106,5 @@ def recover_scale(Z: torch.Tensor, atom_graph: torch.Tensor, record_scale: torch
     Args: Z [N, C, 3]; atom_graph [N]; record_scale [B, C, 1] (product of all ``rescale``).
     Returns Z [N, C, 3] at the scale of the input.
     """
-    count = _atom_counts(atom_graph, n_graphs, Z.dtype).clamp(min=1).unsqueeze(-1)
-    centre = _per_atom(_graph_sum(Z, atom_graph, n_graphs) / count, atom_graph, n_graphs)
+    centre = _centres(Z, atom_graph, n_graphs, _atom_counts(atom_graph, n_graphs, Z.dtype))
     return centre + (Z - centre) / _per_atom(record_scale, atom_graph, n_graphs)
