@@ -23,6 +23,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -30,9 +31,10 @@ from rich.progress import track
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the protocol's folds, however this script is run
 from affinity_corpus_cv import checked_folds  # noqa: E402
-from geomol.contact_models import CONTACT_LOSSES, ContactData, fit_contact_scorer, predict_contact_scorer  # noqa: E402
+from geomol.contact_models import (CONTACT_LOSSES, ContactData, fit_contact_scorer,  # noqa: E402
+                                   predict_contact_scorer, predict_views)
 from geomol.data.contact_features import (COUNT_FEATURES, RADIAL_CONTACT_FEATURES,  # noqa: E402
-                                          graph_atom_contacts, graph_ligand_bonds)
+                                          graph_ligand_bonds, graph_pose_contacts, rigid_moves)
 from geomol.data.corpus_split import item_clusters  # noqa: E402
 from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
 from geomol.inference.finetune import FinetuneSettings  # noqa: E402
@@ -45,32 +47,42 @@ FIELDS = ("id", "prediction", "fold", "y", "heavy_atoms")
 HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
 
 
+class CorpusContacts(NamedTuple):
+    """What :func:`corpus_contacts` read: item ids, their :class:`ContactData`, the protocol's folds (item indices
+    by part), the protein cluster of every item, and the items' features in rigidly moved poses (``views``, when
+    asked for as views rather than averaged)."""
+
+    ids: list[str]
+    data: ContactData
+    folds: list[dict]
+    clusters: np.ndarray
+    views: list[ContactData]
+
+
 def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
                     cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1,
-                    chemistry: bool = False, bond_context: bool = False,
-                    radial: bool = False) -> tuple[list[str], ContactData, list[dict], np.ndarray]:
+                    chemistry: bool = False, bond_context: bool = False, radial: bool = False,
+                    moves: tuple[np.ndarray, np.ndarray] | None = None, as_views: bool = False) -> CorpusContacts:
     """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
     interaction-role columns when ``chemistry``, the receptor classes by distance shell when ``radial``
     (:func:`~geomol.data.contact_features.radial_contact_features`), with :func:`with_bond_context` when
-    ``bond_context``); the item ids; the protocol's ``n_folds`` folds as item indices (``valid_fraction`` of each
-    fold's training clusters held out for model selection); the protein cluster of every item."""
+    ``bond_context``; with ``moves`` (:func:`~geomol.data.contact_features.rigid_moves`) averaged over the pose and
+    its moved copies, or, ``as_views``, the moved copies as separate views); the item ids; the protocol's
+    ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held out for model
+    selection); the protein cluster of every item."""
     module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
     dataset = module.make_dataset(workers)
-    atom_rows, descriptors = [], []
+    n_views = 1 + (len(moves[0]) if moves is not None and as_views else 0)
+    atom_rows, descriptors = [[] for _ in range(n_views)], []
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
-        rows = graph_atom_contacts(graph, chemistry=chemistry, radial=radial)
-        first_shell = rows.shape[1] - (len(RADIAL_CONTACT_FEATURES) if radial else 0)  # the shells come last
-        counts = [c for c in COUNT_FEATURES if c < first_shell] + list(range(first_shell, rows.shape[1]))
-        if bond_context:
-            rows = with_bond_context(rows, graph_ligand_bonds(graph), counts)
-        elif radial:  # wider than the scorer's own log1p columns: logged here
-            rows = log_counts(rows, counts)
-        atom_rows.append(rows)
+        poses = graph_pose_contacts(graph, chemistry=chemistry, radial=radial, moves=moves)
+        for view, rows in zip(atom_rows, poses if as_views else [np.mean(poses, axis=0)]):
+            view.append(finished_rows(rows, graph, radial, bond_context))
         descriptors.append(graph.ligand_descriptors[0].numpy())
     items = dataset.corpus_items
-    data = ContactData.from_items(atom_rows, np.asarray(descriptors), [item.label for item in items],
-                                  [item.series for item in items])
+    labels, keys = [item.label for item in items], [item.series for item in items]
+    data, *views = [ContactData.from_items(rows, np.asarray(descriptors), labels, keys) for rows in atom_rows]
     records = module.corpus.items
     record_clusters = item_clusters(records, module.clusters)
     folds, _ = checked_folds(records, record_clusters, n_folds, PROTOCOL_SEED, valid_fraction)
@@ -78,7 +90,20 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     stored = [{part: [position[records[r].id] for r in idx if records[r].id in position] for part, idx in fold.items()}
               for fold in folds]
     cluster_of = dict(zip((record.id for record in records), record_clusters))
-    return [item.id for item in items], data, stored, np.asarray([cluster_of[item.id] for item in items])
+    return CorpusContacts([item.id for item in items], data, stored,
+                          np.asarray([cluster_of[item.id] for item in items]), views)
+
+
+def finished_rows(rows: np.ndarray, graph, radial: bool, bond_context: bool) -> np.ndarray:
+    """One complex's contact rows as the scorer reads them: with the bonded neighbours' mean rows when
+    ``bond_context`` (:func:`with_bond_context`), else with the radial shells log1p'd when ``radial``."""
+    first_shell = rows.shape[1] - (len(RADIAL_CONTACT_FEATURES) if radial else 0)  # the shells come last
+    counts = [c for c in COUNT_FEATURES if c < first_shell] + list(range(first_shell, rows.shape[1]))
+    if bond_context:
+        return with_bond_context(rows, graph_ligand_bonds(graph), counts)
+    if radial:  # wider than the scorer's own log1p columns: logged here
+        return log_counts(rows, counts)
+    return rows
 
 
 def log_counts(rows: np.ndarray, counts) -> np.ndarray:
@@ -123,8 +148,9 @@ def boosted_fold(k: int, data: ContactData, train: list[int], fold: dict, args) 
                                                              "valid_mean_target_spearman": [selection.score]}
 
 
-def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dict:
-    """Train the seeds of fold ``k`` (or its boosted model), write its predictions and record; return the record."""
+def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args, views: list[ContactData] = ()) -> dict:
+    """Train the seeds of fold ``k`` (or its boosted model), write its predictions and record; return the record.
+    With ``views`` (moved poses), training reads them as augmentation and predictions average over them."""
     clock = time.process_time()
     train = training_items(data, fold, args.train_sources)
     test = np.asarray(fold["test"], dtype=np.int64)
@@ -135,9 +161,9 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
         fits = [fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs,
                                    seed=args.seed + 100 * k + s, hidden=args.hidden,
                                    descriptors=not args.no_descriptors, train_keys=args.train_keys,
-                                   pooled=args.pooled)
+                                   pooled=args.pooled, views=views)
                 for s in range(args.seeds)]
-        pred = np.mean([predict_contact_scorer(fit.model, data, test) for fit in fits], axis=0)
+        pred = np.mean([predict_views(fit.model, (data, *views), test) for fit in fits], axis=0)
         chosen = {"chosen_epochs": [fit.epoch for fit in fits],
                   "valid_mean_target_spearman": [fit.score for fit in fits]}
     cpu = time.process_time() - clock
@@ -150,6 +176,10 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
     roles = " with interaction roles" if args.chemistry else ""
     context = (" and receptor classes by distance shell" if args.radial else "") + (
         " and the mean of its bonded neighbours' rows" if args.bond_context else "")
+    if args.moves:
+        context += (f", {'averaged over the pose and' if args.pose_views == 'smooth' else 'augmented by'} {args.moves} "
+                    f"rigid moves of the ligand ({args.shift:g} Å, {args.turn:g}°"
+                    f"{'' if args.pose_views == 'smooth' else '; predictions averaged over them'})")
     about = (f"gradient boosting within series on the ligand's summed contact features{roles} + descriptors, "
              f"also centred on their series, fitted to the pK minus the series' mean"
              if args.model == "gbm_series" else
@@ -163,6 +193,8 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args) -> dic
               "epochs": args.epochs if fits else 0, "loss": args.loss, "hidden": args.hidden, "pooled": args.pooled,
               "descriptors": not args.no_descriptors, "chemistry": args.chemistry, "bond_context": args.bond_context,
               "radial": args.radial, "compare_within": args.compare_within,
+              "moves": {"count": args.moves, "shift": args.shift, "turn": args.turn, "use": args.pose_views}
+              if args.moves else None,
               "atom_features": int(data.atoms.shape[1]), "seeds": len(fits), **chosen,
               "split_sizes": {**{part: len(idx) for part, idx in fold.items()}, "train": len(train)},
               "train_sources": args.train_sources,
@@ -261,6 +293,13 @@ def build_args(argv=None) -> argparse.Namespace:
                              "(with_bond_context)")
     parser.add_argument("--radial", action="store_true",
                         help="append the receptor atoms by class and distance shell (RADIAL_CONTACT_FEATURES)")
+    parser.add_argument("--moves", type=int, default=0, metavar="K",
+                        help="K fixed random rigid moves of each ligand (rigid_moves): its features in the moved "
+                             "poses are averaged with the pose's own (--pose-views smooth) or read as augmentation "
+                             "in training and averaged over in predictions (--pose-views augment)")
+    parser.add_argument("--shift", type=float, default=0.3, help="Å, spread of each move's translation components")
+    parser.add_argument("--turn", type=float, default=8.0, help="degrees, spread of each move's rotation angle")
+    parser.add_argument("--pose-views", choices=("smooth", "augment"), default="smooth")
     parser.add_argument("--fewshot", type=int, nargs="*", default=None, metavar="K",
                         help="also measure few-shot fine-tuning on K measured ligands of each expert-pose test target")
     parser.add_argument("--fewshot-draws", type=int, default=5, help="draws of K ligands per target")
@@ -276,13 +315,14 @@ def main(argv=None) -> list[dict]:
     args = build_args(argv)
     torch.set_num_threads(1)
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-    ids, data, folds, clusters = corpus_contacts(root=args.root, sources=args.sources, series=args.series,
-                                                 cache_dir=args.cache_dir, workers=args.workers, n_folds=args.folds,
-                                                 valid_fraction=args.valid_fraction, chemistry=args.chemistry,
-                                                 bond_context=args.bond_context, radial=args.radial)
-    args.train_keys = clusters if args.compare_within == "protein" else None
+    moves = rigid_moves(args.moves, args.shift, args.turn) if args.moves else None
+    corpus = corpus_contacts(root=args.root, sources=args.sources, series=args.series, cache_dir=args.cache_dir,
+                             workers=args.workers, n_folds=args.folds, valid_fraction=args.valid_fraction,
+                             chemistry=args.chemistry, bond_context=args.bond_context, radial=args.radial,
+                             moves=moves, as_views=args.pose_views == "augment")
+    args.train_keys = corpus.clusters if args.compare_within == "protein" else None
     chosen = range(args.folds) if args.fold is None else args.fold
-    records = [run_fold(k, ids, data, folds[k], args) for k in chosen]
+    records = [run_fold(k, corpus.ids, corpus.data, corpus.folds[k], args, corpus.views) for k in chosen]
     if args.fewshot:
         from affinity_fewshot import format_summary, summarise
 

@@ -29,8 +29,9 @@ from geomol.provenance import provenance  # noqa: E402
 
 def run(args) -> dict:
     torch.set_num_threads(1)
-    _, data, folds, _ = corpus_contacts(sources=args.sources, series=args.series, cache_dir=args.cache_dir,
-                                        n_folds=args.folds, valid_fraction=args.valid_fraction, chemistry=args.chemistry)
+    contacts = corpus_contacts(sources=args.sources, series=args.series, cache_dir=args.cache_dir,
+                               n_folds=args.folds, valid_fraction=args.valid_fraction, chemistry=args.chemistry)
+    data, folds = contacts.data, contacts.folds
     grid = [FinetuneSettings(anchor=a, lr=lr) for a in args.anchors for lr in args.lrs]
     gains = {(s.anchor, s.lr, k): [] for s in grid for k in args.k}
     clock = time.process_time()

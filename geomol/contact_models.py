@@ -36,7 +36,7 @@ from geomol.tasks.objectives import (centred_loss, listwise_loss, ranking_loss, 
                                      weighted_ranking_loss)
 
 __all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "fit_contact_scorer",
-           "predict_contact_scorer"]
+           "predict_contact_scorer", "predict_views"]
 
 CONTACT_LOSSES = {"ranking": ranking_loss, "ranking_weighted": weighted_ranking_loss,
                   "ranking_per_series": series_ranking_loss, "listwise": listwise_loss, "centred": centred_loss}
@@ -115,6 +115,12 @@ def predict_contact_scorer(model: ContactScorer, data: ContactData, idx: Sequenc
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def predict_views(model: ContactScorer, views: Sequence[ContactData], idx: Sequence[int]) -> np.ndarray:
+    """``(len(idx),)`` mean scores of the items ``idx`` over ``views`` (:class:`ContactData` of the same items, e.g.
+    of rigidly moved poses): test-time augmentation."""
+    return np.mean([predict_contact_scorer(model, view, idx) for view in views], axis=0)
+
+
 def _series_groups(train: np.ndarray, keys: np.ndarray) -> list[np.ndarray]:
     """The training items of every series with ≥ 2 of them (series in sorted order)."""
     _, series = np.unique(keys[train], return_inverse=True)
@@ -135,7 +141,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
                        epochs: int = 20, seed: int = 0, hidden: int = 32, descriptors: bool = True, lr: float = 3e-3,
                        weight_decay: float = 1e-4,
                        series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS,
-                       train_keys: np.ndarray | None = None, pooled: int = 0) -> ContactFit:
+                       train_keys: np.ndarray | None = None, pooled: int = 0,
+                       views: Sequence[ContactData] = ()) -> ContactFit:
     """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
 
     Args:
@@ -150,6 +157,9 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
             ``data.keys``, the series; e.g. the protein cluster, to also compare ligands across a protein's assays).
             Validation is always scored per series.
         pooled: width of the scorer's non-additive term (:class:`ContactScorer`; 0: none).
+        views: the same items' features for other poses (e.g. the ligand moved rigidly, a pose augmentation:
+            :func:`~geomol.data.contact_features.graph_pose_contacts`): every training batch reads ``data`` or one
+            of them at random, and validation scores the mean prediction over all (:func:`predict_views`).
     """
     if loss not in CONTACT_LOSSES:
         raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")
@@ -171,14 +181,14 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     for epoch in range(epochs):
         model.train()
         for idx in _series_batches(groups, series_per_batch, rng):
-            atoms, owner, batch_descriptors = data.batch(idx)
+            atoms, owner, batch_descriptors = (data, *views)[rng.integers(len(views) + 1) if views else 0].batch(idx)
             pred = model(atoms, owner, batch_descriptors if descriptors else None, n_ligands=len(idx))
             value = loss_function(pred, torch.as_tensor(data.label[idx], dtype=pred.dtype), train_keys[idx].tolist())
             optimiser.zero_grad()
             value.backward()
             optimiser.step()
         model.eval()
-        score = validation_score(predict_contact_scorer(model, data, valid), data.label[valid], members)
+        score = validation_score(predict_views(model, (data, *views), valid), data.label[valid], members)
         curve.append(score)
         if best is None or score > best.score:
             best = ContactFit(copy.deepcopy(model), epoch, score)

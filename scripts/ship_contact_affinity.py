@@ -157,7 +157,8 @@ def main(argv=None) -> Path:
     read = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
     cv, corpus, speed = read(args.cv), read(args.corpus), read(args.speed)
     clock = time.process_time()
-    _, data, folds, _ = corpus_contacts(cache_dir=args.cache_dir, chemistry=args.chemistry)
+    contacts = corpus_contacts(cache_dir=args.cache_dir, chemistry=args.chemistry)
+    data, folds = contacts.data, contacts.folds
     members, origins = zip(*(train_member(data, fold, k, args) for k, fold in enumerate(folds)))
     cpu_seconds = time.process_time() - clock
     arguments = {"hidden": args.hidden, "n_atom_features": int(data.atoms.shape[1]),

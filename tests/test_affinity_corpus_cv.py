@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from geomol import ligand_models
 from geomol.errors import DatasetError
@@ -239,9 +240,36 @@ def test_contact_scorer_variants_of_the_issue_table(cv, slice_run, slice_items, 
     assert cv.fold_about(out).startswith("contact scorer contact: per-atom contact MLP with interaction roles and "
                                          "receptor classes by distance shell, listwise loss within protein")
     # the shells' counts are log1p'd here (the rows are wider than the scorer's own log columns)
-    _, data, _, _ = contact.corpus_contacts(sources=["plb"], series=SERIES, cache_dir=str(slice_run[1] / "cache"),
-                                            n_folds=2, valid_fraction=0.5, chemistry=True, radial=True)
+    data = contact.corpus_contacts(sources=["plb"], series=SERIES, cache_dir=str(slice_run[1] / "cache"),
+                                   n_folds=2, valid_fraction=0.5, chemistry=True, radial=True).data
     assert float(data.atoms[:, WITH_CHEMISTRY:].max()) < np.log1p(200) and float(data.atoms.min()) >= 0
+
+
+def test_contact_scorer_on_rigidly_moved_poses(cv, slice_run, slice_items, tmp_path):
+    """--moves K: the ligand's features averaged over its pose and K rigid moves (--pose-views smooth), or the moved
+    poses read as augmentation and averaged over in predictions (augment); recorded in the fold records."""
+    from geomol.data.contact_features import rigid_moves
+
+    contact = benchmark_module("affinity_corpus_contact")
+    items, clusters = slice_items
+    _, fold_of = cv.checked_folds(items, clusters, 2, 0)
+    cache = str(slice_run[1] / "cache")
+    for use in ("smooth", "augment"):
+        out = tmp_path / use
+        records = contact.main(["--sources", "plb", "--series", *SERIES, "--folds", "2", "--seeds", "1", "--epochs",
+                                "2", "--valid-fraction", "0.5", "--cache-dir", cache, "--out-dir", str(out),
+                                "--moves", "2", "--shift", "0.4", "--turn", "10", "--pose-views", use])
+        assert all(r["moves"] == {"count": 2, "shift": 0.4, "turn": 10.0, "use": use} for r in records)
+        pred = cv.read_predictions(out, items, fold_of)
+        assert np.isfinite(pred).all() and np.std(pred) > 0
+        assert "2 rigid moves of the ligand (0.4 Å, 10°" in cv.fold_about(out)
+    read = dict(sources=["plb"], series=SERIES[:2], cache_dir=cache, n_folds=2, valid_fraction=0.5,
+                moves=rigid_moves(2, 0.4, 10.0))
+    smooth, views = contact.corpus_contacts(**read), contact.corpus_contacts(**read, as_views=True)
+    plain = contact.corpus_contacts(**{**read, "moves": None})
+    assert len(smooth.views) == 0 and len(views.views) == 2 and torch.equal(views.data.atoms, plain.data.atoms)
+    torch.testing.assert_close(smooth.data.atoms, (plain.data.atoms + views.views[0].atoms + views.views[1].atoms) / 3)
+    assert not torch.equal(views.views[0].atoms, plain.data.atoms)
 
 
 def test_boosted_contact_model_folds_enter_the_table(cv, slice_run, slice_items, tmp_path, monkeypatch):

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer
+from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer, predict_views
 from geomol.data.contact_features import ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES
 from geomol.errors import ConfigError
+from geomol.ligand_models import validation_score
 from geomol.metrics import spearman
 from geomol.models.contact_scorer import WITH_CHEMISTRY, ContactScorer
+from geomol.target_metrics import target_members
 
 POLAR = ATOM_CONTACT_FEATURES.index("polar")
 N_FEATURES = len(ATOM_CONTACT_FEATURES)
@@ -69,6 +71,31 @@ def test_training_compares_within_train_keys():
     alone = fit_contact_scorer(data, train, valid, epochs=3, min_ligands=10,
                                train_keys=np.asarray([f"item{i}" for i in range(len(data))]))
     assert alone.curve == [alone.curve[0]] * 3 and alone.epoch == 0
+
+
+def test_training_reads_the_views_and_predictions_average_over_them():
+    """pK = series offset + Σ_atoms polar (polar ~ N(0, 1), so not a size signal); the data's polar column is
+    shuffled across atoms (a pose that says nothing), its view has the true one."""
+    data, train, valid, test = planted(n_series=60)
+    rng = np.random.default_rng(5)
+    atoms = data.atoms.clone()
+    atoms[:, POLAR] = torch.from_numpy(rng.normal(size=len(atoms))).float()
+    offset = {key: rng.uniform(-3, 3) for key in np.unique(data.keys)}
+    label = np.array([offset[key] for key in data.keys]) + np.add.reduceat(atoms[:, POLAR].double().numpy(),
+                                                                          data.offsets[:-1])
+    sharp = ContactData(atoms, data.offsets, data.descriptors, label, data.keys)
+    shuffled = atoms.clone()
+    shuffled[:, POLAR] = atoms[torch.from_numpy(rng.permutation(len(atoms))), POLAR]
+    blind = ContactData(shuffled, data.offsets, data.descriptors, label, data.keys)
+    alone = fit_contact_scorer(blind, train, valid, epochs=12, min_ligands=10)
+    assert abs(mean_series_spearman(predict_contact_scorer(alone.model, sharp, test), sharp, test)) < 0.25
+    fit = fit_contact_scorer(blind, train, valid, epochs=12, min_ligands=10, views=[sharp])
+    assert mean_series_spearman(predict_contact_scorer(fit.model, sharp, test), sharp, test) > 0.3
+    averaged = predict_views(fit.model, [blind, sharp], test)
+    np.testing.assert_allclose(averaged, (predict_contact_scorer(fit.model, blind, test)
+                                          + predict_contact_scorer(fit.model, sharp, test)) / 2, rtol=1e-6)
+    assert fit.score == validation_score(predict_views(fit.model, [blind, sharp], valid), label[valid],
+                                         target_members(data.keys[valid].tolist(), 10))
 
 
 def test_needs_training_and_validation_items():

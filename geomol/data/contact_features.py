@@ -47,7 +47,8 @@ from geomol.errors import ConfigError, EmptySelectionError
 __all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "CHEMISTRY_CONTACT_FEATURES",
            "COUNT_FEATURES", "RADIAL_BINS", "RECEPTOR_CLASSES", "RADIAL_CONTACT_FEATURES", "atom_contact_features",
            "chemistry_contact_features", "contact_pairs", "graph_atom_contacts", "graph_ligand_bonds",
-           "ligand_bond_pairs", "ligand_heavy_atoms", "radial_contact_features", "receptor_classes"]
+           "graph_pose_contacts", "ligand_bond_pairs", "ligand_heavy_atoms", "radial_contact_features",
+           "receptor_classes", "rigid_moves"]
 
 LIGAND_GROUPS = ("C", "N", "O", "SP", "F", "ClBrI")
 _LIGAND_GROUP_OF = {6: 0, 7: 1, 8: 2, 15: 3, 16: 3, 9: 4, 17: 5, 35: 5, 53: 5}  # atomic number -> group
@@ -225,13 +226,16 @@ def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarra
     return out
 
 
-def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False) -> np.ndarray:
+def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False,
+                        moves: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """:func:`atom_contact_features` of a complex graph (segment 0 receptor, segment 1 ligand).
 
     Args:
         graph: a :class:`~geomol.data.blocks.BlockGraph` of one complex (not a batch).
         chemistry: append :func:`chemistry_contact_features` (the graph must carry ``ligand_chemistry``).
         radial: append :func:`radial_contact_features` (counts of receptor atoms by class and distance shell).
+        moves: rigid moves of the ligand (:func:`rigid_moves`): the rows are then averaged over the pose as given
+            and the pose moved by each of them, a smoothing of the features over small pose errors.
 
     Returns:
         ``(L, F)`` float64, one row per ligand heavy atom in graph order; F = ``len(ATOM_CONTACT_FEATURES)``,
@@ -242,6 +246,14 @@ def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False) ->
         EmptySelectionError: the graph has no ligand heavy atom.
         ConfigError: ``chemistry`` asked of a graph without ``ligand_chemistry`` (built by an older geomol).
     """
+    poses = graph_pose_contacts(graph, chemistry, radial, moves)
+    return poses[0] if len(poses) == 1 else np.mean(poses, axis=0)
+
+
+def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
+                        moves: tuple[np.ndarray, np.ndarray] | None = None) -> list[np.ndarray]:
+    """The rows of :func:`graph_atom_contacts` (without averaging) for the ligand's pose as given, then for the
+    pose moved by each of ``moves`` (about the ligand's heavy-atom centroid): ``1 + len(moves[0])`` ``(L, F)`` arrays."""
     atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
     segment = graph.segment[graph.block_id].numpy()
     heavy = atomic_number >= 2  # drops padding, unknown, global atoms and hydrogens
@@ -253,18 +265,50 @@ def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False) ->
     if chemistry and (ligand_chemistry is None or len(ligand_chemistry) != int(ligand.sum())):
         raise ConfigError("the graph has no ligand_chemistry rows for its ligand atoms: rebuild it with this geomol",
                           source=getattr(graph, "name", None))
-    pairs = contact_pairs(xyz[ligand], xyz[receptor])  # one neighbour search for every set of columns
-    parts = [atom_contact_features(atomic_number[receptor], xyz[receptor], atomic_number[ligand], xyz[ligand], pairs)]
+    receptor_z, receptor_xyz, ligand_z = atomic_number[receptor], xyz[receptor], atomic_number[ligand]
     if chemistry or radial:
-        roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], atomic_number[receptor],
+        roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], receptor_z,
                                     graph.atom_pos.numpy()[receptor])
-    if chemistry:
-        parts.append(chemistry_contact_features(roles, atomic_number[receptor], xyz[receptor],
-                                                ligand_chemistry.numpy(), atomic_number[ligand], xyz[ligand], pairs))
-    if radial:
-        classes = receptor_classes(roles, atomic_number[receptor])
-        parts.append(radial_contact_features(classes, int(ligand.sum()), pairs))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+    classes = receptor_classes(roles, receptor_z) if radial else None
+
+    def rows(ligand_xyz: np.ndarray) -> np.ndarray:
+        pairs = contact_pairs(ligand_xyz, receptor_xyz)  # one neighbour search for every set of columns
+        parts = [atom_contact_features(receptor_z, receptor_xyz, ligand_z, ligand_xyz, pairs)]
+        if chemistry:
+            parts.append(chemistry_contact_features(roles, receptor_z, receptor_xyz, ligand_chemistry.numpy(),
+                                                    ligand_z, ligand_xyz, pairs))
+        if radial:
+            parts.append(radial_contact_features(classes, len(ligand_z), pairs))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+    posed = xyz[ligand]
+    if moves is None:
+        return [rows(posed)]
+    centre = posed.mean(0)
+    return [rows(posed), *(rows((posed - centre) @ rotation.T + centre + shift) for rotation, shift in zip(*moves))]
+
+
+def rigid_moves(count: int, shift: float, turn: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` fixed random rigid moves of a ligand about its centroid, for :func:`graph_atom_contacts`.
+
+    Args:
+        count: number of moves; shift: spread (Å) of each translation component (normal, mean 0);
+        turn: spread (degrees) of the rotation angle (normal, mean 0) about a uniformly random axis;
+        seed: the random draw (the same moves for every ligand, so features are a fixed function of the pose).
+
+    Returns:
+        ``(rotations (count, 3, 3), shifts (count, 3))``, float64; rotations are proper (det +1).
+    """
+    rng = np.random.default_rng(seed)
+    axes = rng.normal(size=(count, 3))
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+    angles = np.deg2rad(rng.normal(scale=turn, size=count))
+    cross = np.zeros((count, 3, 3))
+    cross[:, [2, 0, 1], [1, 2, 0]] = axes  # K[2,1] = x, K[0,2] = y, K[1,0] = z
+    cross = cross - cross.transpose(0, 2, 1)
+    sin, cos = np.sin(angles)[:, None, None], np.cos(angles)[:, None, None]
+    rotations = np.eye(3) + sin * cross + (1 - cos) * cross @ cross  # Rodrigues
+    return rotations, rng.normal(scale=shift, size=(count, 3))
 
 
 def receptor_classes(receptor_roles: np.ndarray, receptor_z: np.ndarray) -> np.ndarray:

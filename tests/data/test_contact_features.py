@@ -10,7 +10,8 @@ import torch
 from geomol.data import complex_from_files
 from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, RADIAL_CONTACT_FEATURES, RECEPTOR_CLASSES,
                                           atom_contact_features, contact_pairs, graph_atom_contacts, graph_ligand_bonds,
-                                          ligand_bond_pairs, radial_contact_features, receptor_classes)
+                                          graph_pose_contacts, ligand_bond_pairs, ligand_heavy_atoms,
+                                          radial_contact_features, receptor_classes, rigid_moves)
 from geomol.errors import EmptySelectionError
 from geomol.testing import apply_e3, random_e3
 from tests.builders import plb_target
@@ -119,6 +120,42 @@ def test_radial_shells_of_a_real_complex(cdk2_graph):
     q, t = random_e3(True, generator=torch.Generator().manual_seed(5))
     moved.X = apply_e3(graph.X, q, t)
     np.testing.assert_array_equal(graph_atom_contacts(moved, radial=True)[:, len(ATOM_CONTACT_FEATURES):], shells)
+
+
+def test_rigid_moves_are_proper_rotations_and_shifts_of_the_asked_spread():
+    rotations, shifts = rigid_moves(4000, 0.3, 8.0, seed=1)
+    assert rotations.shape == (4000, 3, 3) and shifts.shape == (4000, 3)
+    np.testing.assert_allclose(rotations @ rotations.transpose(0, 2, 1), np.broadcast_to(np.eye(3), rotations.shape),
+                               atol=1e-12)
+    np.testing.assert_allclose(np.linalg.det(rotations), 1.0, atol=1e-12)
+    angles = np.degrees(np.arccos(np.clip((np.trace(rotations, axis1=1, axis2=2) - 1) / 2, -1, 1)))
+    assert abs(np.sqrt(np.mean(angles ** 2)) - 8.0) < 0.3 and abs(shifts.std() - 0.3) < 0.01  # |N(0, 8°)|, N(0, 0.3 Å)
+    again = rigid_moves(4000, 0.3, 8.0, seed=1)
+    assert np.array_equal(again[0], rotations) and np.array_equal(again[1], shifts)
+    still = rigid_moves(3, 0.0, 0.0)
+    assert np.array_equal(still[0], np.broadcast_to(np.eye(3), (3, 3, 3))) and not still[1].any()
+
+
+@pytest.mark.parametrize("chemistry", [False, True], ids=["elements", "roles"])
+def test_pose_contacts_are_the_rows_of_the_moved_ligand(cdk2_graph, chemistry):
+    graph, _ = cdk2_graph
+    moves = rigid_moves(3, 0.5, 15.0, seed=2)
+    poses = graph_pose_contacts(graph, chemistry, radial=True, moves=moves)
+    assert len(poses) == 4
+    np.testing.assert_array_equal(poses[0], graph_atom_contacts(graph, chemistry, radial=True))
+    ligand = ligand_heavy_atoms(graph)
+    centre = graph.X[ligand].mean(0)
+    for (rotation, shift), rows in zip(zip(*moves), poses[1:]):
+        moved = graph.clone()
+        moved.X = graph.X.clone()
+        moved.X[ligand] = (graph.X[ligand] - centre) @ torch.from_numpy(rotation).T + centre + torch.from_numpy(shift)
+        np.testing.assert_allclose(rows, graph_atom_contacts(moved, chemistry, radial=True), rtol=1e-9, atol=1e-9)
+        assert not np.allclose(rows, poses[0])  # the contacts changed, the bonds (rigid move) did not
+        np.testing.assert_array_equal(rows[:, [COLUMN["degree"], COLUMN["hetero_bonds"]]],
+                                      poses[0][:, [COLUMN["degree"], COLUMN["hetero_bonds"]]])
+    np.testing.assert_allclose(graph_atom_contacts(graph, chemistry, radial=True, moves=moves), np.mean(poses, axis=0))
+    np.testing.assert_allclose(graph_atom_contacts(graph, chemistry, moves=rigid_moves(2, 0.0, 0.0)),
+                               graph_atom_contacts(graph, chemistry), rtol=1e-12, atol=1e-12)
 
 
 def test_graph_without_ligand_atoms_is_an_error(cdk2_graph):
