@@ -62,27 +62,32 @@ class CorpusContacts(NamedTuple):
 def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None, series: list[str] | None = None,
                     cache_dir: str | None = None, workers: int = 0, n_folds: int = 5, valid_fraction: float = 0.1,
                     chemistry: bool = False, bond_context: bool = False, radial: bool = False,
-                    moves: tuple[np.ndarray, np.ndarray] | None = None, as_views: bool = False) -> CorpusContacts:
+                    moves: tuple[np.ndarray, np.ndarray] | None = None, as_views: bool = False,
+                    bonds: bool = False) -> CorpusContacts:
     """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
     interaction-role columns when ``chemistry``, the receptor classes by distance shell when ``radial``
     (:func:`~geomol.data.contact_features.radial_contact_features`), with :func:`with_bond_context` when
     ``bond_context``; with ``moves`` (:func:`~geomol.data.contact_features.rigid_moves`) averaged over the pose and
     its moved copies, or, ``as_views``, the moved copies as separate views); the item ids; the protocol's
     ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held out for model
-    selection); the protein cluster of every item."""
+    selection); the protein cluster of every item. With ``bonds``, the data carry the ligands' bonds
+    (:func:`~geomol.data.contact_features.graph_ligand_bonds`) for a scorer passing messages along them."""
     module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
     dataset = module.make_dataset(workers)
     n_views = 1 + (len(moves[0]) if moves is not None and as_views else 0)
-    atom_rows, descriptors = [[] for _ in range(n_views)], []
+    atom_rows, descriptors, ligand_bonds = [[] for _ in range(n_views)], [], []
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
         poses = graph_pose_contacts(graph, chemistry=chemistry, radial=radial, moves=moves)
         for view, rows in zip(atom_rows, poses if as_views else [np.mean(poses, axis=0)]):
             view.append(finished_rows(rows, graph, radial, bond_context))
         descriptors.append(graph.ligand_descriptors[0].numpy())
+        if bonds:
+            ligand_bonds.append(graph_ligand_bonds(graph))
     items = dataset.corpus_items
     labels, keys = [item.label for item in items], [item.series for item in items]
-    data, *views = [ContactData.from_items(rows, np.asarray(descriptors), labels, keys) for rows in atom_rows]
+    data, *views = [ContactData.from_items(rows, np.asarray(descriptors), labels, keys, ligand_bonds if bonds else None)
+                    for rows in atom_rows]
     records = module.corpus.items
     record_clusters = item_clusters(records, module.clusters)
     folds, _ = checked_folds(records, record_clusters, n_folds, PROTOCOL_SEED, valid_fraction)
@@ -161,7 +166,7 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args, views:
         fits = [fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs,
                                    seed=args.seed + 100 * k + s, hidden=args.hidden,
                                    descriptors=not args.no_descriptors, train_keys=args.train_keys,
-                                   pooled=args.pooled, views=views)
+                                   pooled=args.pooled, views=views, message_steps=args.message_steps)
                 for s in range(args.seeds)]
         pred = np.mean([predict_views(fit.model, (data, *views), test) for fit in fits], axis=0)
         chosen = {"chosen_epochs": [fit.epoch for fit in fits],
@@ -186,13 +191,14 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args, views:
              f"per-atom contact MLP{roles}{context}{'' if args.no_descriptors else ' + descriptors'}, {args.loss} "
              f"loss within {args.compare_within}, mean of {args.seeds} seeds"
              + (f", hidden {args.hidden}" if args.hidden != 32 else "")
-             + (f", non-additive term of width {args.pooled}" if args.pooled else ""))
+             + (f", non-additive term of width {args.pooled}" if args.pooled else "")
+             + (f", {args.message_steps} rounds of messages along the ligand's bonds" if args.message_steps else ""))
     record = {"fold": k, "folds": args.folds, "model": "contact scorer", "variant": args.variant,
               "about": about + (f", trained on {' '.join(args.train_sources)} only" if args.train_sources else ""),
               "contact_model": args.model,
               "epochs": args.epochs if fits else 0, "loss": args.loss, "hidden": args.hidden, "pooled": args.pooled,
               "descriptors": not args.no_descriptors, "chemistry": args.chemistry, "bond_context": args.bond_context,
-              "radial": args.radial, "compare_within": args.compare_within,
+              "radial": args.radial, "compare_within": args.compare_within, "message_steps": args.message_steps,
               "moves": {"count": args.moves, "shift": args.shift, "turn": args.turn, "use": args.pose_views}
               if args.moves else None,
               "atom_features": int(data.atoms.shape[1]), "seeds": len(fits), **chosen,
@@ -285,6 +291,9 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--no-descriptors", action="store_true", help="per-atom contacts only")
     parser.add_argument("--pooled", type=int, default=0,
                         help="width of a non-additive term on the ligand's mean atom state (ContactScorer(pooled=))")
+    parser.add_argument("--message-steps", type=int, default=0, metavar="N",
+                        help="rounds of messages along the ligand's bonds before the per-atom read-out "
+                             "(ContactScorer(message_steps=))")
     parser.add_argument("--chemistry", action="store_true",
                         help="add the interaction-role columns (donors, acceptors, charges, aromatic; "
                              "CHEMISTRY_CONTACT_FEATURES)")
@@ -306,8 +315,8 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--variant", default="contact", help="name recorded in the fold records")
     parser.add_argument("--out-dir", required=True)
     args = parser.parse_args(argv)
-    if args.fewshot and args.model != "mlp":
-        parser.error("--fewshot fine-tunes the contact scorer: use it with --model mlp")
+    if args.fewshot and (args.model != "mlp" or args.message_steps):
+        parser.error("--fewshot fine-tunes the contact scorer: use it with --model mlp, without --message-steps")
     return args
 
 
@@ -319,7 +328,7 @@ def main(argv=None) -> list[dict]:
     corpus = corpus_contacts(root=args.root, sources=args.sources, series=args.series, cache_dir=args.cache_dir,
                              workers=args.workers, n_folds=args.folds, valid_fraction=args.valid_fraction,
                              chemistry=args.chemistry, bond_context=args.bond_context, radial=args.radial,
-                             moves=moves, as_views=args.pose_views == "augment")
+                             moves=moves, as_views=args.pose_views == "augment", bonds=args.message_steps > 0)
     args.train_keys = corpus.clusters if args.compare_within == "protein" else None
     chosen = range(args.folds) if args.fold is None else args.fold
     records = [run_fold(k, corpus.ids, corpus.data, corpus.folds[k], args, corpus.views) for k in chosen]

@@ -52,6 +52,8 @@ class ContactData:
         descriptors: ``(n, D)`` float32 ligand descriptors.
         label: ``(n,)`` pK (``nan`` where unknown).
         keys: ``(n,)`` the target (series) of each item.
+        bonds: ``(E, 2)`` int64 rows of ``atoms`` bonded to each other (within one item), for a scorer that
+            passes messages along the ligand's bonds; ``None`` when not read.
     """
 
     atoms: torch.Tensor
@@ -59,20 +61,26 @@ class ContactData:
     descriptors: torch.Tensor
     label: np.ndarray
     keys: np.ndarray
+    bonds: np.ndarray | None = None
 
     @classmethod
     def from_items(cls, atom_rows: Sequence[np.ndarray], descriptors: np.ndarray, label: Sequence[float],
-                   keys: Sequence[Hashable]) -> "ContactData":
-        """From one ``(L_i, F)`` array per item (:func:`~geomol.data.contact_features.graph_atom_contacts`)."""
+                   keys: Sequence[Hashable], bonds: Sequence[np.ndarray] | None = None) -> "ContactData":
+        """From one ``(L_i, F)`` array per item (:func:`~geomol.data.contact_features.graph_atom_contacts`) and,
+        optionally, one ``(B_i, 2)`` array of bonded row pairs per item
+        (:func:`~geomol.data.contact_features.graph_ligand_bonds`)."""
         if not len(atom_rows) == len(descriptors) == len(label) == len(keys):
             raise ConfigError(f"{len(atom_rows)} items, {len(descriptors)} descriptor rows, {len(label)} labels, "
                               f"{len(keys)} keys")
         if any(len(rows) == 0 for rows in atom_rows):
             raise ConfigError("every item needs at least one ligand atom")
         offsets = np.concatenate([[0], np.cumsum([len(rows) for rows in atom_rows])]).astype(np.int64)
+        if bonds is not None:
+            bonds = np.concatenate([np.asarray(pairs, dtype=np.int64).reshape(-1, 2) + start
+                                    for pairs, start in zip(bonds, offsets[:-1])]) if len(bonds) else None
         return cls(torch.as_tensor(np.concatenate(atom_rows), dtype=torch.float32), offsets,
                    torch.as_tensor(np.asarray(descriptors), dtype=torch.float32),
-                   np.asarray(label, dtype=np.float64), np.asarray(keys))
+                   np.asarray(label, dtype=np.float64), np.asarray(keys), bonds)
 
     def __len__(self) -> int:
         return len(self.label)
@@ -84,6 +92,20 @@ class ContactData:
         owner = np.repeat(np.arange(len(idx)), lengths)
         rows = starts[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         return self.atoms[torch.from_numpy(rows)], torch.from_numpy(owner), self.descriptors[torch.from_numpy(idx)]
+
+    def batch_bonds(self, idx: Sequence[int]) -> torch.Tensor:
+        """``(E_b, 2)`` int64: the bonds of the items ``idx`` (distinct) as rows of :meth:`batch`'s ``atoms``."""
+        if self.bonds is None:
+            raise ConfigError("these contact data carry no ligand bonds")
+        idx = np.asarray(idx, dtype=np.int64)
+        position = np.full(len(self), -1, dtype=np.int64)
+        position[idx] = np.arange(len(idx))
+        lengths = self.offsets[idx + 1] - self.offsets[idx]
+        batch_start = np.cumsum(lengths) - lengths
+        item = np.searchsorted(self.offsets, self.bonds[:, 0], side="right") - 1
+        chosen = position[item] >= 0
+        moved = batch_start[position[item[chosen]]] - self.offsets[item[chosen]]
+        return torch.from_numpy(self.bonds[chosen] + moved[:, None])
 
 
 @dataclass
@@ -111,8 +133,13 @@ def predict_contact_scorer(model: ContactScorer, data: ContactData, idx: Sequenc
             chunk = idx[start:start + batch_size]
             atoms, owner, descriptors = data.batch(chunk)
             out.append(model(atoms, owner, descriptors if model.descriptor_head is not None else None,
-                             n_ligands=len(chunk)).double().numpy())
+                             n_ligands=len(chunk), bonds=_bonds(model, data, chunk)).double().numpy())
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def _bonds(model: ContactScorer, data: ContactData, idx: np.ndarray) -> torch.Tensor | None:
+    """The bonds of the items ``idx`` as batch rows when ``model`` passes messages along them, else ``None``."""
+    return data.batch_bonds(idx) if model.message_steps else None
 
 
 def predict_views(model: ContactScorer, views: Sequence[ContactData], idx: Sequence[int]) -> np.ndarray:
@@ -142,7 +169,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
                        weight_decay: float = 1e-4,
                        series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS,
                        train_keys: np.ndarray | None = None, pooled: int = 0,
-                       views: Sequence[ContactData] = ()) -> ContactFit:
+                       views: Sequence[ContactData] = (), message_steps: int = 0) -> ContactFit:
     """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
 
     Args:
@@ -160,6 +187,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
         views: the same items' features for other poses (e.g. the ligand moved rigidly, a pose augmentation:
             :func:`~geomol.data.contact_features.graph_pose_contacts`): every training batch reads ``data`` or one
             of them at random, and validation scores the mean prediction over all (:func:`predict_views`).
+        message_steps: rounds of messages along the ligands' bonds (:class:`ContactScorer`; ``data.bonds`` needed).
     """
     if loss not in CONTACT_LOSSES:
         raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")
@@ -169,7 +197,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = ContactScorer(hidden, n_atom_features=data.atoms.shape[1],
-                          n_descriptors=data.descriptors.shape[1] if descriptors else 0, pooled=pooled)
+                          n_descriptors=data.descriptors.shape[1] if descriptors else 0, pooled=pooled,
+                          message_steps=message_steps)
     atoms, _, train_descriptors = data.batch(train)
     model.fit_normalisation(atoms, train_descriptors)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -181,8 +210,10 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     for epoch in range(epochs):
         model.train()
         for idx in _series_batches(groups, series_per_batch, rng):
-            atoms, owner, batch_descriptors = (data, *views)[rng.integers(len(views) + 1) if views else 0].batch(idx)
-            pred = model(atoms, owner, batch_descriptors if descriptors else None, n_ligands=len(idx))
+            view = (data, *views)[rng.integers(len(views) + 1) if views else 0]
+            atoms, owner, batch_descriptors = view.batch(idx)
+            pred = model(atoms, owner, batch_descriptors if descriptors else None, n_ligands=len(idx),
+                         bonds=_bonds(model, view, idx))
             value = loss_function(pred, torch.as_tensor(data.label[idx], dtype=pred.dtype), train_keys[idx].tolist())
             optimiser.zero_grad()
             value.backward()

@@ -106,18 +106,64 @@ def test_needs_training_and_validation_items():
         fit_contact_scorer(data, train, train, loss="hinge", epochs=1)
 
 
-@pytest.mark.parametrize("pooled", [0, 8], ids=["additive", "pooled"])
-def test_scores_are_independent_of_batching_and_atom_order(pooled):
+def chained(data: ContactData) -> ContactData:
+    """``data`` with every ligand's atoms bonded in a chain (row i to row i + 1)."""
+    bonds = [np.stack([np.arange(n - 1), np.arange(1, n)], 1) for n in np.diff(data.offsets)]
+    return ContactData.from_items([data.atoms[a:b].numpy() for a, b in zip(data.offsets[:-1], data.offsets[1:])],
+                                  data.descriptors.numpy(), data.label, data.keys, bonds)
+
+
+@pytest.mark.parametrize("pooled, steps", [(0, 0), (8, 0), (0, 2)], ids=["additive", "pooled", "messages"])
+def test_scores_are_independent_of_batching_and_atom_order(pooled, steps):
     data, _, _, test = planted()
-    model = ContactScorer(pooled=pooled).double()
+    data = chained(data)
+    model = ContactScorer(pooled=pooled, message_steps=steps).double()
     model.fit_normalisation(data.atoms.double(), data.descriptors.double())
     atoms, owner, descriptors = data.batch(test[:5])
-    together = model(atoms.double(), owner, descriptors.double())
-    alone = torch.stack([model(*[t.double() if t.is_floating_point() else t for t in data.batch([i])])[0]
-                         for i in test[:5]])
+    bonds = data.batch_bonds(test[:5])
+    together = model(atoms.double(), owner, descriptors.double(), bonds=bonds)
+    alone = torch.stack([model(*[t.double() if t.is_floating_point() else t for t in data.batch([i])],
+                               bonds=data.batch_bonds([i]))[0] for i in test[:5]])
     torch.testing.assert_close(together, alone)
     shuffled = torch.randperm(len(owner))  # atom order within and across ligands does not matter
-    torch.testing.assert_close(model(atoms.double()[shuffled], owner[shuffled], descriptors.double()), together)
+    place = torch.argsort(shuffled)  # new row of each old row
+    torch.testing.assert_close(model(atoms.double()[shuffled], owner[shuffled], descriptors.double(),
+                                     bonds=place[bonds]), together)
+
+
+def test_batch_bonds_are_rows_of_the_batch():
+    rows = [np.zeros((n, 3)) for n in (2, 3, 4)]
+    data = ContactData.from_items(rows, np.zeros((3, 1)), [1.0, 2.0, 3.0], ["a"] * 3,
+                                  [np.array([[0, 1]]), np.array([[0, 1], [1, 2]]), np.array([[0, 3]])])
+    assert data.bonds.tolist() == [[0, 1], [2, 3], [3, 4], [5, 8]]
+    assert data.batch_bonds([2, 0]).tolist() == [[4, 5], [0, 3]]  # batch rows: item 2 at 0–3, item 0 at 4–5
+    with pytest.raises(ConfigError, match="bonds"):
+        ContactScorer(n_atom_features=3, n_descriptors=0, message_steps=1)(data.batch([0])[0], data.batch([0])[1])
+
+
+def test_messages_follow_their_formula_and_train():
+    """Each round: h_a += SiLU(W [h_a, mean of h over a's bonded neighbours]), then the per-atom read-out; a lone
+    atom's neighbours' mean is zero. A scorer passing messages learns the planted signal too."""
+    data, train, valid, test = planted()
+    bonds = [np.array([[0, 1], [1, 2]])] + [np.zeros((0, 2), dtype=np.int64)] * (len(data) - 1)  # 0–1–2 in item 0
+    data = ContactData.from_items([data.atoms[a:b].numpy() for a, b in zip(data.offsets[:-1], data.offsets[1:])],
+                                  data.descriptors.numpy(), data.label, data.keys, bonds)
+    model = ContactScorer(message_steps=2).double()
+    model.fit_normalisation(data.atoms.double(), data.descriptors.double())
+    atoms, _, descriptors = (t.double() if t.is_floating_point() else t for t in data.batch([0]))
+    score = model(atoms, torch.zeros(len(atoms), dtype=torch.long), descriptors, bonds=data.batch_bonds([0]))
+    hidden = model.atom_mlp[:-1]((model._atom_inputs(atoms) - model.atom_mean) / model.atom_std)
+    for step in model.messages:
+        neighbours = torch.zeros_like(hidden)
+        neighbours[0], neighbours[1], neighbours[2] = hidden[1], (hidden[0] + hidden[2]) / 2, hidden[1]
+        hidden = hidden + step(torch.cat([hidden, neighbours], 1))
+    normalised = (descriptors[0] - model.descriptor_mean) / model.descriptor_std
+    torch.testing.assert_close(score[0], (model.atom_mlp[-1](hidden).sum() + model.descriptor_head(normalised))[0])
+    assert set(model.state_dict()) - set(ContactScorer().state_dict()) == {f"messages.{i}.0.{p}" for i in (0, 1)
+                                                                           for p in ("weight", "bias")}
+    fit = fit_contact_scorer(chained(planted()[0]), train, valid, epochs=12, min_ligands=10, message_steps=1)
+    assert fit.model.message_steps == 1
+    assert mean_series_spearman(predict_contact_scorer(fit.model, chained(planted()[0]), test), data, test) > 0.8
 
 
 def test_state_dict_is_the_whole_model_and_loads_weights_only():

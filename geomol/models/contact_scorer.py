@@ -75,13 +75,18 @@ class ContactScorer(nn.Module):
         n_descriptors: columns of the descriptor input (default :data:`DESCRIPTOR_NAMES`); 0 for none.
         pooled: width of an optional non-additive term (0: none): an MLP of the ligand's mean per-atom hidden
             state (the atom MLP's last hidden layer) and its normalised descriptors, added to the score.
+        message_steps: rounds of messages along the ligand's bonds (0: none) before the per-atom read-out: each
+            updates an atom's hidden state by ``h += SiLU(W [h, mean of its bonded neighbours' h])``, so an atom's
+            term also reads what the atoms around it touch.
     """
 
     def __init__(self, hidden: int = 32, n_atom_features: int = len(ATOM_CONTACT_FEATURES),
-                 n_descriptors: int = len(DESCRIPTOR_NAMES), pooled: int = 0):
+                 n_descriptors: int = len(DESCRIPTOR_NAMES), pooled: int = 0, message_steps: int = 0):
         super().__init__()
         self.atom_mlp = nn.Sequential(nn.Linear(n_atom_features, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
                                       nn.SiLU(), nn.Linear(hidden, 1))
+        self.messages = nn.ModuleList(nn.Sequential(nn.Linear(2 * hidden, hidden), nn.SiLU())
+                                      for _ in range(message_steps))
         self.descriptor_head = nn.Linear(n_descriptors, 1) if n_descriptors else None
         self.pooled_mlp = (nn.Sequential(nn.Linear(hidden + n_descriptors, pooled), nn.SiLU(), nn.Linear(pooled, 1))
                            if pooled else None)
@@ -94,6 +99,11 @@ class ContactScorer(nn.Module):
             self.register_buffer(f"{name}_std", torch.ones(width))
         self.register_buffer("scale", torch.ones(()))
         self.register_buffer("offset", torch.zeros(()))
+
+    @property
+    def message_steps(self) -> int:
+        """Rounds of messages along the ligand's bonds (0: the atoms are scored independently)."""
+        return len(self.messages)
 
     @property
     def reads_chemistry(self) -> bool:
@@ -134,7 +144,7 @@ class ContactScorer(nn.Module):
         self.offset.fill_(float(label.mean() - slope * raw.mean()))
 
     def forward(self, atoms: torch.Tensor, owner: torch.Tensor, descriptors: torch.Tensor | None = None,
-                n_ligands: int | None = None) -> torch.Tensor:
+                n_ligands: int | None = None, bonds: torch.Tensor | None = None) -> torch.Tensor:
         """Scores of a batch of ligands.
 
         Args:
@@ -142,6 +152,7 @@ class ContactScorer(nn.Module):
             owner: ``(N,)`` long, the ligand (0 … B−1) of each atom.
             descriptors: ``(B, D)`` ligand descriptors (required when the model has a descriptor term).
             n_ligands: B (default: from ``descriptors``, else ``owner.max() + 1``).
+            bonds: ``(E, 2)`` long bonded rows of ``atoms`` (required when the model passes messages).
 
         Returns:
             ``(B,)`` scores: pK once :meth:`calibrate` has run (only differences within one receptor's
@@ -153,6 +164,13 @@ class ContactScorer(nn.Module):
         n = n_ligands if n_ligands is not None else (len(descriptors) if descriptors is not None
                                                      else int(owner.max()) + 1)
         hidden = self.atom_mlp[:-1]((self._atom_inputs(atoms.to(dtype)) - self.atom_mean) / self.atom_std)
+        if self.messages:
+            if bonds is None:
+                raise ConfigError("this contact scorer passes messages along the ligand's bonds: pass the bonds")
+            ends, others = torch.cat([bonds[:, 0], bonds[:, 1]]), torch.cat([bonds[:, 1], bonds[:, 0]])
+            for step in self.messages:
+                neighbours = scatter_mean(hidden[others], ends, len(hidden))
+                hidden = hidden + step(torch.cat([hidden, neighbours], 1))
         per_atom = self.atom_mlp[-1](hidden).squeeze(-1)
         score = torch.zeros(n, dtype=per_atom.dtype, device=per_atom.device).index_add(0, owner, per_atom)
         normalised = None
