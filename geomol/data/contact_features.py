@@ -47,7 +47,7 @@ from geomol.errors import ConfigError, EmptySelectionError
 __all__ = ["LIGAND_GROUPS", "RECEPTOR_GROUPS", "VDW_RADII", "ATOM_CONTACT_FEATURES", "CHEMISTRY_CONTACT_FEATURES",
            "COUNT_FEATURES", "RADIAL_BINS", "RECEPTOR_CLASSES", "RADIAL_CONTACT_FEATURES", "atom_contact_features",
            "chemistry_contact_features", "contact_pairs", "graph_atom_contacts", "graph_ligand_bonds",
-           "graph_pose_contacts", "ligand_bond_pairs", "ligand_heavy_atoms", "radial_contact_features",
+           "graph_pose_contacts", "ligand_bond_pairs", "ligand_frame", "ligand_heavy_atoms", "radial_contact_features",
            "receptor_classes", "rigid_moves"]
 
 LIGAND_GROUPS = ("C", "N", "O", "SP", "F", "ClBrI")
@@ -253,7 +253,8 @@ def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False,
 def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
                         moves: tuple[np.ndarray, np.ndarray] | None = None) -> list[np.ndarray]:
     """The rows of :func:`graph_atom_contacts` (without averaging) for the ligand's pose as given, then for the
-    pose moved by each of ``moves`` (about the ligand's heavy-atom centroid): ``1 + len(moves[0])`` ``(L, F)`` arrays."""
+    pose moved by each of ``moves`` (:func:`rigid_moves`: rotations about the ligand's heavy-atom centroid and
+    shifts, both in its own frame, :func:`ligand_frame`): ``1 + len(moves[0])`` ``(L, F)`` arrays."""
     atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
     segment = graph.segment[graph.block_id].numpy()
     heavy = atomic_number >= 2  # drops padding, unknown, global atoms and hydrogens
@@ -284,20 +285,23 @@ def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
     posed = xyz[ligand]
     if moves is None:
         return [rows(posed)]
-    centre = posed.mean(0)
-    return [rows(posed), *(rows((posed - centre) @ rotation.T + centre + shift) for rotation, shift in zip(*moves))]
+    centre, frame = posed.mean(0), ligand_frame(posed)
+    return [rows(posed), *(rows((posed - centre) @ (frame @ rotation @ frame.T).T + centre + frame @ shift)
+                           for rotation, shift in zip(*moves))]
 
 
 def rigid_moves(count: int, shift: float, turn: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` fixed random rigid moves of a ligand about its centroid, for :func:`graph_atom_contacts`.
+    """``2 count`` fixed random rigid moves of a ligand, in its own frame (:func:`ligand_frame`), for
+    :func:`graph_atom_contacts`: ``count`` drawn moves, then each one's mirror image through the frame's third
+    axis, so the set is the same whichever handedness the frame has (features stay invariant to reflections).
 
     Args:
-        count: number of moves; shift: spread (Å) of each translation component (normal, mean 0);
+        count: moves drawn; shift: spread (Å) of each translation component (normal, mean 0);
         turn: spread (degrees) of the rotation angle (normal, mean 0) about a uniformly random axis;
         seed: the random draw (the same moves for every ligand, so features are a fixed function of the pose).
 
     Returns:
-        ``(rotations (count, 3, 3), shifts (count, 3))``, float64; rotations are proper (det +1).
+        ``(rotations (2 count, 3, 3), shifts (2 count, 3))``, float64; rotations are proper (det +1).
     """
     rng = np.random.default_rng(seed)
     axes = rng.normal(size=(count, 3))
@@ -308,7 +312,24 @@ def rigid_moves(count: int, shift: float, turn: float, seed: int = 0) -> tuple[n
     cross = cross - cross.transpose(0, 2, 1)
     sin, cos = np.sin(angles)[:, None, None], np.cos(angles)[:, None, None]
     rotations = np.eye(3) + sin * cross + (1 - cos) * cross @ cross  # Rodrigues
-    return rotations, rng.normal(scale=shift, size=(count, 3))
+    shifts = rng.normal(scale=shift, size=(count, 3))
+    mirror = np.diag([1.0, 1.0, -1.0])
+    return np.concatenate([rotations, mirror @ rotations @ mirror]), np.concatenate([shifts, shifts @ mirror])
+
+
+def ligand_frame(xyz: np.ndarray) -> np.ndarray:
+    """``(3, 3)`` proper rotation whose columns are a ligand's principal axes (largest spread first), each
+    pointing where the atoms' third moment along it is positive, the third the cross product of the first two:
+    it turns with the ligand, so moves expressed in it (:func:`rigid_moves`) do not depend on the lab frame.
+
+    Args:
+        xyz: ``(L, 3)`` heavy-atom coordinates in Å.
+    """
+    centred = np.asarray(xyz, dtype=np.float64) - np.mean(xyz, axis=0)
+    _, vectors = np.linalg.eigh(centred.T @ centred)
+    first, second = vectors[:, 2], vectors[:, 1]
+    first, second = (axis if np.sum((centred @ axis) ** 3) >= 0 else -axis for axis in (first, second))
+    return np.stack([first, second, np.cross(first, second)], axis=1)
 
 
 def receptor_classes(receptor_roles: np.ndarray, receptor_z: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import torch
 from geomol.data import complex_from_files
 from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, RADIAL_CONTACT_FEATURES, RECEPTOR_CLASSES,
                                           atom_contact_features, contact_pairs, graph_atom_contacts, graph_ligand_bonds,
-                                          graph_pose_contacts, ligand_bond_pairs, ligand_heavy_atoms,
+                                          graph_pose_contacts, ligand_bond_pairs, ligand_frame, ligand_heavy_atoms,
                                           radial_contact_features, receptor_classes, rigid_moves)
 from geomol.errors import EmptySelectionError
 from geomol.testing import apply_e3, random_e3
@@ -124,31 +124,47 @@ def test_radial_shells_of_a_real_complex(cdk2_graph):
 
 def test_rigid_moves_are_proper_rotations_and_shifts_of_the_asked_spread():
     rotations, shifts = rigid_moves(4000, 0.3, 8.0, seed=1)
-    assert rotations.shape == (4000, 3, 3) and shifts.shape == (4000, 3)
+    assert rotations.shape == (8000, 3, 3) and shifts.shape == (8000, 3)
     np.testing.assert_allclose(rotations @ rotations.transpose(0, 2, 1), np.broadcast_to(np.eye(3), rotations.shape),
                                atol=1e-12)
     np.testing.assert_allclose(np.linalg.det(rotations), 1.0, atol=1e-12)
     angles = np.degrees(np.arccos(np.clip((np.trace(rotations, axis1=1, axis2=2) - 1) / 2, -1, 1)))
     assert abs(np.sqrt(np.mean(angles ** 2)) - 8.0) < 0.3 and abs(shifts.std() - 0.3) < 0.01  # |N(0, 8°)|, N(0, 0.3 Å)
+    mirror = np.diag([1.0, 1.0, -1.0])  # the second half mirrors the first through the frame's third axis
+    np.testing.assert_allclose(rotations[4000:], mirror @ rotations[:4000] @ mirror)
+    np.testing.assert_allclose(shifts[4000:], shifts[:4000] @ mirror)
     again = rigid_moves(4000, 0.3, 8.0, seed=1)
     assert np.array_equal(again[0], rotations) and np.array_equal(again[1], shifts)
     still = rigid_moves(3, 0.0, 0.0)
-    assert np.array_equal(still[0], np.broadcast_to(np.eye(3), (3, 3, 3))) and not still[1].any()
+    assert np.array_equal(still[0], np.broadcast_to(np.eye(3), (6, 3, 3))) and not still[1].any()
+
+
+def test_ligand_frame_turns_with_the_ligand(cdk2_graph):
+    graph, _ = cdk2_graph
+    xyz = graph.X[ligand_heavy_atoms(graph)].numpy()
+    frame = ligand_frame(xyz)
+    np.testing.assert_allclose(frame.T @ frame, np.eye(3), atol=1e-12)
+    assert np.linalg.det(frame) == pytest.approx(1.0)
+    spread = np.var((xyz - xyz.mean(0)) @ frame, axis=0)
+    assert spread[0] >= spread[1] >= spread[2]
+    q, t = (x.numpy() for x in random_e3(False, generator=torch.Generator().manual_seed(4)))
+    np.testing.assert_allclose(ligand_frame(xyz @ q.T + t), q @ frame, atol=1e-9)
 
 
 @pytest.mark.parametrize("chemistry", [False, True], ids=["elements", "roles"])
 def test_pose_contacts_are_the_rows_of_the_moved_ligand(cdk2_graph, chemistry):
     graph, _ = cdk2_graph
-    moves = rigid_moves(3, 0.5, 15.0, seed=2)
+    moves = rigid_moves(2, 0.5, 15.0, seed=2)
     poses = graph_pose_contacts(graph, chemistry, radial=True, moves=moves)
-    assert len(poses) == 4
+    assert len(poses) == 5
     np.testing.assert_array_equal(poses[0], graph_atom_contacts(graph, chemistry, radial=True))
     ligand = ligand_heavy_atoms(graph)
-    centre = graph.X[ligand].mean(0)
+    centre, frame = graph.X[ligand].mean(0), torch.from_numpy(ligand_frame(graph.X[ligand].numpy()))
     for (rotation, shift), rows in zip(zip(*moves), poses[1:]):
         moved = graph.clone()
         moved.X = graph.X.clone()
-        moved.X[ligand] = (graph.X[ligand] - centre) @ torch.from_numpy(rotation).T + centre + torch.from_numpy(shift)
+        turn = frame @ torch.from_numpy(rotation) @ frame.T
+        moved.X[ligand] = (graph.X[ligand] - centre) @ turn.T + centre + frame @ torch.from_numpy(shift)
         np.testing.assert_allclose(rows, graph_atom_contacts(moved, chemistry, radial=True), rtol=1e-9, atol=1e-9)
         assert not np.allclose(rows, poses[0])  # the contacts changed, the bonds (rigid move) did not
         np.testing.assert_array_equal(rows[:, [COLUMN["degree"], COLUMN["hetero_bonds"]]],
@@ -156,6 +172,18 @@ def test_pose_contacts_are_the_rows_of_the_moved_ligand(cdk2_graph, chemistry):
     np.testing.assert_allclose(graph_atom_contacts(graph, chemistry, radial=True, moves=moves), np.mean(poses, axis=0))
     np.testing.assert_allclose(graph_atom_contacts(graph, chemistry, moves=rigid_moves(2, 0.0, 0.0)),
                                graph_atom_contacts(graph, chemistry), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("reflect", [False, True])
+def test_rows_over_moved_poses_are_invariant(cdk2_graph, reflect):
+    """The moves live in the ligand's frame and come in mirror pairs: the averaged rows are E(3)-invariant."""
+    graph, _ = cdk2_graph
+    moved = graph.clone()
+    q, t = random_e3(reflect, generator=torch.Generator().manual_seed(6))
+    moved.X = apply_e3(graph.X, q, t)
+    moves = rigid_moves(3, 0.4, 12.0)
+    np.testing.assert_allclose(graph_atom_contacts(moved, True, moves=moves),
+                               graph_atom_contacts(graph, True, moves=moves), rtol=1e-9, atol=1e-9)
 
 
 def test_graph_without_ligand_atoms_is_an_error(cdk2_graph):
