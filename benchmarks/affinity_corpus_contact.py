@@ -182,8 +182,8 @@ def run_fold(k: int, ids: list[str], data: ContactData, fold: dict, args, views:
     context = (" and receptor classes by distance shell" if args.radial else "") + (
         " and the mean of its bonded neighbours' rows" if args.bond_context else "")
     if args.moves:
-        context += (f", {'averaged over the pose and' if args.pose_views == 'smooth' else 'augmented by'} {args.moves} "
-                    f"rigid moves of the ligand ({args.shift:g} Å, {args.turn:g}°"
+        context += (f", {'averaged over the pose and' if args.pose_views == 'smooth' else 'augmented by'} "
+                    f"{2 * args.moves} rigid moves of the ligand ({args.shift:g} Å, {args.turn:g}°"
                     f"{'' if args.pose_views == 'smooth' else '; predictions averaged over them'})")
     about = (f"gradient boosting within series on the ligand's summed contact features{roles} + descriptors, "
              f"also centred on their series, fitted to the pK minus the series' mean"
@@ -303,8 +303,8 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--radial", action="store_true",
                         help="append the receptor atoms by class and distance shell (RADIAL_CONTACT_FEATURES)")
     parser.add_argument("--moves", type=int, default=0, metavar="K",
-                        help="K fixed random rigid moves of each ligand (rigid_moves): its features in the moved "
-                             "poses are averaged with the pose's own (--pose-views smooth) or read as augmentation "
+                        help="K fixed random rigid moves of each ligand and their mirror images (rigid_moves: 2K "
+                             "moved poses): its features in the moved poses are averaged with the pose's own (--pose-views smooth) or read as augmentation "
                              "in training and averaged over in predictions (--pose-views augment)")
     parser.add_argument("--shift", type=float, default=0.3, help="Å, spread of each move's translation components")
     parser.add_argument("--turn", type=float, default=8.0, help="degrees, spread of each move's rotation angle")
