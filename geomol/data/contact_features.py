@@ -321,6 +321,8 @@ def ligand_frame(xyz: np.ndarray) -> np.ndarray:
     """``(3, 3)`` proper rotation whose columns are a ligand's principal axes (largest spread first), each
     pointing where the atoms' third moment along it is positive, the third the cross product of the first two:
     it turns with the ligand, so moves expressed in it (:func:`rigid_moves`) do not depend on the lab frame.
+    Where the frame is not unique (two principal spreads equal, or a third moment of zero: a ligand symmetric
+    along that axis) it is one of the possible frames, and features of moved poses may depend on which.
 
     Args:
         xyz: ``(L, 3)`` heavy-atom coordinates in Å.
