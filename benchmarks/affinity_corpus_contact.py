@@ -79,11 +79,12 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
     for i in track(range(len(dataset)), description="contact features", transient=True):
         graph = dataset[i]
         poses = graph_pose_contacts(graph, chemistry=chemistry, radial=radial, moves=moves)
+        graph_bonds = graph_ligand_bonds(graph) if bond_context or bonds else None  # rigid moves keep the bonds
         for view, rows in zip(atom_rows, poses if as_views else [np.mean(poses, axis=0)]):
-            view.append(finished_rows(rows, graph, radial, bond_context))
+            view.append(finished_rows(rows, graph_bonds if bond_context else None, radial))
         descriptors.append(graph.ligand_descriptors[0].numpy())
         if bonds:
-            ligand_bonds.append(graph_ligand_bonds(graph))
+            ligand_bonds.append(graph_bonds)
     items = dataset.corpus_items
     labels, keys = [item.label for item in items], [item.series for item in items]
     data, *views = [ContactData.from_items(rows, np.asarray(descriptors), labels, keys, ligand_bonds if bonds else None)
@@ -99,13 +100,13 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
                           np.asarray([cluster_of[item.id] for item in items]), views)
 
 
-def finished_rows(rows: np.ndarray, graph, radial: bool, bond_context: bool) -> np.ndarray:
-    """One complex's contact rows as the scorer reads them: with the bonded neighbours' mean rows when
-    ``bond_context`` (:func:`with_bond_context`), else with the radial shells log1p'd when ``radial``."""
+def finished_rows(rows: np.ndarray, bonds: np.ndarray | None, radial: bool) -> np.ndarray:
+    """One complex's contact rows as the scorer reads them: with the bonded neighbours' mean rows when given its
+    ligand ``bonds`` (:func:`with_bond_context`), else with the radial shells log1p'd when ``radial``."""
     first_shell = rows.shape[1] - (len(RADIAL_CONTACT_FEATURES) if radial else 0)  # the shells come last
     counts = [c for c in COUNT_FEATURES if c < first_shell] + list(range(first_shell, rows.shape[1]))
-    if bond_context:
-        return with_bond_context(rows, graph_ligand_bonds(graph), counts)
+    if bonds is not None:
+        return with_bond_context(rows, bonds, counts)
     if radial:  # wider than the scorer's own log1p columns: logged here
         return log_counts(rows, counts)
     return rows
@@ -304,8 +305,9 @@ def build_args(argv=None) -> argparse.Namespace:
                         help="append the receptor atoms by class and distance shell (RADIAL_CONTACT_FEATURES)")
     parser.add_argument("--moves", type=int, default=0, metavar="K",
                         help="K fixed random rigid moves of each ligand and their mirror images (rigid_moves: 2K "
-                             "moved poses): its features in the moved poses are averaged with the pose's own (--pose-views smooth) or read as augmentation "
-                             "in training and averaged over in predictions (--pose-views augment)")
+                             "moved poses): its features in the moved poses are averaged with the pose's own "
+                             "(--pose-views smooth) or read as augmentation in training and averaged over in "
+                             "predictions (--pose-views augment)")
     parser.add_argument("--shift", type=float, default=0.3, help="Å, spread of each move's translation components")
     parser.add_argument("--turn", type=float, default=8.0, help="degrees, spread of each move's rotation angle")
     parser.add_argument("--pose-views", choices=("smooth", "augment"), default="smooth")

@@ -62,6 +62,11 @@ class ContactData:
     label: np.ndarray
     keys: np.ndarray
     bonds: np.ndarray | None = None
+    bond_item: np.ndarray | None = field(init=False, repr=False, default=None)  # the item of every bond, once
+
+    def __post_init__(self):
+        if self.bonds is not None:
+            self.bond_item = np.searchsorted(self.offsets, self.bonds[:, 0], side="right") - 1
 
     @classmethod
     def from_items(cls, atom_rows: Sequence[np.ndarray], descriptors: np.ndarray, label: Sequence[float],
@@ -102,7 +107,7 @@ class ContactData:
         position[idx] = np.arange(len(idx))
         lengths = self.offsets[idx + 1] - self.offsets[idx]
         batch_start = np.cumsum(lengths) - lengths
-        item = np.searchsorted(self.offsets, self.bonds[:, 0], side="right") - 1
+        item = self.bond_item
         chosen = position[item] >= 0
         moved = batch_start[position[item[chosen]]] - self.offsets[item[chosen]]
         return torch.from_numpy(self.bonds[chosen] + moved[:, None])
