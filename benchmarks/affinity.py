@@ -53,7 +53,7 @@ PEER_SECONDS_PER_LIGAND = 0.13  # PIGNet2 ensemble, one CPU thread (../shared/BE
 # ---------------------------------------------------------------------- speed
 def _random_default_model(members: int):
     """The default recipe's architecture with random weights (for timing when no trained model exists)."""
-    from geomol.data.recipe import ComplexRecipe
+    from geomol.data.complexes.recipe import ComplexRecipe
     from geomol.inference import AffinityModel
     from geomol.models.get import GETAffinity, GETConfig
 

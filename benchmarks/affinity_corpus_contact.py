@@ -2,10 +2,10 @@
 
 Reads every complex of the corpus from the processed store (``geomol preprocess --config
 configs/get_affinity_corpus.yaml`` builds it; items missing from it are built here), turns each into
-per-atom contact features (:mod:`geomol.data.contact_features`) and its ligand descriptors, then for
+per-atom contact features (:mod:`geomol.data.chemistry.contact_features`) and its ligand descriptors, then for
 each fold of the protocol (``docs/evaluation.md``: 5 leave-cluster-out folds, seed 0, each with a
 validation slice of its training clusters) trains ``--seeds`` contact scorers
-(:func:`geomol.contact_models.fit_contact_scorer`, epoch chosen on the validation slice) and averages
+(:func:`geomol.training.contact_scorer.fit_contact_scorer`, epoch chosen on the validation slice) and averages
 their scores on the fold's test items.
 
 Writes ``OUT/fold{k}.csv`` (``id,prediction,fold,y,heavy_atoms``) and ``OUT/fold{k}.json`` (variant, settings,
@@ -31,14 +31,14 @@ from rich.progress import track
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the protocol's folds, however this script is run
 from affinity_corpus_cv import checked_folds  # noqa: E402
-from geomol.contact_models import (CONTACT_LOSSES, ContactData, fit_contact_scorer,  # noqa: E402
+from geomol.training.contact_scorer import (CONTACT_LOSSES, ContactData, fit_contact_scorer,  # noqa: E402
                                    predict_contact_scorer, predict_views)
-from geomol.data.contact_features import (COUNT_FEATURES, RADIAL_CONTACT_FEATURES,  # noqa: E402
+from geomol.data.chemistry.contact_features import (COUNT_FEATURES, RADIAL_CONTACT_FEATURES,  # noqa: E402
                                           graph_ligand_bonds, graph_pose_contacts, rigid_moves)
-from geomol.data.corpus_split import item_clusters  # noqa: E402
-from geomol.data.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
+from geomol.data.splits.corpus import item_clusters  # noqa: E402
+from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES  # noqa: E402
 from geomol.inference.finetune import FinetuneSettings  # noqa: E402
-from geomol.ligand_models import select_ligand_model  # noqa: E402
+from geomol.training.ligand_baselines import select_ligand_model  # noqa: E402
 from geomol.provenance import provenance  # noqa: E402
 from geomol.tasks import CorpusDataModule  # noqa: E402
 
@@ -66,12 +66,12 @@ def corpus_contacts(*, root: str | None = None, sources: list[str] | None = None
                     bonds: bool = False) -> CorpusContacts:
     """Every stored complex of the corpus (or of the given ``sources`` / ``series``) as contact features (with the
     interaction-role columns when ``chemistry``, the receptor classes by distance shell when ``radial``
-    (:func:`~geomol.data.contact_features.radial_contact_features`), with :func:`with_bond_context` when
-    ``bond_context``; with ``moves`` (:func:`~geomol.data.contact_features.rigid_moves`) averaged over the pose and
+    (:func:`~geomol.data.chemistry.contact_features.radial_contact_features`), with :func:`with_bond_context` when
+    ``bond_context``; with ``moves`` (:func:`~geomol.data.chemistry.contact_features.rigid_moves`) averaged over the pose and
     its moved copies, or, ``as_views``, the moved copies as separate views); the item ids; the protocol's
     ``n_folds`` folds as item indices (``valid_fraction`` of each fold's training clusters held out for model
     selection); the protein cluster of every item. With ``bonds``, the data carry the ligands' bonds
-    (:func:`~geomol.data.contact_features.graph_ligand_bonds`) for a scorer passing messages along them."""
+    (:func:`~geomol.data.chemistry.contact_features.graph_ligand_bonds`) for a scorer passing messages along them."""
     module = CorpusDataModule(root=root, sources=sources, series=series, pocket_cutoff=10.0, cache_dir=cache_dir)
     dataset = module.make_dataset(workers)
     n_views = 1 + (len(moves[0]) if moves is not None and as_views else 0)
@@ -125,8 +125,8 @@ def with_bond_context(rows: np.ndarray, bonds: np.ndarray, counts=None) -> np.nd
     the mean of its bonded neighbours' rows (zeros for an atom without bonds): what the atoms next to it touch.
 
     Args:
-        rows: ``(L, F)`` :func:`~geomol.data.contact_features.graph_atom_contacts` rows.
-        bonds: ``(B, 2)`` bonded atom pairs (:func:`~geomol.data.contact_features.graph_ligand_bonds`).
+        rows: ``(L, F)`` :func:`~geomol.data.chemistry.contact_features.graph_atom_contacts` rows.
+        bonds: ``(B, 2)`` bonded atom pairs (:func:`~geomol.data.chemistry.contact_features.graph_ligand_bonds`).
         counts: the count columns of ``rows`` (default: those of :data:`COUNT_FEATURES` it has).
     """
     logged = log_counts(rows, [c for c in COUNT_FEATURES if c < rows.shape[1]] if counts is None else counts)
@@ -145,7 +145,7 @@ def ligand_sums(data: ContactData) -> np.ndarray:
 
 def boosted_fold(k: int, data: ContactData, train: list[int], fold: dict, args) -> tuple[np.ndarray, dict]:
     """Fold ``k`` of the within-series gradient boosting on :func:`ligand_sums` (``--model gbm_series``,
-    :func:`geomol.ligand_models.select_ligand_model`): its test predictions and what was chosen on validation."""
+    :func:`geomol.training.ligand_baselines.select_ligand_model`): its test predictions and what was chosen on validation."""
     features, series = ligand_sums(data), data.keys
     selection = select_ligand_model("gbm_series", features, data.label, train, fold["valid"],
                                     data.keys[fold["valid"]].tolist(), seed=args.seed + k, groups=series)
@@ -241,8 +241,8 @@ def fewshot_rows(model, data: ContactData, train: list[int], test: np.ndarray, f
     """Few-shot rows of a fold (``benchmarks/affinity_fewshot.py``'s protocol, for the contact scorer): the fold's
     seed-0 scorer, calibrated on its training items, adapted to k measured ligands of each expert-pose test target
     as ``geomol finetune`` does, scored on the others (:func:`fewshot_scores`)."""
-    from geomol.contact_models import calibrate_contact_scorer
-    from geomol.target_metrics import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
+    from geomol.training.contact_scorer import calibrate_contact_scorer
+    from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 
     calibrate_contact_scorer(model, data, train)
     settings, rng = FinetuneSettings(), np.random.default_rng(fold)
@@ -280,7 +280,7 @@ def build_args(argv=None) -> argparse.Namespace:
                         help="train on these sources' items only (validation and test items unchanged)")
     parser.add_argument("--model", choices=("mlp", "gbm_series"), default="mlp",
                         help="mlp: the contact scorer; gbm_series: gradient boosting within series on the ligand's "
-                             "summed contact features and descriptors (geomol.ligand_models)")
+                             "summed contact features and descriptors (geomol.training.ligand_baselines)")
     parser.add_argument("--loss", choices=sorted(CONTACT_LOSSES), default="ranking")
     parser.add_argument("--compare-within", choices=("series", "protein"), default="series",
                         help="training compares ligands within a series, or within a protein cluster (across its "

@@ -6,11 +6,11 @@ The protocol every affinity variant is judged by (``docs/evaluation.md``):
   across sources (``load_protein_clusters``), ``--folds`` leave-cluster-out folds, each with a
   validation slice of its training clusters for model selection (``leave_cluster_out_folds``;
   every fold checked by ``check_corpus_split``);
-* targets and metrics: :mod:`geomol.target_metrics` (series with >= 10 ligands by default;
+* targets and metrics: :mod:`geomol.evaluation.targets` (series with >= 10 ligands by default;
   Spearman, Pearson, Kendall per target; means over the expert-pose sources and over all; the
   fraction of targets where the model beats the heavy-atom count; Spearman with the heavy-atom count);
 * variants: the heavy-atom count (HAC), ligand-only random forest (``rf``) and gradient boosting
-  (``gbm``) on Morgan counts + descriptors (:mod:`geomol.ligand_models`, hyper-parameters chosen on
+  (``gbm``) on Morgan counts + descriptors (:mod:`geomol.training.ligand_baselines`, hyper-parameters chosen on
   each fold's validation slice), and any ``--predictions NAME=file.csv`` (columns ``id,prediction``
   and optionally ``fold``; ids are ``CorpusItem.id``; or a folder of ``fold*.csv``), e.g. a GET variant's
   out-of-fold predictions from ``benchmarks/affinity_corpus_get.py``. ``--reference NAME`` adds that
@@ -38,17 +38,17 @@ from pathlib import Path
 
 import numpy as np
 
-from geomol.data.corpus_split import check_corpus_split, item_clusters, leave_cluster_out_folds
+from geomol.data.splits.corpus import check_corpus_split, item_clusters, leave_cluster_out_folds
 from geomol.data.datasets.corpus import read_corpus
 from geomol.data.datasets.corpus_items import SOURCES, Corpus
-from geomol.data.ligand_features import LigandFeaturizer
+from geomol.data.chemistry.ligand_features import LigandFeaturizer
 from geomol.data.paths import shared_data_dir
-from geomol.data.protein_clusters import load_protein_clusters
+from geomol.data.splits.protein_clusters import load_protein_clusters
 from geomol.errors import ConfigError, DatasetError
-from geomol.ligand_models import LIGAND_MODELS, select_ligand_model
-from geomol.metrics import mean_of
+from geomol.training.ligand_baselines import LIGAND_MODELS, select_ligand_model
+from geomol.evaluation.metrics import mean_of
 from geomol.provenance import provenance
-from geomol.target_metrics import MIN_TARGET_LIGANDS, TARGET_KINDS, evaluate_targets, target_keys
+from geomol.evaluation.targets import MIN_TARGET_LIGANDS, TARGET_KINDS, evaluate_targets, target_keys
 
 REPO = Path(__file__).resolve().parents[1]
 ABOUT = {"hac": "heavy-atom count of the ligand (no training)",

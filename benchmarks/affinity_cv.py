@@ -166,7 +166,7 @@ def train_fold(args) -> dict:
 def score(rows: list[dict], min_ligands: int) -> tuple[dict, dict]:
     """Per-target and summary metrics of test rows (``id, protein, fold, y, pred, heavy_atoms``) against
     the heavy-atom-count baseline on the same items; targets with at least ``min_ligands`` ligands."""
-    from geomol.metrics import grouped_regression_report, mean_of, rmse
+    from geomol.evaluation.metrics import grouped_regression_report, mean_of, rmse
 
     proteins, y = [r["protein"] for r in rows], [r["y"] for r in rows]
     model = grouped_regression_report([r["pred"] for r in rows], y, proteins)

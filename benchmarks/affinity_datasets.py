@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 from torch_geometric.data import Batch
 
 from geomol.data.datasets.combined import CombinedAffinityDataset
-from geomol.data.sampler import DynamicBatchSampler
+from geomol.data.batching.sampler import DynamicBatchSampler
 from geomol.data.paths import shared_data_dir
 from geomol.provenance import provenance
 

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from affinity_corpus_get import build_args as fold_args  # noqa: E402
 from affinity_corpus_get import fold_overrides, RECIPE  # noqa: E402
 from affinity_cv import VARIANTS, heavy_atoms  # noqa: E402
-from geomol.metrics import mean_of, spearman  # noqa: E402
+from geomol.evaluation.metrics import mean_of, spearman  # noqa: E402
 from geomol.provenance import provenance  # noqa: E402
-from geomol.target_metrics import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS  # noqa: E402
+from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("base", "finetuned", "hac", "hac_k_fit")

@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from affinity_corpus_contact import corpus_contacts, fewshot_scores, training_items  # noqa: E402
-from geomol.contact_models import calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
+from geomol.training.contact_scorer import calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
 from geomol.inference.finetune import FinetuneSettings  # noqa: E402
-from geomol.metrics import mean_of  # noqa: E402
+from geomol.evaluation.metrics import mean_of  # noqa: E402
 from geomol.provenance import provenance  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Corpus counts per source and cross-source protein clusters, with the leave-cluster-out splits.
 
 Reads the four affinity sources of the shared data folder (plb, fep_benchmark, uni_fep,
-ddg_bindingdb), clusters their receptors (:mod:`geomol.data.protein_clusters`: sequence identity
+ddg_bindingdb), clusters their receptors (:mod:`geomol.data.splits.protein_clusters`: sequence identity
 ≥ 0.9 of the shorter ligand-contact chain, or a shared source name; cached as JSON in the
 processed-data directory, so only the first run aligns), and prints
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import Bio
 
-from geomol.data.corpus_split import (
+from geomol.data.splits.corpus import (
     check_corpus_split,
     corpus_split,
     format_split_counts,
@@ -39,7 +39,7 @@ from geomol.data.corpus_split import (
     split_counts,
 )
 from geomol.data.datasets.corpus import read_corpus
-from geomol.data.protein_clusters import load_protein_clusters
+from geomol.data.splits.protein_clusters import load_protein_clusters
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))

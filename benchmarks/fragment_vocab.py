@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from rdkit import Chem, RDLogger
 
-from geomol.data.fragment import FragmentVocab
+from geomol.data.complexes.fragment import FragmentVocab
 from geomol.data.paths import shared_data_dir
 from geomol.provenance import provenance
 

@@ -1,4 +1,4 @@
-"""Ligand poses from SMILES (geomol.data.poses) against the expert poses of the FEP+ benchmark.
+"""Ligand poses from SMILES (geomol.data.posing.poses) against the expert poses of the FEP+ benchmark.
 
 For every series of ``../shared/data/fep_benchmark`` (``benchmark_metadata.csv`` order): the first
 ligand of ``<scheme>_ligands.sdf`` is the reference; every other ligand is posed from its SMILES
@@ -71,7 +71,7 @@ def _pose_series(row: dict, parameters) -> tuple[list[dict], list, list]:
     from rdkit.Chem import rdMolAlign
 
     from geomol.data.io import read_ligands, read_structure
-    from geomol.data.poses import PoseTemplate
+    from geomol.data.posing.poses import PoseTemplate
 
     folder = FEP / row["group"]
     experts = read_ligands(folder / f"{row['scheme']}_ligands.sdf")
@@ -173,7 +173,7 @@ def main() -> int:
     import rdkit
     import torch
 
-    from geomol.data.poses import PoseParameters
+    from geomol.data.posing.poses import PoseParameters
     from geomol.inference import load_model
 
     torch.set_num_threads(1)

@@ -4,7 +4,7 @@
 ``geomol.load_model`` and ``geomol.export_model`` come from :mod:`geomol.api`; they are imported on first use so that
 ``import geomol`` (and the ``geomol`` command's help) stays fast.
 """
-__version__ = "0.1.0"
+from geomol.version import __version__
 
 _API = ("predict_affinity", "finetune_affinity", "rollout", "rollout_arrays", "load_model", "export_model")
 __all__ = ["__version__", *_API]

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Sequence
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.io import Structure
-from geomol.data.poses import PoseParameters, write_poses as _write_poses
+from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel
@@ -81,9 +81,9 @@ def predict_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequenc
         reference: a reference ligand pose (SDF/MOL2 file, first molecule, or an RDKit Mol). With it,
             ``ligands`` are SMILES — strings, ``(name, smiles)`` pairs, or ``.smi``/``.csv`` files
             (columns ``smiles`` and ``name``) — and each is posed on the reference by its common
-            core (:mod:`geomol.data.poses`) before prediction; the pose report (core_atoms,
+            core (:mod:`geomol.data.posing.poses`) before prediction; the pose report (core_atoms,
             core_rmsd Å, min_receptor_distance Å, clashes) comes in each record's ``extra``.
-        pose_parameters: :class:`~geomol.data.poses.PoseParameters` (defaults when None).
+        pose_parameters: :class:`~geomol.data.posing.poses.PoseParameters` (defaults when None).
         write_poses: with ``reference``, also write the poses to this SD file.
 
     Returns:

@@ -93,7 +93,7 @@ class InputCheckError(GeomolError):
 
 
 class PoseError(GeomolError):
-    """A ligand cannot be posed on a reference ligand (see :mod:`geomol.data.poses`)."""
+    """A ligand cannot be posed on a reference ligand (see :mod:`geomol.data.posing.poses`)."""
 
 
 class InvalidSmilesError(PoseError):

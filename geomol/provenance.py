@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from geomol.version import PACKAGE_DIR, __version__
+
 __all__ = ["provenance", "library_versions", "git_commit", "portable_command"]
 
 _LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis",
@@ -32,9 +34,7 @@ _LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit",
 
 def library_versions() -> dict[str, str]:
     """Installed versions of geomol, Python and the libraries that change numbers ("absent" if not installed)."""
-    import geomol
-
-    versions = {"geomol": getattr(geomol, "__version__", "unknown"), "python": platform.python_version()}
+    versions = {"geomol": __version__, "python": platform.python_version()}
     for name in _LIBRARIES:
         try:
             versions[name] = importlib.metadata.version(name)
@@ -45,9 +45,7 @@ def library_versions() -> dict[str, str]:
 
 def git_commit() -> tuple[str | None, bool | None]:
     """(HEAD commit, whether tracked files differ from it) of the checkout holding geomol; (None, None) outside git."""
-    import geomol
-
-    root = Path(geomol.__file__).resolve().parent.parent
+    root = PACKAGE_DIR.parent
 
     def git(*args: str) -> str | None:
         try:

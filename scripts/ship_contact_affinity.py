@@ -25,8 +25,8 @@ from affinity_corpus_contact import corpus_contacts, training_items  # noqa: E40
 from ship_corpus_affinity import (_f, corpus_domain_and_metrics, data_section, per_target_plot,  # noqa: E402
                                   per_target_table, variants_table, verdict)
 
-from geomol.contact_models import ContactData, calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
-from geomol.data.recipe import ComplexRecipe  # noqa: E402
+from geomol.training.contact_scorer import ContactData, calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
+from geomol.data.complexes.recipe import ComplexRecipe  # noqa: E402
 from geomol.inference.affinity_model import AffinityModel  # noqa: E402
 
 POCKET_CUTOFF = 10.0  # Å, the corpus store's recipe (configs/get_affinity_corpus.yaml)
@@ -45,7 +45,7 @@ def train_member(data: ContactData, fold: dict, k: int, args) -> tuple[torch.nn.
     return fit.model, origin
 
 
-ROLES_TEXT = ("; and each atom's interaction roles (`geomol.data.atom_chemistry`): hydrogen-bond donor or acceptor, "
+ROLES_TEXT = ("; and each atom's interaction roles (`geomol.data.chemistry.atom_roles`): hydrogen-bond donor or acceptor, "
               "charge at pH 7 and aromaticity from the ligand's bond orders, receptor roles from residue and atom name, "
               "giving hydrogen bonds split by direction, salt bridges, like charges, aromatic contacts, polar ligand "
               "atoms on receptor carbon and metal contacts")
@@ -75,7 +75,7 @@ def card(args, model: AffinityModel, cv: dict, corpus: dict, speed: dict | None,
 Ranks small molecules in their bound poses by predicted binding affinity (pK = −log10 K/M). An ensemble of
 {len(model.members)} contact scorers (`geomol.models.contact_scorer`): for every ligand heavy atom, what it touches in the
 receptor (receptor heavy atoms within 4 Å and 4–6 Å by element, Vina-shaped gauss / repulsion / hydrophobic / polar
-terms, burial, its bonds{ROLES_TEXT if args.chemistry else ''}; `geomol.data.contact_features`) goes through an MLP
+terms, burial, its bonds{ROLES_TEXT if args.chemistry else ''}; `geomol.data.chemistry.contact_features`) goes through an MLP
 (hidden {model.arguments['hidden']}), the atoms' contributions are summed and a linear term of {model.arguments['n_descriptors']} ligand descriptors (heavy atoms, logP, TPSA,
 rotatable bonds, ...) is added. Trained to order the ligands of each series (a pairwise {args.loss} loss within
 series), so it learns what makes one analogue bind better than another, not a protein's pK level; each member

@@ -19,7 +19,7 @@ import math
 import sys
 from pathlib import Path
 
-from geomol.ligand_models import LIGAND_MODELS  # the ligand-only baselines of the corpus CV
+from geomol.training.ligand_baselines import LIGAND_MODELS  # the ligand-only baselines of the corpus CV
 
 REPO = Path(__file__).resolve().parents[1]
 BAR = {"spearman": 0.55, "margin": 0.05, "beats_hac": 0.60}  # issue 17's acceptance on the expert-pose targets
@@ -247,7 +247,7 @@ def training_graphs() -> list:
     from geomol.data.datasets.corpus import read_corpus
     from geomol.data.datasets.corpus_dataset import CorpusDataset
     from geomol.data.paths import shared_data_dir
-    from geomol.data.protein_clusters import load_protein_clusters
+    from geomol.data.splits.protein_clusters import load_protein_clusters
 
     corpus = read_corpus(shared_data_dir())
     clusters, _ = load_protein_clusters(corpus.receptors)

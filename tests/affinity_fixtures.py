@@ -45,7 +45,7 @@ def lightning_checkpoint(path: Path, seed: int = 0, preprocessing: dict | None =
     """Write a Lightning checkpoint of a tiny AffinityModule with seeded random weights."""
     import lightning.pytorch as pl
 
-    from geomol.data.recipe import ComplexRecipe
+    from geomol.data.complexes.recipe import ComplexRecipe
     from geomol.tasks import AffinityModule
 
     torch.manual_seed(seed)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from geomol import ligand_models
+from geomol.training import ligand_baselines
 from geomol.errors import DatasetError
 from tests.conftest import benchmark_module, shared_path
 
@@ -36,7 +36,7 @@ def slice_run(cv, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the plb folder's own notes (an unmeasured thrombin ligand)
         for kind, grid in TINY_GRIDS.items():
-            patch.setitem(ligand_models.GRIDS, kind, grid)
+            patch.setitem(ligand_baselines.GRIDS, kind, grid)
         result = cv.main(argv)
     return result, out, argv
 
@@ -221,7 +221,7 @@ def test_contact_scorer_with_roles_and_few_shot_rows(cv, slice_run, slice_items,
 def test_contact_scorer_variants_of_the_issue_table(cv, slice_run, slice_items, tmp_path):
     """--radial widens the rows by the receptor classes' shells, --no-descriptors drops the descriptor term,
     --pooled adds the non-additive term, --compare-within protein batches by protein cluster, --loss listwise."""
-    from geomol.data.contact_features import RADIAL_CONTACT_FEATURES
+    from geomol.data.chemistry.contact_features import RADIAL_CONTACT_FEATURES
     from geomol.models.contact_scorer import WITH_CHEMISTRY
 
     contact = benchmark_module("affinity_corpus_contact")
@@ -248,7 +248,7 @@ def test_contact_scorer_variants_of_the_issue_table(cv, slice_run, slice_items, 
 def test_contact_scorer_on_rigidly_moved_poses(cv, slice_run, slice_items, tmp_path):
     """--moves K: the ligand's features averaged over its pose and K rigid moves (--pose-views smooth), or the moved
     poses read as augmentation and averaged over in predictions (augment); recorded in the fold records."""
-    from geomol.data.contact_features import rigid_moves
+    from geomol.data.chemistry.contact_features import rigid_moves
 
     contact = benchmark_module("affinity_corpus_contact")
     items, clusters = slice_items
@@ -276,7 +276,7 @@ def test_boosted_contact_model_folds_enter_the_table(cv, slice_run, slice_items,
     """--model gbm_series: one boosted model per fold on the ligands' summed contact features, chosen on validation,
     predicting exactly that fold's test items."""
     contact = benchmark_module("affinity_corpus_contact")
-    monkeypatch.setitem(ligand_models.GRIDS, "gbm_series", TINY_GRIDS["gbm_series"])
+    monkeypatch.setitem(ligand_baselines.GRIDS, "gbm_series", TINY_GRIDS["gbm_series"])
     items, clusters = slice_items
     _, fold_of = cv.checked_folds(items, clusters, 2, 0)
     out = tmp_path / "contact_gbm"
@@ -307,7 +307,7 @@ def test_fewshot_settings_are_compared_on_validation_targets(slice_run, tmp_path
 def test_bond_context_appends_the_mean_of_bonded_neighbours_logged_rows():
     """--bond-context rows: the atom's own row with the count columns log1p'd, then the mean of its bonded
     neighbours' (logged) rows; an atom without bonds gets zeros."""
-    from geomol.data.contact_features import COUNT_FEATURES
+    from geomol.data.chemistry.contact_features import COUNT_FEATURES
     from geomol.models.contact_scorer import WITH_CHEMISTRY as width
 
     contact = benchmark_module("affinity_corpus_contact")

@@ -11,8 +11,8 @@ import torch
 
 import geomol
 from geomol.data import complex_from_pdb, complex_from_structure, read_ligands, read_structure
-from geomol.data.datasets.affinity_labels import dg_from_pk
-from geomol.data.fragment import FragmentVocab
+from geomol.units import dg_from_pk
+from geomol.data.complexes.fragment import FragmentVocab
 from geomol.errors import ConfigError, ModelLoadError
 from geomol.inference.affinity import pocket_block_count
 from geomol.testing import random_e3

@@ -15,7 +15,7 @@ import pytest
 import geomol
 from geomol.cli import main
 from geomol.data import ligand_names
-from geomol.data.datasets.affinity_labels import dg_from_pk
+from geomol.units import dg_from_pk
 from geomol.inference.affinity import COLUMNS
 from geomol.inference.tables import read_measured, read_predictions
 from tests.affinity_fixtures import one_torch_thread, tiny_model_dir, transformed_pdb  # noqa: F401 (autouse fixture)

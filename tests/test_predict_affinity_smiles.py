@@ -12,7 +12,7 @@ import pytest
 import geomol
 from geomol.cli import main
 from geomol.data import read_ligand, read_ligands
-from geomol.data.poses import POSE_COLUMNS
+from geomol.data.posing.poses import POSE_COLUMNS
 from geomol.errors import ConfigError
 from geomol.inference.affinity import COLUMNS
 from geomol.inference.tables import read_predictions

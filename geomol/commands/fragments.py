@@ -14,7 +14,7 @@ from typing import Iterator
 
 from rdkit import Chem
 
-from geomol.data.fragment import FragmentVocab
+from geomol.data.complexes.fragment import FragmentVocab
 from geomol.data.io import read_ligands
 from geomol.errors import GeomolError
 

@@ -11,7 +11,7 @@ from collections import Counter
 
 from geomol.data import complex_from_files, complex_from_pdb
 from geomol.data.blocks import BlockGraph
-from geomol.data.pocket import DEFAULT_CUTOFF
+from geomol.data.complexes.pocket import DEFAULT_CUTOFF
 from geomol.data.vocab import VOCAB
 from geomol.nn.block_edges import build_block_edges
 

@@ -142,7 +142,7 @@ def _pair_inputs(row: "PairRow") -> list["LigandInput"]:
 def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
     """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
     from geomol.api import ligand_inputs, posed_inputs
-    from geomol.data.poses import write_poses
+    from geomol.data.posing.poses import write_poses
     from geomol.inference.tables import read_pairs
 
     if args.reference:
@@ -204,7 +204,7 @@ def _table(records: Sequence["AffinityPrediction"], args, model_name: str):
     from rich.markup import escape
     from rich.table import Table
 
-    from geomol.data.poses import POSE_COLUMNS
+    from geomol.data.posing.poses import POSE_COLUMNS
 
     table = Table(title=f"binding affinity ({model_name})", title_justify="left")
     if args.pairs:
@@ -232,7 +232,7 @@ def _table(records: Sequence["AffinityPrediction"], args, model_name: str):
 
 def _compare(records, args, console) -> None:
     from geomol.inference.tables import plot_predicted_vs_measured, read_measured
-    from geomol.metrics import regression_report
+    from geomol.evaluation.metrics import regression_report
 
     measured = read_measured(args.measured)
     pairs = [(r.pK, measured[r.name]) for r in records if r.ok and r.name in measured]

@@ -50,7 +50,7 @@ def disk_usage(path: str | Path) -> int:
 
 
 def report_lines(report) -> list[str]:
-    """What one :class:`~geomol.data.preprocess.PreprocessReport` says: counts, speed, skipped items."""
+    """What one :class:`~geomol.data.store.preprocess.PreprocessReport` says: counts, speed, skipped items."""
     lines = [f"{report.name}: {report.total} items, built {report.built}, reused {report.reused}, skipped "
              f"{len(report.skipped)} in {report.seconds:.1f} s ({report.items_per_second:.2f} items/s built)"]
     if report.skipped:

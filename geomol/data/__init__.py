@@ -9,11 +9,11 @@ from geomol.data.blocks import Block, BlockGraph
 from geomol.data.vocab import VOCAB, BlockVocab
 
 _LAZY = {
-    "geomol.data.complex": ("complex_from_blocks", "complex_from_files", "complex_from_pdb", "complex_from_structure",
-                            "pocket_blocks"),
+    "geomol.data.complexes.build": ("complex_from_blocks", "complex_from_files", "complex_from_pdb",
+                                    "complex_from_structure", "pocket_blocks"),
     "geomol.data.io": ("Structure", "StructureWarning", "ligand_blocks", "ligand_names", "read_ligand", "read_ligands",
                        "read_structure"),
-    "geomol.data.pocket": ("select_interface", "select_pocket"),
+    "geomol.data.complexes.pocket": ("select_interface", "select_pocket"),
 }
 _SOURCE = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import geomol
 from geomol.errors import ConfigError
+from geomol.version import PACKAGE_DIR
 
 __all__ = ["SHARED_DATA_ENV", "shared_data_dir", "shared_data"]
 
@@ -25,7 +25,7 @@ def shared_data_dir() -> Path:
     root = os.environ.get(SHARED_DATA_ENV)
     if root:
         return Path(root)
-    return Path(geomol.__file__).resolve().parent.parent.parent / "shared" / "data"
+    return PACKAGE_DIR.parent.parent / "shared" / "data"
 
 
 def shared_data(*parts: str) -> Path:

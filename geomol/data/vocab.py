@@ -5,7 +5,7 @@ that embedding rows of official checkpoints line up with ours:
 
 * blocks (150 rows): 4 specials, 20 amino acids, 4 DNA and 4 RNA nucleotides, then one
   single-atom block per chemical element (index ``31 + atomic number``); ligand fragment
-  types learned by :mod:`geomol.data.fragment` are appended after index 149;
+  types learned by :mod:`geomol.data.complexes.fragment` are appended after index 149;
 * atom types (121 rows): pad, mask/unknown, global, then the elements (``2 + atomic number``);
 * position codes (15 rows): pad, mask/unknown, global, ``''``, the Greek-letter codes
   A B G D E Z H, ``XT``, ``P`` (phosphate oxygens), ``sm`` (small-molecule atom) and ``'``
@@ -205,7 +205,7 @@ class BlockVocab:
 
     Args:
         fragments: canonical SMILES of multi-atom fragment types, appended after index 149 in
-            the given order (see :class:`geomol.data.fragment.FragmentVocab`).
+            the given order (see :class:`geomol.data.complexes.fragment.FragmentVocab`).
 
     Example:
         >>> v = BlockVocab()

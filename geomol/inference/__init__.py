@@ -5,7 +5,7 @@
 * :mod:`~geomol.inference.shipped` — :class:`ShippedModel`, the base of every loaded model (networks,
   graph recipe, metadata; building from checkpoints or a model directory, saving);
 * :mod:`~geomol.inference.affinity_model` — :class:`AffinityModel`, an ensemble of GET affinity models
-  with its :class:`~geomol.data.recipe.ComplexRecipe`;
+  with its :class:`~geomol.data.complexes.recipe.ComplexRecipe`;
 * :mod:`~geomol.inference.ligand_inputs` — what ``ligands=`` accepts, expanded per ligand;
 * :mod:`~geomol.inference.affinity` — the batched prediction loop and its records;
 * :mod:`~geomol.inference.tables` — result, measured-value and pair tables; plots;

@@ -2,7 +2,7 @@
 
 The receptor file is parsed once for all ligands (with the model's hydrogen setting); each
 ligand's pocket and graph are built with the model's graph recipe
-(:class:`~geomol.data.recipe.ComplexRecipe`, its cutoff optionally overridden); graphs are predicted in
+(:class:`~geomol.data.complexes.recipe.ComplexRecipe`, its cutoff optionally overridden); graphs are predicted in
 batches of up to ``batch_size`` complexes and ``max_blocks`` blocks. A ligand whose complex
 cannot be built (unreadable record, empty pocket, ...) gets a record with the error message;
 the others are predicted. Records come back in input order.
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.datasets.affinity_labels import dg_from_pk
+from geomol.units import dg_from_pk
 from geomol.data.io import Structure
-from geomol.data.recipe import ComplexRecipe
+from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, GeomolError
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.domain import ApplicabilityDomain

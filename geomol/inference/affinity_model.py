@@ -3,8 +3,8 @@
 :class:`AffinityModel` is what :func:`geomol.load_model` returns for an affinity model: one or
 more members of identical architecture, either :class:`~geomol.models.get.GETAffinity`
 (:class:`~geomol.models.get.GETConfig`) or the contact scorer
-(:class:`~geomol.models.contact_scorer.ContactScorer`, per-atom contacts of the same complex graphs), the :class:`~geomol.data.recipe.ComplexRecipe` that built
-their training graphs (pocket cutoff, hydrogens, ligand fragments), the applicability domain of its
+(:class:`~geomol.models.contact_scorer.ContactScorer`, per-atom contacts of the same complex graphs), the
+:class:`~geomol.data.complexes.recipe.ComplexRecipe` that built their training graphs (pocket cutoff, hydrogens, ligand fragments), the applicability domain of its
 training complexes (:mod:`geomol.inference.domain`, in the manifest's ``domain``) and descriptive metadata
 (name, description, metrics). ``predict`` gives the mean and the spread of the members' pK; building and
 saving are those of every shipped model (:class:`~geomol.inference.shipped.ShippedModel`).
@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.recipe import ComplexRecipe
+from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, ModelLoadError
 from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.shipped import ShippedModel

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from geomol.data.blocks import BlockGraph, ligand_atom_mask
-from geomol.data.checks import ERROR, WARNING, Finding
+from geomol.data.chemistry.checks import ERROR, WARNING, Finding
 from geomol.data.vocab import atom_symbol
 from geomol.errors import ModelLoadError
 

@@ -37,7 +37,7 @@ from geomol.errors import ConfigError
 from geomol.inference.affinity import build_complexes
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import ligand_inputs
-from geomol.metrics import rmse, spearman
+from geomol.evaluation.metrics import rmse, spearman
 from geomol.models.contact_scorer import ContactScorer
 from geomol.models.get import GETAffinity, GETConfig, as_batch
 from geomol.models.readouts import ShiftedEnergyReadout

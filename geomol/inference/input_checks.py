@@ -1,9 +1,10 @@
 """The checks run around building each complex for prediction, turning findings into errors and warnings.
 
 Before a complex is built from a ligand file or molecule and a receptor file, the ligand alone
-(:func:`~geomol.data.checks.molecule_findings`, :func:`~geomol.data.checks.structure_ligand_findings`),
-the receptor (:func:`~geomol.data.checks.receptor_findings`) and the two together
-(:func:`~geomol.data.checks.contact_findings`) are checked, so that a 2D ligand or one at the origin
+(:func:`~geomol.data.chemistry.checks.molecule_findings`,
+:func:`~geomol.data.chemistry.checks.structure_ligand_findings`),
+the receptor (:func:`~geomol.data.chemistry.checks.receptor_findings`) and the two together
+(:func:`~geomol.data.chemistry.checks.contact_findings`) are checked, so that a 2D ligand or one at the origin
 is reported as such rather than as an empty pocket. A ligand inside the receptor file (a residue
 name or a chain group) is checked on the built graph. Then the model's applicability domain
 (:mod:`geomol.inference.domain`) adds its warnings. Any error raises :class:`~geomol.errors.InputCheckError`
@@ -18,7 +19,7 @@ import numpy as np
 
 from geomol.data import read_structure
 from geomol.data.blocks import BlockGraph, ligand_atom_mask
-from geomol.data.checks import (
+from geomol.data.chemistry.checks import (
     Finding,
     contact_findings,
     errors_of,

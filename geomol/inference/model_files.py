@@ -31,8 +31,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-import geomol
 from geomol.errors import ConfigError, ModelLoadError
+from geomol.version import PACKAGE_DIR
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "ALIASES", "MODELS_ENV", "CheckpointContents",
            "model_search_path", "find_model_dir", "safe_torch_load", "read_lightning_checkpoint",
@@ -51,7 +51,7 @@ _LIGHTNING_PREFIXES = ("model._orig_mod.", "model.")  # torch.compile wraps the 
 def model_search_path() -> list[Path]:
     """Folders searched for shipped models by name: ``$GEOMOL_MODELS`` entries, then the repository's ``models/``."""
     folders = [Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p]
-    folders.append(Path(geomol.__file__).resolve().parent.parent / "models")
+    folders.append(PACKAGE_DIR.parent / "models")
     return folders
 
 

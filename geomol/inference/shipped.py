@@ -1,7 +1,7 @@
 """The base of every trained model geomol loads for prediction: networks + graph recipe + metadata.
 
 A :class:`ShippedModel` is one or more networks of one architecture (an ensemble), the recipe
-their training graphs were built with (:class:`~geomol.data.recipe.ComplexRecipe` for affinity,
+their training graphs were built with (:class:`~geomol.data.complexes.recipe.ComplexRecipe` for affinity,
 :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol` for trajectories) and descriptive
 metadata. It is built from Lightning checkpoints (``from_checkpoints``) or a shipped-model
 directory (``from_manifest``) and written as one (``save``); a task's subclass only says which
@@ -16,9 +16,9 @@ from typing import Any, ClassVar, Mapping, Sequence
 import torch
 from torch import nn
 
-import geomol
 from geomol.errors import ModelLoadError
 from geomol.inference.model_files import CheckpointContents, read_member_weights, write_model_dir
+from geomol.version import __version__
 
 __all__ = ["ShippedModel", "card_text"]
 
@@ -176,7 +176,7 @@ class ShippedModel(nn.Module):
         return {"name": self.name, "task": self.task, "description": self.description,
                 "architecture": self.architecture, "hyperparameters": self.arguments,
                 "preprocessing": self.recipe.to_dict(), "metrics": self.metrics, **self.manifest_entries(),
-                "geomol_version": geomol.__version__, **overrides,
+                "geomol_version": __version__, **overrides,
                 "members": [{"source": origin} for origin in self.origins]}
 
     def save(self, out_dir: str | PathLike, *, card: str | PathLike | None = None, name: str | None = None,

@@ -1,4 +1,4 @@
-"""Ligands given as SMILES with a reference ligand: posed (:mod:`geomol.data.poses`) into prediction inputs.
+"""Ligands given as SMILES with a reference ligand: posed (:mod:`geomol.data.posing.poses`) into prediction inputs.
 
 Accepted as ``ligands`` (alone or in a list): a ``.smi``/``.csv`` file (see
 :func:`~geomol.data.io.smiles.read_smiles_file`), a SMILES string, or a ``(name, smiles)`` pair.
@@ -6,7 +6,7 @@ The reference is an SDF/MOL2 file (its first molecule) or an RDKit molecule with
 the receptor's heavy atoms (restricted to ``receptor_chains``) are what clashes are scored against.
 
 A ligand that cannot be posed becomes an input carrying its error, so the others are still
-predicted; the pose report (:data:`~geomol.data.poses.POSE_COLUMNS`) travels with each input as
+predicted; the pose report (:data:`~geomol.data.posing.poses.POSE_COLUMNS`) travels with each input as
 extra result columns.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rdkit import Chem
 
 from geomol.data.io import Structure, read_ligand, read_structure
 from geomol.data.io.smiles import SMILES_SUFFIXES, SmilesEntry, read_smiles_file
-from geomol.data.poses import PosedLigand, PoseParameters, PoseTemplate
+from geomol.data.posing.poses import PosedLigand, PoseParameters, PoseTemplate
 from geomol.errors import ConfigError
 from geomol.inference.ligand_inputs import LigandInput
 

@@ -21,8 +21,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Sequence
 
-from geomol.data.datasets.affinity_labels import pk_from_dg
-from geomol.data.poses import POSE_COLUMNS
+from geomol.units import pk_from_dg
+from geomol.data.posing.poses import POSE_COLUMNS
 from geomol.errors import ConfigError, DatasetError
 from geomol.inference.affinity import COLUMNS, AffinityPrediction
 from geomol.inference.ligand_inputs import is_in_receptor_spec
@@ -174,7 +174,7 @@ def plot_predicted_vs_measured(records: Sequence[AffinityPrediction], measured: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from geomol.metrics import pearson, rmse, spearman
+    from geomol.evaluation.metrics import pearson, rmse, spearman
 
     pairs = [(measured[r.name], r.pK, r.pK_std) for r in records if r.ok and r.name in measured]
     if len(pairs) < 2:

@@ -2,11 +2,11 @@
 
     score = Σ_{ligand atoms a} MLP(normalised contact features of a) + w · normalised descriptors + b
 
-The per-atom features (:mod:`geomol.data.contact_features`) say what each ligand heavy atom touches in
-the receptor; the descriptor term (:data:`~geomol.data.ligand_features.DESCRIPTOR_NAMES`) carries
+The per-atom features (:mod:`geomol.data.chemistry.contact_features`) say what each ligand heavy atom touches in
+the receptor; the descriptor term (:data:`~geomol.data.chemistry.ligand_features.DESCRIPTOR_NAMES`) carries
 whole-molecule properties (size, rotatable bonds, logP, ...). Additive over atoms, the score ranks
 the members of a congeneric series by what their differing atoms contribute, which is what the
-within-series losses of :mod:`geomol.contact_models` train it for. An optional non-additive term
+within-series losses of :mod:`geomol.training.contact_scorer` train it for. An optional non-additive term
 (``pooled``) adds an MLP of the ligand's mean atom state and descriptors. Being a function of distances and
 elements only, it is invariant to rotations, reflections and translations of the complex.
 
@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES,
+from geomol.data.chemistry.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES,
                                           graph_atom_contacts)
-from geomol.data.ligand_features import DESCRIPTOR_NAMES
+from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError
 from geomol.nn.scatter import scatter_mean
 

@@ -25,14 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from geomol.data.ligand_features import DESCRIPTOR_NAMES
+from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES
 from geomol.data.vocab import ATOM_TYPES
 from geomol.errors import InputCheckError
 from geomol.nn.neighbors import radius_search
+from geomol.units import KCAL_PER_PK
 
 __all__ = ["PhysicsReadout", "ramp", "MAX_OVERLAP", "RT_LN10"]
 
-RT_LN10 = 1.364  # kcal/mol per pK unit at 298 K
+RT_LN10 = round(KCAL_PER_PK, 3)  # 1.364 kcal/mol per pK unit, the rounded value the read-out was trained with
 MAX_OVERLAP = 1.3  # cap of r0/d: a clashing pair costs at most ε (1.3^12 − 2·1.3^6) ≈ 13.6 ε
 TYPICAL_PK = 6.0  # where the corpus' labels centre: the initial offset of read-outs without a contact sum
 _ROTATABLE = DESCRIPTOR_NAMES.index("rotatable_bonds")

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from geomol.data.blocks import ligand_atom_mask
-from geomol.data.ligand_features import DESCRIPTOR_NAMES, GRAPH_MORGAN_BITS
+from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES, GRAPH_MORGAN_BITS
 from geomol.data.vocab import ATOM_TYPES
 from geomol.errors import InputCheckError
 from geomol.models.physics_readout import TYPICAL_PK, PhysicsReadout
@@ -106,7 +106,7 @@ class SizeAwareReadout(nn.Module):
 class HybridReadout(SizeAwareReadout):
     """The size-aware read-out whose residual also sees the ligand's chemistry: MLP([graph_repr,
     descriptors / typical scale, W log(1 + Morgan counts)]), from the graph's ``ligand_descriptors``
-    and ``ligand_morgan`` (:func:`~geomol.data.ligand_features.graph_ligand_features`)."""
+    and ``ligand_morgan`` (:func:`~geomol.data.chemistry.ligand_features.graph_ligand_features`)."""
 
     def __init__(self, d_hidden: int):
         super().__init__(d_hidden)

@@ -4,7 +4,7 @@
 per epoch, Pearson, Spearman, RMSE and MAE over the whole validation/test set, plus the mean
 per-target Spearman/Pearson (targets = the items' ``protein`` labels; one target when absent).
 Auxiliary objectives are components chosen in the YAML (:mod:`geomol.tasks.objectives`). The data
-module's graph recipe (:class:`~geomol.data.recipe.ComplexRecipe`) is stored in every checkpoint,
+module's graph recipe (:class:`~geomol.data.complexes.recipe.ComplexRecipe`) is stored in every checkpoint,
 so that prediction later builds graphs exactly as in training.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from geomol.data.recipe import ComplexRecipe
-from geomol.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
+from geomol.data.complexes.recipe import ComplexRecipe
+from geomol.evaluation.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
 from geomol.models.get import GETAffinity, GETConfig, GETPairClassifier
 from geomol.tasks.base import GeomolModule
 from geomol.tasks.objectives import DenoisingPretraining, LossTerm, component, describe

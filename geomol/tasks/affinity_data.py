@@ -1,7 +1,7 @@
 """LightningDataModules of the affinity datasets (GET): PLB / FEP benchmark, PDBbind, ATOM3D LBA
 and LEP, protein–protein affinity.
 
-All share :class:`AffinityDataModule`: the graph recipe (:class:`~geomol.data.recipe.ComplexRecipe`:
+All share :class:`AffinityDataModule`: the graph recipe (:class:`~geomol.data.complexes.recipe.ComplexRecipe`:
 pocket cutoff, hydrogens, fragment vocabulary), which is handed to the model and stored in its checkpoints; the
 processed-data store, filled once in ``prepare_data`` by parallel workers; and dynamic batching
 by a budget of blocks (reference: 2000 per batch and device).
@@ -18,14 +18,14 @@ import random
 from functools import cached_property
 from typing import Any, Literal, Sequence
 
-from geomol.data.datasets.affinity_labels import pk_from_dg
+from geomol.units import pk_from_dg
 from geomol.data.datasets.processed import ProcessedDataset
-from geomol.data.preprocess import PreprocessReport
+from geomol.data.store.preprocess import PreprocessReport
 from geomol.data.datasets.atom3d_lmdb import LEP_CUTOFF
-from geomol.data.pocket import DEFAULT_CUTOFF
-from geomol.data.recipe import ComplexRecipe
-from geomol.data.sampler import DynamicBatchSampler
-from geomol.data.splits import group_kfold, random_group_split
+from geomol.data.complexes.pocket import DEFAULT_CUTOFF
+from geomol.data.complexes.recipe import ComplexRecipe
+from geomol.data.batching.sampler import DynamicBatchSampler
+from geomol.data.splits.grouped import group_kfold, random_group_split
 from geomol.errors import ConfigError
 from geomol.tasks.data_base import GraphDataModule
 
@@ -86,8 +86,9 @@ class AffinityDataModule(GraphDataModule):
     """Common part of the affinity data modules.
 
     Args:
-        pocket_cutoff, keep_hydrogens, fragments: the graph recipe (:class:`~geomol.data.recipe.ComplexRecipe`;
-            ``fragments`` is the path of a saved :class:`~geomol.data.fragment.FragmentVocab`, ``None``
+        pocket_cutoff, keep_hydrogens, fragments: the graph recipe
+            (:class:`~geomol.data.complexes.recipe.ComplexRecipe`;
+            ``fragments`` is the path of a saved :class:`~geomol.data.complexes.fragment.FragmentVocab`, ``None``
             one block per ligand atom as the reference).
         max_blocks: block budget per batch.
         group_batches: training batches hold the ligands of one protein only (``True`` or ``'protein'``)

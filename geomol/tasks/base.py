@@ -1,8 +1,7 @@
-"""Pieces shared by the LightningModules: optimiser set-up, epoch-level collection, gathering.
+"""The base of the LightningModules: optimiser set-up, the graph recipe in checkpoints, epoch-level metrics.
 
-Every task collects per-item predictions during an evaluation epoch and computes its metrics
-once at the end over all items (correlations are not averages of per-batch values), gathering
-across DDP ranks first.
+Every task collects per-item predictions during an evaluation epoch (:mod:`geomol.tasks.gather`) and computes
+its metrics once at the end over all items (correlations are not averages of per-batch values).
 """
 from __future__ import annotations
 
@@ -10,56 +9,12 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-import torch.distributed as dist
-from lightning.pytorch.callbacks import Callback
 
+from geomol.tasks.callbacks import FinalCheckpoint, PredictionWriter, RandomStateCheckpoint, ValidationReport
+from geomol.tasks.gather import EpochCollector
 from geomol.tasks.optim import adam_with_decay
 
-__all__ = ["GeomolModule", "EpochCollector", "gather_objects", "RandomStateCheckpoint"]
-
-
-def gather_objects(values: list[Any]) -> list[Any]:
-    """Concatenate a Python list over all DDP ranks (the list itself on a single process)."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return values
-    parts: list[list[Any]] = [[] for _ in range(dist.get_world_size())]
-    dist.all_gather_object(parts, values)
-    return [v for part in parts for v in part]
-
-
-class EpochCollector:
-    """Accumulate named columns of per-item values over an epoch, then hand them out once."""
-
-    def __init__(self):
-        self._columns: dict[str, list[Any]] = {}
-
-    def add(self, **columns: Any) -> None:
-        for name, values in columns.items():
-            if isinstance(values, torch.Tensor):
-                values = values.detach().float().cpu().reshape(-1).tolist()
-            self._columns.setdefault(name, []).extend(values)
-
-    def pop(self) -> dict[str, list[Any]]:
-        """All columns gathered over ranks; the collector is emptied."""
-        out = {name: gather_objects(values) for name, values in self._columns.items()}
-        self._columns = {}
-        return out
-
-
-class RandomStateCheckpoint(Callback):
-    """Store torch's global random state in every checkpoint and restore it on resume.
-
-    Dropout draws from that state, so a run resumed mid-epoch (with the loaders of
-    :mod:`geomol.data.loader`, which do not touch the global state) continues with exactly the
-    masks, and therefore the losses, of an uninterrupted run. Only restored by ``Trainer.fit(ckpt_path=...)``,
-    never by ``load_from_checkpoint``.
-    """
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"torch": torch.get_rng_state()}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        torch.set_rng_state(state_dict["torch"])
+__all__ = ["GeomolModule"]
 
 
 class GeomolModule(pl.LightningModule):
@@ -76,8 +31,8 @@ class GeomolModule(pl.LightningModule):
     A non-finite training loss skips the update (as the reference trainers do).
 
     Graphs: ``self.recipe`` is how the data module builds its graphs (a
-    :class:`~geomol.data.recipe.ComplexRecipe` or :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol`,
-    the class in ``recipe_type``), taken from the data module's ``graph_recipe`` at set-up and stored in
+    :class:`~geomol.data.complexes.recipe.ComplexRecipe` or
+    :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol`, the class in ``recipe_type``), taken from the data module's ``graph_recipe`` at set-up and stored in
     every checkpoint as ``recipe.to_dict()`` under ``geomol_preprocessing``, so that prediction builds
     graphs as training did.
     """
@@ -103,8 +58,6 @@ class GeomolModule(pl.LightningModule):
             self.recipe = self.recipe_type.from_dict(record, source="checkpoint")
 
     def configure_callbacks(self):
-        from geomol.tasks.callbacks import FinalCheckpoint, PredictionWriter, ValidationReport
-
         return [RandomStateCheckpoint(), ValidationReport(), FinalCheckpoint(), PredictionWriter()]
 
     @property

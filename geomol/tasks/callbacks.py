@@ -1,5 +1,7 @@
 """Callbacks every geomol task adds to its Trainer (:meth:`GeomolModule.configure_callbacks`).
 
+* :class:`RandomStateCheckpoint` keeps torch's random state in checkpoints, so a resumed run draws as an
+  uninterrupted one;
 * :class:`ValidationReport` prints the validation metrics after each validation of a fit;
 * :class:`FinalCheckpoint` makes every fit end with a checkpoint of its last step, also when a
   short run (``max_steps``, ``limit_val_batches: 0``, ``check_val_every_n_epoch`` larger than the
@@ -20,9 +22,25 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from geomol.tasks.base import gather_objects
+from geomol.tasks.gather import gather_objects
 
-__all__ = ["ValidationReport", "FinalCheckpoint", "PredictionWriter", "prediction_rows"]
+__all__ = ["RandomStateCheckpoint", "ValidationReport", "FinalCheckpoint", "PredictionWriter", "prediction_rows"]
+
+
+class RandomStateCheckpoint(Callback):
+    """Store torch's global random state in every checkpoint and restore it on resume.
+
+    Dropout draws from that state, so a run resumed mid-epoch (with the loaders of
+    :mod:`geomol.data.batching.loader`, which do not touch the global state) continues with exactly the
+    masks, and therefore the losses, of an uninterrupted run. Only restored by ``Trainer.fit(ckpt_path=...)``,
+    never by ``load_from_checkpoint``.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"torch": torch.get_rng_state()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        torch.set_rng_state(state_dict["torch"])
 
 
 def _format_metrics(metrics: dict[str, Any], prefix: str) -> str:

@@ -28,7 +28,7 @@ import lightning.pytorch as pl
 import yaml
 from lightning.pytorch.cli import LightningCLI
 
-from geomol.data.recipe import ComplexRecipe
+from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, GeomolError
 
 __all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config"]

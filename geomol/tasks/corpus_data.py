@@ -1,11 +1,11 @@
 """The affinity corpus (plb, fep_benchmark, uni_fep, ddg_bindingdb) as a LightningDataModule.
 
 :class:`CorpusDataModule` reads the corpus records (:func:`~geomol.data.datasets.corpus.read_corpus`),
-clusters their receptors across sources (:func:`~geomol.data.protein_clusters.load_protein_clusters`,
+clusters their receptors across sources (:func:`~geomol.data.splits.protein_clusters.load_protein_clusters`,
 cached), builds every complex once into the processed store
 (:class:`~geomol.data.datasets.corpus_dataset.CorpusDataset`: SMILES posed on their series'
 reference, docked and expert poses read) and splits by protein
-cluster. Every split is checked (:func:`~geomol.data.corpus_split.check_corpus_split`: no cluster and
+cluster. Every split is checked (:func:`~geomol.data.splits.corpus.check_corpus_split`: no cluster and
 no ligand–protein pair in two parts) and its counts per source, series and clusters printed.
 """
 from __future__ import annotations
@@ -13,15 +13,15 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, Literal
 
-from geomol.data.corpus_split import (check_corpus_split, corpus_split, format_split_summary, item_clusters,
+from geomol.data.splits.corpus import (check_corpus_split, corpus_split, format_split_summary, item_clusters,
                                      leave_cluster_out_folds)
 from geomol.data.datasets.corpus import read_corpus, select_series
 from geomol.data.datasets.corpus_dataset import CorpusDataset
 from geomol.data.datasets.corpus_items import SOURCES, Corpus
 from geomol.data.datasets.processed import ProcessedDataset
 from geomol.data.paths import shared_data_dir
-from geomol.data.poses import PoseParameters
-from geomol.data.protein_clusters import ProteinClusters, load_protein_clusters
+from geomol.data.posing.poses import PoseParameters
+from geomol.data.splits.protein_clusters import ProteinClusters, load_protein_clusters
 from geomol.errors import ConfigError
 from geomol.tasks.affinity_data import AffinityDataModule
 
@@ -41,13 +41,14 @@ class CorpusDataModule(AffinityDataModule):
         max_series_per_source: else, at most this many series of each source (a slice for smoke runs).
         split: ``cluster_kfold``: leave-cluster-out fold ``fold`` of ``n_folds`` is the test set and
             ``valid`` a ``valid_fraction`` slice of the training clusters
-            (:func:`~geomol.data.corpus_split.leave_cluster_out_folds`); ``cluster_random``: one split of
+            (:func:`~geomol.data.splits.corpus.leave_cluster_out_folds`); ``cluster_random``: one split of
             whole clusters sized by item fractions ``valid_fraction`` and ``test_fraction``.
         split_seed: seeds the split. The folds are drawn over every corpus record of the chosen series,
             before items that cannot be built are skipped, so with the default (0, the seed of
             ``benchmarks/affinity_corpus_cv.py``) fold ``k`` here is fold ``k`` of the cross-validation
             protocol (``docs/evaluation.md``), whatever the store skipped.
-        pose_parameters: :class:`~geomol.data.poses.PoseParameters` fields for posing SMILES (default: its defaults).
+        pose_parameters: :class:`~geomol.data.posing.poses.PoseParameters` fields for posing SMILES
+            (default: its defaults).
         Other arguments: see :class:`~geomol.tasks.affinity_data.AffinityDataModule`.
     """
 

@@ -3,7 +3,7 @@
 Subclasses implement :meth:`GraphDataModule.build_splits` (``{'train': ds, 'valid': ds, 'test': ds}``)
 and :meth:`GraphDataModule.batch_sampler`. Loaders shard over DDP ranks themselves (so run the
 Trainer with ``use_distributed_sampler=False``, the default of ``geomol fit``) and can be resumed
-mid-epoch (:class:`~geomol.data.loader.ResumableLoader`): the data module's own ``state_dict``
+mid-epoch (:class:`~geomol.data.batching.loader.ResumableLoader`): the data module's own ``state_dict``
 records where the training loader is, and ``load_state_dict`` hands that to the loader. (Lightning's
 loop-level loader state is not enough: the loader it restores is created before the checkpoint is
 read when the optimiser schedule asks for the number of steps.)
@@ -15,8 +15,8 @@ from typing import Any
 import lightning.pytorch as pl
 from torch.utils.data import Dataset
 
-from geomol.data.loader import PredictionBatches, ResumableLoader
-from geomol.data.sampler import EpochBatchSampler
+from geomol.data.batching.loader import PredictionBatches, ResumableLoader
+from geomol.data.batching.sampler import EpochBatchSampler
 from geomol.errors import ConfigError
 
 __all__ = ["GraphDataModule", "STAGES"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
-from geomol.data.sampler import FixedBatchSampler
+from geomol.data.batching.sampler import FixedBatchSampler
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.tasks.data_base import STAGES, GraphDataModule
 

@@ -16,7 +16,7 @@ from geomol.data.datasets.combined import CombinedAffinityDataset
 from geomol.data.datasets.fep_benchmark import alternative_state_base, read_fep_edges, read_fep_metadata
 from geomol.data.datasets.pdbbind import PDBbindDataset, read_id_list
 from geomol.data.datasets.ppa import PPADataset, chain_group, ppa_label
-from geomol.data.splits import check_no_leakage, group_kfold, leave_one_group_out, random_group_split
+from geomol.data.splits.grouped import check_no_leakage, group_kfold, leave_one_group_out, random_group_split
 from geomol.errors import ConfigError, DatasetError
 from tests.builders import write_pocket
 from tests.conftest import shared_path

@@ -7,15 +7,13 @@ import pytest
 import yaml
 
 from geomol.data.datasets.affinity_labels import (
-    dg_from_pk,
     parse_pdbbind_affinity,
     parse_pdbbind_index,
-    pk_from_concentration,
-    pk_from_dg,
     plb_affinities,
     plb_measurement_pk,
 )
 from geomol.errors import DatasetError
+from geomol.units import dg_from_pk, pk_from_concentration, pk_from_dg
 from tests.conftest import shared_path
 
 RT_LN10 = 1.98720425864083e-3 * 298.15 * math.log(10)  # kcal/mol per pK unit

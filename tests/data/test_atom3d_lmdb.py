@@ -12,9 +12,9 @@ from rdkit import Chem
 from torch.utils.data import DataLoader
 from torch_geometric.data import Batch
 
-from geomol.data.cache import close_environment
+from geomol.data.store.cache import close_environment
 from geomol.data.datasets.atom3d_lmdb import Atom3DReader, LBADataset, LEPDataset, atom_table
-from geomol.data.sampler import DynamicBatchSampler
+from geomol.data.batching.sampler import DynamicBatchSampler
 from geomol.data.vocab import POS_SMALL_MOLECULE, VOCAB
 from geomol.errors import DatasetError, UnknownElementError
 from tests.builders import ATOM3D_COLUMNS as COLUMNS

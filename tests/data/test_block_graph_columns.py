@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from geomol.data import Block, BlockGraph, ligand_names, read_structure
-from geomol.data.complex import _ligand, pocket_blocks
+from geomol.data.complexes.build import _ligand, pocket_blocks
 from geomol.data.vocab import ATOM_GLOBAL, BLOCK_GLOBAL, POS_GLOBAL, VOCAB, atom_index, position_index
 from tests.conftest import shared_path
 

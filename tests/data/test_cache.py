@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from geomol.data.blocks import Block, BlockGraph
-from geomol.data.cache import FileHasher, ProcessedStore, Recipe, decode_graphs, encode_graphs, recipe_key
-from geomol.data.preprocess import preprocess
+from geomol.data.store.cache import FileHasher, ProcessedStore, Recipe, decode_graphs, encode_graphs, recipe_key
+from geomol.data.store.preprocess import preprocess
 from geomol.errors import ConfigError, DatasetError, StructureReadError
 
 
@@ -117,7 +117,7 @@ def test_build_reuse_and_change(tmp_path):
 
 def test_output_that_is_not_a_terminal_gets_plain_progress_lines(tmp_path, capsys, monkeypatch):
     """Under pytest, output is not a terminal: the rich bar is not drawn, plain lines are written."""
-    monkeypatch.setattr("geomol.data.preprocess.PROGRESS_LINE_SECONDS", 0.0)
+    monkeypatch.setattr("geomol.data.store.preprocess.PROGRESS_LINE_SECONDS", 0.0)
     (tmp_path / "in").mkdir()
     paths = write_inputs(tmp_path / "in", 5, bad=(2,))
     preprocess(recipes(paths), ProcessedStore(tmp_path / "store"), name="toy", chunk_size=2)

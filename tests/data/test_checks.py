@@ -1,4 +1,4 @@
-"""Input checks of geomol.data.checks and the MOL2 / RDKit messages of geomol.data.io, on generated and real files."""
+"""Input checks of geomol.data.chemistry.checks and the MOL2 / RDKit messages of geomol.data.io, on generated and real files."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ from rdkit import Chem
 from rdkit.Chem import AllChem
 
 from geomol.data import read_structure
-from geomol.data.checks import (
+from geomol.data.chemistry.checks import (
     CLASH_DISTANCE,
     CONTACT_DISTANCE,
     contact_findings,

@@ -113,7 +113,7 @@ def test_ligand_inputs_mol_blocks_and_hydrogens():
 
 
 def test_fragment_vocabulary_extends_block_types():
-    fragment = pytest.importorskip("geomol.data.fragment")
+    fragment = pytest.importorskip("geomol.data.complexes.fragment")
     sdf = shared_path("plb", "cdk2", "02_ligands", "ligands.sdf")
     mols = read_ligands(sdf)
     vocab = fragment.FragmentVocab.learn(mols, size=10)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from geomol.data import complex_from_files
-from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, RADIAL_CONTACT_FEATURES, RECEPTOR_CLASSES,
+from geomol.data.chemistry.contact_features import (ATOM_CONTACT_FEATURES, RADIAL_CONTACT_FEATURES, RECEPTOR_CLASSES,
                                           atom_contact_features, contact_pairs, graph_atom_contacts, graph_ligand_bonds,
                                           graph_pose_contacts, ligand_bond_pairs, ligand_frame, ligand_heavy_atoms,
                                           radial_contact_features, receptor_classes, rigid_moves)

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from geomol.data.corpus_split import check_corpus_split, corpus_split, item_clusters, leave_cluster_out_folds
-from geomol.data.datasets.affinity_labels import pk_from_dg
+from geomol.data.splits.corpus import check_corpus_split, corpus_split, item_clusters, leave_cluster_out_folds
+from geomol.units import pk_from_dg
 from geomol.data.datasets.corpus_items import canonical_smiles, join_corpora, read_fep_corpus, read_plb_corpus
 from geomol.data.datasets.ddg_bindingdb import pk_from_ki_nm, read_ddg_corpus
 from geomol.data.datasets.uni_fep import read_uni_fep_corpus
-from geomol.data.protein_clusters import (
+from geomol.data.splits.protein_clusters import (
     cluster_receptors,
     identity_of_shorter,
     load_protein_clusters,
     receptor_sequence,
 )
-from geomol.data.sequences import mol2_chain_sequences, pdb_chain_sequences
+from geomol.data.io.sequences import mol2_chain_sequences, pdb_chain_sequences
 from geomol.errors import DatasetError, StructureReadError
 from tests.conftest import shared_path
 

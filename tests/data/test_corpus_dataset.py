@@ -12,14 +12,14 @@ import yaml
 
 from geomol.cli import main
 from geomol.data.blocks import ligand_atom_mask
-from geomol.data.corpus_split import item_clusters, leave_cluster_out_folds
+from geomol.data.splits.corpus import item_clusters, leave_cluster_out_folds
 from geomol.data.datasets.corpus_dataset import CorpusDataset, build_smiles_complex
 from geomol.data.datasets.corpus_items import Corpus
 from geomol.data.datasets.ddg_bindingdb import read_ddg_corpus
 from geomol.data.datasets.uni_fep import read_uni_fep_corpus
 from geomol.data.io import read_ligand
-from geomol.data.poses import PoseParameters
-from geomol.data.protein_clusters import cluster_receptors
+from geomol.data.posing.poses import PoseParameters
+from geomol.data.splits.protein_clusters import cluster_receptors
 from geomol.errors import InvalidSmilesError
 from geomol.tasks.corpus_data import CorpusDataModule
 from tests.conftest import REPO, shared_path

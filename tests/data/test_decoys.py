@@ -6,7 +6,7 @@ import torch
 from torch_geometric.data import Batch
 
 from geomol.data import complex_from_files
-from geomol.data.decoys import decoy_batch, random_rotation, shift_ligand, swap_ligand, turn_ligand
+from geomol.data.posing.decoys import decoy_batch, random_rotation, shift_ligand, swap_ligand, turn_ligand
 from geomol.data.io import read_ligands
 from tests.conftest import REPO
 

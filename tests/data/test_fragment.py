@@ -1,4 +1,4 @@
-"""Principal-subgraph ligand fragmentation (geomol.data.fragment) on real PLB and FEP ligands."""
+"""Principal-subgraph ligand fragmentation (geomol.data.complexes.fragment) on real PLB and FEP ligands."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from rdkit import Chem
 
-from geomol.data.fragment import FragmentVocab, per_atom_groups
+from geomol.data.complexes.fragment import FragmentVocab, per_atom_groups
 from geomol.data.vocab import VOCAB
 from geomol.errors import ConfigError, DatasetError, GeomolError, StructureReadError
 from tests.conftest import shared_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geomol.data.ligand_features import (
+from geomol.data.chemistry.ligand_features import (
     DESCRIPTOR_NAMES,
     LigandFeaturizer,
     heavy_atom_count,
@@ -71,7 +71,7 @@ def test_complex_graphs_carry_the_ligand_chemistry_of_its_smiles():
 
     from geomol.data import complex_from_files
     from geomol.data.io import read_ligands
-    from geomol.data.ligand_features import GRAPH_MORGAN_BITS, graph_ligand_features
+    from geomol.data.chemistry.ligand_features import GRAPH_MORGAN_BITS, graph_ligand_features
     from tests.conftest import REPO
 
     example = REPO / "data" / "example"

@@ -10,7 +10,7 @@ from rdkit.Chem import rdMolAlign
 
 from geomol.data.io import read_ligands, read_structure
 from geomol.data.io.smiles import read_smiles_file
-from geomol.data.poses import POSE_COLUMNS, PosedLigand, PoseParameters, PoseTemplate, write_poses
+from geomol.data.posing.poses import POSE_COLUMNS, PosedLigand, PoseParameters, PoseTemplate, write_poses
 from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, StructureReadError
 from tests.conftest import shared_path
 
@@ -155,7 +155,7 @@ def test_a_rascal_core_with_part_of_a_ring_is_trimmed_to_a_seed_rdfmcs_accepts()
     (and search from scratch), so the seed must lose it and the core found must contain the seed."""
     from rdkit.Chem import rdFMCS
 
-    from geomol.data.common_core import find_mcs, rascal_seed
+    from geomol.data.posing.common_core import find_mcs, rascal_seed
 
     experts = read_ligands(shared_path("fep_benchmark", "jacs_set", "ptp1b_ligands.sdf"))
     template = PoseTemplate(experts[0], parameters=PoseParameters(conformers=1))
@@ -169,7 +169,7 @@ def test_a_rascal_core_with_part_of_a_ring_is_trimmed_to_a_seed_rdfmcs_accepts()
 def test_mirror_images_join_only_for_ligands_without_stereocentres():
     from rdkit.Chem import AllChem
 
-    from geomol.data.poses import _add_mirror_image, _without_stereocentres
+    from geomol.data.posing.poses import _add_mirror_image, _without_stereocentres
 
     assert _without_stereocentres(Chem.MolFromSmiles("CC(O)CC"))  # unassigned: either hand is the molecule
     assert not _without_stereocentres(Chem.MolFromSmiles("C[C@H](O)CC"))

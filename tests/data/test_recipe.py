@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from geomol.data import complex_from_structure, read_ligands, read_structure
-from geomol.data.fragment import FragmentVocab
-from geomol.data.pocket import DEFAULT_CUTOFF
-from geomol.data.recipe import RECIPE_VERSION, ComplexRecipe
+from geomol.data.complexes.fragment import FragmentVocab
+from geomol.data.complexes.pocket import DEFAULT_CUTOFF
+from geomol.data.complexes.recipe import RECIPE_VERSION, ComplexRecipe
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.data.vocab import VOCAB
 from geomol.errors import ConfigError, ModelLoadError

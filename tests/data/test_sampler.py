@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from geomol.data.sampler import DynamicBatchSampler
+from geomol.data.batching.sampler import DynamicBatchSampler
 from geomol.errors import ConfigError
 
 SIZES = [random.Random(3).randint(20, 400) for _ in range(200)]
@@ -83,7 +83,7 @@ def test_invalid_arguments():
 
 
 def test_fixed_batches_cover_items_and_drop_incomplete():
-    from geomol.data.sampler import FixedBatchSampler
+    from geomol.data.batching.sampler import FixedBatchSampler
     s = FixedBatchSampler(23, 5, seed=3)
     batches = list(s)
     assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
@@ -117,8 +117,8 @@ def test_resume_mid_epoch_yields_exactly_the_unseen_batches(replicas):
 
 
 def test_resumable_loader_state_round_trip():
-    from geomol.data.loader import ResumableLoader
-    from geomol.data.sampler import FixedBatchSampler
+    from geomol.data.batching.loader import ResumableLoader
+    from geomol.data.batching.sampler import FixedBatchSampler
     data = list(range(10))
     loader = ResumableLoader(data, FixedBatchSampler(10, 3, seed=1), collate_fn=list)
     it = iter(loader)

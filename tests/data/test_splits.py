@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from geomol.data.splits import (
+from geomol.data.splits.grouped import (
     canonical_protein_key,
     check_no_leakage,
     connected_groups,

@@ -10,7 +10,7 @@ import torch
 
 import geomol
 from geomol.data import complex_from_structure, read_ligands, read_structure
-from geomol.data.recipe import ComplexRecipe
+from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, ModelLoadError
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.finetune import finetune_model

@@ -16,8 +16,8 @@ from geomol.models.get import GETAffinity, as_batch
 from geomol.tasks import AffinityModule, BenchmarkAffinityDataModule
 from geomol.data.blocks import ligand_atom_mask
 from geomol.errors import ConfigError
-from geomol.tasks.objectives import (DenoisingPretraining, RankingLoss, RelativeEdgeLoss, denoising_loss,
-                                      relative_edge_loss)
+from geomol.tasks.objectives import DenoisingPretraining, RankingLoss, RelativeEdgeLoss
+from geomol.training.losses import denoising_loss, relative_edge_loss
 from tests.conftest import shared_path
 
 SERIES = ["charge_annhil/jnk1", "charge_annhil/egfr", "charge_annhil/jak1", "charge_annhil/itk"]

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from geomol.tasks.objectives import listwise_loss, ranking_loss, series_ranking_loss, weighted_ranking_loss
+from geomol.training.losses import listwise_loss, ranking_loss, series_ranking_loss, weighted_ranking_loss
 
 
 def test_ranking_loss_rewards_the_right_order_within_groups_only():

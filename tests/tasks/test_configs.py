@@ -15,7 +15,7 @@ import yaml
 from rdkit import Chem
 
 from geomol.cli import main
-from geomol.data.fragment import FragmentVocab
+from geomol.data.complexes.fragment import FragmentVocab
 from tests import builders
 from tests.conftest import REPO, shared_path
 

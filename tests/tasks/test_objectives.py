@@ -108,7 +108,7 @@ def test_a_readout_chosen_by_class_path_travels_to_the_loaded_model(tmp_path):
 
 
 def test_centred_loss_ignores_each_groups_offset_and_singletons():
-    from geomol.tasks.objectives import centred_loss
+    from geomol.training.losses import centred_loss
 
     y = torch.tensor([5.0, 6.0, 7.0, 3.0, 4.0, 9.0])
     groups = ["a", "a", "a", "b", "b", "c"]
@@ -121,7 +121,7 @@ def test_centred_loss_ignores_each_groups_offset_and_singletons():
 
 
 def test_decoy_hinge_loss_wants_each_decoy_a_margin_below_its_complex():
-    from geomol.tasks.objectives import decoy_hinge_loss
+    from geomol.training.losses import decoy_hinge_loss
 
     pred = torch.tensor([7.0, 5.0])
     decoys, origin = torch.tensor([5.5, 4.9, 2.0]), torch.tensor([0, 1, 1])

@@ -1,9 +1,8 @@
 """Binding-affinity labels: measured Kd / Ki / IC50, pIC50 and ΔG, all converted to pK.
 
-pK = -log10(K / M) for a concentration K (Kd, Ki, IC50, EC50) in mol/L; a free energy of
-binding gives pK = -ΔG / (R T ln 10) with T = 298.15 K and R in kcal/(mol K), after converting
-kJ/mol to kcal/mol (1 kcal = 4.184 kJ). IC50 values are used as they are (no Cheng–Prusoff
-correction): the benchmarks that report them do the same.
+Units are converted by :mod:`geomol.units` (pK = −log10(K / M) for a concentration K — Kd, Ki, IC50,
+EC50 — and pK = −ΔG / (R T ln 10) at 298.15 K for a free energy). IC50 values are used as they are
+(no Cheng–Prusoff correction): the benchmarks that report them do the same.
 
 Two label sources are parsed here:
 
@@ -13,7 +12,6 @@ Two label sources are parsed here:
 """
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from dataclasses import dataclass
@@ -21,17 +19,10 @@ from os import PathLike
 from typing import Any, Mapping
 
 from geomol.errors import DatasetError
+from geomol.units import pk_from_concentration, pk_from_dg
 
 __all__ = [
-    "GAS_CONSTANT_KCAL",
-    "ROOM_TEMPERATURE",
-    "KJ_PER_KCAL",
     "Measurement",
-    "concentration_molar",
-    "pk_from_concentration",
-    "pk_from_dg",
-    "dg_from_pk",
-    "dg_kcal",
     "plb_affinities",
     "plb_measurement_pk",
     "PDBbindEntry",
@@ -39,16 +30,6 @@ __all__ = [
     "parse_pdbbind_index",
 ]
 
-GAS_CONSTANT_KCAL = 1.98720425864083e-3
-"""R in kcal/(mol K)."""
-ROOM_TEMPERATURE = 298.15
-"""T in K used for every ΔG ↔ pK conversion."""
-KJ_PER_KCAL = 4.184
-
-_MOLAR = {"fm": 1e-15, "pm": 1e-12, "nm": 1e-9, "um": 1e-6, "µm": 1e-6, "μm": 1e-6, "mm": 1e-3, "m": 1.0}
-_KCAL_UNITS = {"kcal/mol", "kcal/mole", "kilocalorie/mole", "kilocalories/mole", "kilocalories/mol",
-               "kilocalorie/mol"}
-_KJ_UNITS = {"kj/mol", "kj/mole", "kilojoule/mole", "kilojoules/mole", "kilojoules/mol", "kilojoule/mol"}
 _CONCENTRATION_KINDS = {"ic50", "ki", "kd", "ec50"}
 _P_KINDS = {"pic50", "pki", "pkd", "pec50", "pk"}
 _DG_KINDS = {"dg"}
@@ -71,43 +52,6 @@ class Measurement:
     unit: str
     pk: float
     qualifier: str = "="
-
-
-def concentration_molar(value: float, unit: str, *, source: str | None = None) -> float:
-    """A concentration in mol/L from a value and a unit among fM, pM, nM, uM (µM), mM, M."""
-    factor = _MOLAR.get(unit.strip().lower())
-    if factor is None:
-        raise DatasetError(f"unknown concentration unit {unit!r} (expected fM, pM, nM, uM, mM or M)", source)
-    molar = float(value) * factor
-    if not molar > 0 or not math.isfinite(molar):
-        raise DatasetError(f"affinity {value} {unit} is not a positive finite concentration", source)
-    return molar
-
-
-def pk_from_concentration(value: float, unit: str, *, source: str | None = None) -> float:
-    """pK = -log10(K / M); e.g. ``pk_from_concentration(0.4, 'mM') == 3.398``."""
-    return -math.log10(concentration_molar(value, unit, source=source))
-
-
-def dg_kcal(value: float, unit: str, *, source: str | None = None) -> float:
-    """A free energy in kcal/mol from kcal/mol or kJ/mol (any spelling: ``'kilojoules / mole'``)."""
-    key = re.sub(r"\s+", "", unit.lower())
-    if key in _KCAL_UNITS:
-        return float(value)
-    if key in _KJ_UNITS:
-        return float(value) / KJ_PER_KCAL
-    raise DatasetError(f"unknown free-energy unit {unit!r} (expected kcal/mol or kJ/mol)", source)
-
-
-def pk_from_dg(dg: float, unit: str = "kcal/mol", *, temperature: float = ROOM_TEMPERATURE,
-               source: str | None = None) -> float:
-    """pK = -ΔG / (R T ln 10); ``dg`` is a binding free energy (negative for binders)."""
-    return -dg_kcal(dg, unit, source=source) / (GAS_CONSTANT_KCAL * temperature * math.log(10.0))
-
-
-def dg_from_pk(pk: float, *, temperature: float = ROOM_TEMPERATURE) -> float:
-    """ΔG in kcal/mol from pK (inverse of :func:`pk_from_dg`)."""
-    return -float(pk) * GAS_CONSTANT_KCAL * temperature * math.log(10.0)
 
 
 # ---------------------------------------------------------------------------------- PLB

@@ -41,11 +41,11 @@ from rdkit.Chem import AllChem, rdDetermineBonds
 from scipy.spatial import cKDTree
 
 from geomol.data.blocks import Block, BlockGraph
-from geomol.data.cache import Recipe, shared_environment
+from geomol.data.store.cache import Recipe, shared_environment
 from geomol.data.datasets.ligand_complex import load_fragment_vocab
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, default_cache_dir, replace_info
 from geomol.data.io.ligand import ligand_blocks
-from geomol.data.recipe import fragment_files
+from geomol.data.complexes.recipe import fragment_files
 from geomol.data.vocab import VOCAB, element_block_symbol, format_element, is_element, position_code, residue_block_symbol
 from geomol.errors import DatasetError, UnknownElementError
 
@@ -275,7 +275,7 @@ def ligand_molecule(table: AtomTable, rows: Sequence[int], smiles: str | None, s
 def lba_graph(item: dict, *, ligand_hydrogens: bool = False, fragments=None, source: str = "") -> BlockGraph:
     """BlockGraph of an ATOM3D LBA record (pocket residues + ligand atoms or fragments), y = neglog_aff.
 
-    ``fragments`` (a :class:`~geomol.data.fragment.FragmentVocab`) makes fragment blocks of the
+    ``fragments`` (a :class:`~geomol.data.complexes.fragment.FragmentVocab`) makes fragment blocks of the
     ligand's heavy atoms, with bond orders taken from the record's SMILES.
     """
     key = str(item.get("id", ""))

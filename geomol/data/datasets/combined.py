@@ -2,7 +2,7 @@
 
 The two sources share targets (PTP1B, CDK2, Eg5, Thrombin, Syk, TNKS2, PFKFB3, HIF-2alpha, cMet)
 and even compounds (the Merck sets). Every item carries a canonical ``protein`` key
-(:func:`~geomol.data.splits.canonical_protein_key`: ``'HIF-2alpha'`` and ``'hif2a'`` → ``'hif2a'``),
+(:func:`~geomol.data.splits.grouped.canonical_protein_key`: ``'HIF-2alpha'`` and ``'hif2a'`` → ``'hif2a'``),
 so a split by protein never puts a target on both sides, and a ``group`` that ties alternative
 states of a ligand and the same compound (same InChIKey connectivity, same protein) in either
 source, so a random split by group does not leak a compound either::
@@ -20,7 +20,7 @@ from geomol.data.datasets.fep_benchmark import FEPEdgesMixin, fep_group_keys, fe
 from geomol.data.datasets.ligand_complex import assign_groups, inchikey_from_meta
 from geomol.data.datasets.plb import plb_recipes
 from geomol.data.datasets.processed import ProcessedDataset
-from geomol.data.recipe import ComplexRecipe
+from geomol.data.complexes.recipe import ComplexRecipe
 
 __all__ = ["CombinedAffinityDataset"]
 
@@ -32,7 +32,7 @@ class CombinedAffinityDataset(FEPEdgesMixin, ProcessedDataset):
         plb_root: protein-ligand-benchmark folder (or None to leave it out).
         fep_root: FEP benchmark folder (or None).
         plb_targets, fep_series: restrict the sources (default: everything).
-        recipe: graph construction (:class:`~geomol.data.recipe.ComplexRecipe`), as in the single datasets.
+        recipe: graph construction (:class:`~geomol.data.complexes.recipe.ComplexRecipe`), as in the single datasets.
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``).
 
     Item metadata: ``source`` (``'plb'`` / ``'fep_benchmark'``), ``protein``, ``series``,

@@ -3,7 +3,7 @@
 ``read_corpus(root)`` reads ``<root>/plb``, ``<root>/fep_benchmark``, ``<root>/uni_fep`` and
 ``<root>/ddg_bindingdb`` (or the ``sources`` named, or only some of their series) into one
 :class:`Corpus`; protein clusters across them come from
-:func:`~geomol.data.protein_clusters.load_protein_clusters`. :func:`select_series` picks a small
+:func:`~geomol.data.splits.protein_clusters.load_protein_clusters`. :func:`select_series` picks a small
 slice (named series, or the first few of each source) for tests and smoke runs.
 """
 from __future__ import annotations

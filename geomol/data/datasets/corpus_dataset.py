@@ -7,9 +7,9 @@ store:
   file and index) is built by :func:`~geomol.data.datasets.ligand_complex.build_ligand_complex`,
   the builder of the single-source datasets, so their stored graphs are shared;
 * an item given as SMILES (``uni_fep``) is built by :func:`build_smiles_complex`: the SMILES is
-  posed on its series' reference ligand (:class:`~geomol.data.poses.PoseTemplate`) and the complex
+  posed on its series' reference ligand (:class:`~geomol.data.posing.poses.PoseTemplate`) and the complex
   built around that pose. The recipe's parameters hold the SMILES and the
-  :class:`~geomol.data.poses.PoseParameters`, its files the receptor and the reference, so the
+  :class:`~geomol.data.posing.poses.PoseParameters`, its files the receptor and the reference, so the
   store key is a content hash of all four: each SMILES is posed once, and found again afterwards.
 
 A ligand that cannot be posed (invalid SMILES, no common core, no embedding) or a docked pose RDKit
@@ -25,8 +25,8 @@ import os
 from typing import Any, Sequence
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.cache import Recipe
-from geomol.data.complex import complex_from_structure
+from geomol.data.store.cache import Recipe
+from geomol.data.complexes.build import complex_from_structure
 from geomol.data.datasets.corpus_items import Corpus, CorpusItem
 from geomol.data.datasets.ligand_complex import (
     assign_groups,
@@ -38,9 +38,9 @@ from geomol.data.datasets.ligand_complex import (
 )
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset, replace_info
 from geomol.data.io import read_ligand
-from geomol.data.poses import POSE_COLUMNS, PoseParameters, PoseTemplate
-from geomol.data.protein_clusters import ProteinClusters
-from geomol.data.recipe import ComplexRecipe
+from geomol.data.posing.poses import POSE_COLUMNS, PoseParameters, PoseTemplate
+from geomol.data.splits.protein_clusters import ProteinClusters
+from geomol.data.complexes.recipe import ComplexRecipe
 
 __all__ = ["STRICT_SANITISATION_SOURCES", "build_smiles_complex", "corpus_recipes", "corpus_info_from_meta",
            "CorpusDataset"]
@@ -143,9 +143,9 @@ class CorpusDataset(ProcessedDataset):
     Args:
         corpus: the items (and receptors) to build, e.g. from :func:`~geomol.data.datasets.corpus.read_corpus`.
         clusters: protein clusters covering every item's receptor
-            (:func:`~geomol.data.protein_clusters.load_protein_clusters`).
-        recipe: graph construction (default :class:`~geomol.data.recipe.ComplexRecipe`).
-        pose_parameters: how SMILES are posed (default :class:`~geomol.data.poses.PoseParameters`).
+            (:func:`~geomol.data.splits.protein_clusters.load_protein_clusters`).
+        recipe: graph construction (default :class:`~geomol.data.complexes.recipe.ComplexRecipe`).
+        pose_parameters: how SMILES are posed (default :class:`~geomol.data.posing.poses.PoseParameters`).
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``, ``name``).
 
     Attributes:

@@ -6,7 +6,7 @@ returning a :class:`Corpus`: its items and its receptors (:class:`CorpusReceptor
 receptor file, with the chain that contacts the ligands). No graph is built here: graph building
 belongs to the recipe that a dataset holds; these records say *what* to build (receptor, pose or
 SMILES + reference) and how to label and group it. Protein clusters over all sources come from
-:mod:`geomol.data.protein_clusters`, splits from :mod:`geomol.data.corpus_split`.
+:mod:`geomol.data.splits.protein_clusters`, splits from :mod:`geomol.data.splits.corpus`.
 """
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ from typing import Sequence
 import yaml
 from rdkit import Chem, RDLogger
 
-from geomol.data.datasets.affinity_labels import pk_from_dg, plb_measurement_pk
+from geomol.data.datasets.affinity_labels import plb_measurement_pk
+from geomol.units import pk_from_dg
 from geomol.data.datasets.fep_benchmark import DG_PROPERTIES, read_fep_metadata
 from geomol.data.io import read_ligand, read_ligands
-from geomol.data.sequences import contact_chain
-from geomol.data.splits import canonical_protein_key
+from geomol.data.io.sequences import contact_chain
+from geomol.data.splits.grouped import canonical_protein_key
 from geomol.errors import DatasetError
 
 __all__ = ["SOURCES", "CorpusItem", "CorpusReceptor", "Corpus", "canonical_smiles", "read_plb_corpus",
@@ -41,7 +42,7 @@ class CorpusItem:
         source: one of :data:`SOURCES`.
         series: ``'<source>/<series>'`` (a plb target, an FEP series, a Uni-FEP system, a DDG PDB folder).
         protein_group: the source's own protein name, canonical (:func:`canonical_protein_key`);
-            the cross-source cluster comes from :mod:`geomol.data.protein_clusters`.
+            the cross-source cluster comes from :mod:`geomol.data.splits.protein_clusters`.
         ligand: ligand name as in the source.
         smiles: canonical isomeric SMILES without explicit hydrogens (``''`` if RDKit cannot write one).
         label: pK = -log10(K / M).

@@ -25,7 +25,7 @@ from geomol.data.datasets.corpus_items import (
     warn_missing_smiles,
 )
 from geomol.data.io import read_ligands
-from geomol.data.splits import canonical_protein_key
+from geomol.data.splits.grouped import canonical_protein_key
 from geomol.errors import DatasetError
 
 __all__ = ["pk_from_ki_nm", "read_ddg_labels", "read_ddg_corpus"]

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from geomol.data.cache import Recipe
-from geomol.data.datasets.affinity_labels import pk_from_dg
+from geomol.data.store.cache import Recipe
+from geomol.units import pk_from_dg
 from geomol.data.datasets.ligand_complex import (
     assign_groups,
     build_ligand_complex,
@@ -33,8 +33,8 @@ from geomol.data.datasets.ligand_complex import (
 )
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
 from geomol.data.io import read_ligands
-from geomol.data.recipe import ComplexRecipe
-from geomol.data.splits import canonical_protein_key
+from geomol.data.complexes.recipe import ComplexRecipe
+from geomol.data.splits.grouped import canonical_protein_key
 from geomol.errors import DatasetError
 
 __all__ = ["FEPSeries", "FEPEdge", "read_fep_metadata", "read_fep_edges", "alternative_state_base",

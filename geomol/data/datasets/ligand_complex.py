@@ -15,12 +15,12 @@ from typing import Any, Hashable, Iterable, Sequence
 from rdkit import Chem, RDLogger
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.complex import complex_from_structure
+from geomol.data.complexes.build import complex_from_structure
 from geomol.data.datasets.processed import ItemInfo, default_cache_dir, replace_info
-from geomol.data.fragment import FragmentVocab
+from geomol.data.complexes.fragment import FragmentVocab
 from geomol.data.io import Structure, read_ligand, read_structure
-from geomol.data.recipe import ComplexRecipe
-from geomol.data.splits import connected_groups
+from geomol.data.complexes.recipe import ComplexRecipe
+from geomol.data.splits.grouped import connected_groups
 from geomol.errors import StructureReadError
 
 __all__ = ["build_ligand_complex", "cached_receptor", "ligand_identity", "recipe_inputs", "load_fragment_vocab",
@@ -63,7 +63,7 @@ def build_ligand_complex(files: dict[str, str], *, ligand: int, pocket_cutoff: f
     Args:
         files: ``receptor`` (PDB/mmCIF), ``ligands`` (SDF/MOL2), optionally ``ligands_fallback``
             (read when ``ligands`` cannot be, e.g. PDBbind's MOL2 beside its SDF) and
-            ``fragments`` (a saved :class:`~geomol.data.fragment.FragmentVocab`).
+            ``fragments`` (a saved :class:`~geomol.data.complexes.fragment.FragmentVocab`).
         ligand: index of the molecule in the ligand file.
         pocket_cutoff: Å, receptor blocks with a heavy atom this close to a ligand heavy atom.
         keep_hydrogens: keep hydrogens in receptor and ligand blocks.

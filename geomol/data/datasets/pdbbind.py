@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from geomol.data.cache import Recipe
+from geomol.data.store.cache import Recipe
 from geomol.data.datasets.affinity_labels import PDBbindEntry, parse_pdbbind_index
 from geomol.data.datasets.ligand_complex import (
     assign_groups,
@@ -25,8 +25,8 @@ from geomol.data.datasets.ligand_complex import (
     recipe_inputs,
 )
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
-from geomol.data.preprocess import SkippedItem
-from geomol.data.recipe import ComplexRecipe
+from geomol.data.store.preprocess import SkippedItem
+from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, DatasetError
 
 __all__ = ["read_id_list", "parse_pdbbind_names", "pdbbind_files", "PDBbindDataset"]
@@ -85,7 +85,7 @@ class PDBbindDataset(ProcessedDataset):
         ligand_format: ``'auto'`` (SDF, falling back to MOL2 if RDKit cannot read the SDF), ``'sdf'``, ``'mol2'``.
         qualifiers: ``'keep'`` / ``'drop'`` / ``'drop_inequalities'`` (see ``parse_pdbbind_index``).
         name_file: optional ``INDEX_general_PL_name.*``; its UniProt ids become the ``protein`` keys.
-        recipe, **kwargs: as the other protein–ligand datasets (:class:`~geomol.data.recipe.ComplexRecipe`).
+        recipe, **kwargs: as the other protein–ligand datasets (:class:`~geomol.data.complexes.recipe.ComplexRecipe`).
     """
 
     def __init__(self, roots: str | os.PathLike | Sequence[str | os.PathLike], index_file: str | os.PathLike, *,

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import yaml
 
-from geomol.data.cache import Recipe
+from geomol.data.store.cache import Recipe
 from geomol.data.datasets.affinity_labels import plb_measurement_pk
 from geomol.data.datasets.ligand_complex import (
     assign_groups,
@@ -28,8 +28,8 @@ from geomol.data.datasets.ligand_complex import (
 )
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
 from geomol.data.io import ligand_names
-from geomol.data.recipe import ComplexRecipe
-from geomol.data.splits import canonical_protein_key
+from geomol.data.complexes.recipe import ComplexRecipe
+from geomol.data.splits.grouped import canonical_protein_key
 from geomol.errors import DatasetError
 
 __all__ = ["plb_targets", "plb_items", "plb_recipes", "PLBDataset"]
@@ -98,11 +98,11 @@ class PLBDataset(ProcessedDataset):
         root: the benchmark folder (e.g. ``../shared/data/plb``).
         targets: target folders to use (default all).
         recipe: how each complex becomes a graph (pocket cutoff, hydrogens, fragments; default
-            :class:`~geomol.data.recipe.ComplexRecipe`).
+            :class:`~geomol.data.complexes.recipe.ComplexRecipe`).
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``).
 
     Splits: ``leave_one_group_out(ds.column('protein'))`` (leave-one-target-out) or
-    ``random_group_split(ds.column('group'))`` from :mod:`geomol.data.splits`.
+    ``random_group_split(ds.column('group'))`` from :mod:`geomol.data.splits.grouped`.
     """
 
     def __init__(self, root: str | os.PathLike, *, targets: Sequence[str] | None = None,

@@ -23,11 +23,11 @@ import re
 from pathlib import Path
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.cache import Recipe
-from geomol.data.complex import complex_from_pdb
-from geomol.data.datasets.affinity_labels import pk_from_concentration, pk_from_dg
+from geomol.data.store.cache import Recipe
+from geomol.data.complexes.build import complex_from_pdb
+from geomol.units import pk_from_concentration, pk_from_dg
 from geomol.data.datasets.processed import ItemInfo, ProcessedDataset
-from geomol.data.pocket import DEFAULT_CUTOFF
+from geomol.data.complexes.pocket import DEFAULT_CUTOFF
 from geomol.errors import ConfigError, DatasetError
 
 __all__ = ["chain_group", "ppa_label", "read_ppa_table", "build_chain_complex", "PPADataset"]

@@ -1,4 +1,4 @@
-"""A torch Dataset of BlockGraphs streamed from a :class:`~geomol.data.cache.ProcessedStore`.
+"""A torch Dataset of BlockGraphs streamed from a :class:`~geomol.data.store.cache.ProcessedStore`.
 
 Every affinity dataset (PDBbind, ATOM3D LBA/LEP, protein–protein, protein-ligand-benchmark, FEP
 benchmark, combined) is a :class:`ProcessedDataset`: a list of recipes with per-item metadata
@@ -17,9 +17,9 @@ import torch
 from torch.utils.data import Dataset
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.cache import ProcessedStore, Recipe
-from geomol.data.preprocess import PreprocessReport, SkippedItem, preprocess
-from geomol.data.splits import check_no_leakage
+from geomol.data.store.cache import ProcessedStore, Recipe
+from geomol.data.store.preprocess import PreprocessReport, SkippedItem, preprocess
+from geomol.data.splits.grouped import check_no_leakage
 
 __all__ = ["ItemInfo", "ProcessedDataset", "replace_info", "default_cache_dir"]
 
@@ -31,7 +31,7 @@ class ItemInfo:
     Attributes:
         id: unique identifier (``'plb/cdk2/lig_17'``).
         source: dataset family (``'plb'``, ``'fep_benchmark'``, ``'pdbbind'``, ``'lba'``, ...).
-        protein: canonical protein key (:func:`geomol.data.splits.canonical_protein_key`).
+        protein: canonical protein key (:func:`geomol.data.splits.grouped.canonical_protein_key`).
         series: congeneric series or target folder (``'merck/cmet'``).
         ligand: ligand name as in the source (SDF title, PDB code, ...).
         group: items sharing a group must stay on one side of any split (alternative states

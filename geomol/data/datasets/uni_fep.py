@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from geomol.data.datasets.affinity_labels import pk_from_dg
+from geomol.units import pk_from_dg
 from geomol.data.datasets.corpus_items import (
     Corpus,
     CorpusItem,
@@ -23,7 +23,7 @@ from geomol.data.datasets.corpus_items import (
     read_csv_rows,
     warn_missing_smiles,
 )
-from geomol.data.splits import canonical_protein_key
+from geomol.data.splits.grouped import canonical_protein_key
 from geomol.errors import DatasetError
 
 __all__ = ["UniFEPSystem", "read_uni_fep_manifest", "read_uni_fep_series", "read_uni_fep_corpus"]

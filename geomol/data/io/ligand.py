@@ -2,7 +2,7 @@
 
 Per-atom blocks follow ``specs/GET.md`` §11.2: block symbol = lower-case element, position code
 ``'sm'``. With a fragmenter (an object with ``fragment(mol) -> [(atom indices, block symbol), ...]``,
-such as :class:`geomol.data.fragment.FragmentVocab`) the groups become the blocks; the fragmenter
+such as :class:`geomol.data.complexes.fragment.FragmentVocab`) the groups become the blocks; the fragmenter
 is given the molecule as it is (hydrogens included if it has them) and, unless hydrogens are kept,
 hydrogens are then removed from the groups (groups of only hydrogens disappear).
 """

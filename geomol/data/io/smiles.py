@@ -1,7 +1,7 @@
 """Lists of SMILES from files: ``.smi`` (SMILES, then an optional name, per line) or CSV (``smiles``, ``name``).
 
 Only the text is read here; a SMILES that RDKit cannot parse is reported when the ligand is posed
-(:mod:`geomol.data.poses`), so that one bad line does not stop the others. Files may be gzip or
+(:mod:`geomol.data.posing.poses`), so that one bad line does not stop the others. Files may be gzip or
 bzip2 compressed. Names default to ``#<index>`` (from 0, in file order).
 """
 from __future__ import annotations

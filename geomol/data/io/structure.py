@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from geomol.data.blocks import Block
-from geomol.data.pocket import distance_mask
+from geomol.data.complexes.pocket import distance_mask
 from geomol.errors import EmptySelectionError
 from geomol.data.vocab import element_block_symbol, position_code, residue_block_symbol
 
@@ -174,7 +174,7 @@ class Structure:
     def distance_atoms(self) -> tuple[np.ndarray, np.ndarray]:
         """(coordinates [M, 3] in Å, block of each [M]) of the atoms that count for pocket distances.
 
-        Heavy atoms, and the atoms of hydrogen-only blocks (:func:`~geomol.data.pocket.distance_mask`);
+        Heavy atoms, and the atoms of hydrogen-only blocks (:func:`~geomol.data.complexes.pocket.distance_mask`);
         computed once, as a pocket is selected again for every ligand of a receptor.
         """
         counted = distance_mask(self.is_heavy, self.atom_block, self.num_blocks)

@@ -88,10 +88,10 @@ def graph_ligand_features(mol: Chem.Mol | None, ligand_xyz: np.ndarray | None = 
     descriptors are NaN and counts 0: read-outs that need them refuse such graphs.
 
     With ``ligand_xyz`` (``(L, 3)`` Å, the graph's ligand heavy atoms) also ``ligand_chemistry``: the atoms'
-    interaction roles in that order (:func:`~geomol.data.atom_chemistry.graph_ligand_chemistry`), perceived on
+    interaction roles in that order (:func:`~geomol.data.chemistry.atom_roles.graph_ligand_chemistry`), perceived on
     the same hydrogen-free molecule.
     """
-    from geomol.data.atom_chemistry import graph_ligand_chemistry
+    from geomol.data.chemistry.atom_roles import graph_ligand_chemistry
 
     descriptors = np.full((1, len(DESCRIPTOR_NAMES)), np.nan, dtype=np.float32)
     counts = np.zeros((1, GRAPH_MORGAN_BITS), dtype=np.uint8)

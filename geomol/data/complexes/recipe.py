@@ -4,7 +4,7 @@ A :class:`ComplexRecipe` owns every choice that shapes an affinity model's input
 pocket cutoff, whether hydrogens are kept and the ligand fragment vocabulary. Datasets and
 data modules hold one, training stores ``recipe.to_dict()`` in every checkpoint, shipped models
 carry it in their manifest, and prediction rebuilds graphs with ``ComplexRecipe.from_dict(...)``.
-So each default is written once, here (the cutoff in :data:`geomol.data.pocket.DEFAULT_CUTOFF`)::
+So each default is written once, here (the cutoff in :data:`geomol.data.complexes.pocket.DEFAULT_CUTOFF`)::
 
     recipe = ComplexRecipe(pocket_cutoff=8.0, fragments=FragmentVocab.load("ligand_fragments.json"))
     receptor = recipe.read_receptor("protein.pdb")
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.fragment import FragmentVocab
-from geomol.data.pocket import DEFAULT_CUTOFF
+from geomol.data.complexes.fragment import FragmentVocab
+from geomol.data.complexes.pocket import DEFAULT_CUTOFF
 from geomol.data.vocab import VOCAB, BlockVocab
 from geomol.errors import ConfigError, DatasetError, ModelLoadError
 
@@ -114,9 +114,9 @@ class ComplexRecipe:
               name: str | None = None) -> BlockGraph:
         """Pocket of an already-read receptor + a ligand (SDF/MOL2/PDB path, RDKit Mol or Blocks).
 
-        See :func:`geomol.data.complex.complex_from_structure` for the accepted inputs and errors.
+        See :func:`geomol.data.complexes.build.complex_from_structure` for the accepted inputs and errors.
         """
-        from geomol.data.complex import complex_from_structure
+        from geomol.data.complexes.build import complex_from_structure
 
         return complex_from_structure(receptor, ligand, pocket_cutoff=self.pocket_cutoff,
                                       keep_hydrogens=self.keep_hydrogens, fragments=self.fragments,
@@ -130,7 +130,7 @@ class ComplexRecipe:
         Raises:
             ConfigError: a residue ligand with a fragment recipe (fragments need bond orders).
         """
-        from geomol.data.complex import complex_from_pdb
+        from geomol.data.complexes.build import complex_from_pdb
 
         if ligand_resname is not None and self.fragments is not None:
             raise ConfigError("this model uses ligand fragments, which need bond orders: give the ligand as SDF "

@@ -20,9 +20,9 @@ Row of one ligand atom (:data:`ATOM_CONTACT_FEATURES`, float64):
   perceived from distances (bonded when closer than the sum of covalent radii, :data:`COVALENT_RADII`, + 0.4 Å).
 
 With the ligand's chemistry (``graph_atom_contacts(graph, chemistry=True)``), :data:`CHEMISTRY_CONTACT_FEATURES`
-follow: the atom's interaction roles (``lig_<role>``, :data:`~geomol.data.atom_chemistry.LIGAND_CHEMISTRY`) and
+follow: the atom's interaction roles (``lig_<role>``, :data:`~geomol.data.chemistry.atom_roles.LIGAND_CHEMISTRY`) and
 role-aware sums over receptor heavy atoms within 8 Å (receptor roles from residue, element and position code,
-:func:`~geomol.data.atom_chemistry.receptor_atom_roles`): ``hbond_donated`` (ligand donor on a receptor
+:func:`~geomol.data.chemistry.atom_roles.receptor_atom_roles`): ``hbond_donated`` (ligand donor on a receptor
 acceptor) and ``hbond_accepted`` (ligand acceptor from a receptor donor), each Σ clip(−s/0.7, 0, 1);
 ``salt_bridge`` (opposite charges) Σ clip((5 − d)/1.5, 0, 1) and ``like_charges`` Σ clip((6 − d)/2, 0, 1);
 ``aromatic_contacts`` (ligand aromatic atom on a receptor ring carbon) Σ clip(5 − d, 0, 1);
@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
-from geomol.data.atom_chemistry import LIGAND_CHEMISTRY, RECEPTOR_ROLES, receptor_atom_roles
+from geomol.data.chemistry.atom_roles import LIGAND_CHEMISTRY, RECEPTOR_ROLES, receptor_atom_roles
 from geomol.data.blocks import ligand_atom_mask
 from geomol.data.vocab import atom_index
 from geomol.errors import ConfigError, EmptySelectionError
@@ -190,9 +190,11 @@ def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarra
     """:data:`CHEMISTRY_CONTACT_FEATURES` of every ligand atom: its roles and the role-aware pair terms.
 
     Args:
-        receptor_roles: ``(R, len(RECEPTOR_ROLES))`` bool (:func:`~geomol.data.atom_chemistry.receptor_atom_roles`);
+        receptor_roles: ``(R, len(RECEPTOR_ROLES))`` bool
+            (:func:`~geomol.data.chemistry.atom_roles.receptor_atom_roles`);
             receptor_z: ``(R,)`` atomic numbers; receptor_xyz: ``(R, 3)`` Å.
-        ligand_chemistry: ``(L, len(LIGAND_CHEMISTRY))`` (:func:`~geomol.data.atom_chemistry.ligand_atom_chemistry`);
+        ligand_chemistry: ``(L, len(LIGAND_CHEMISTRY))``
+            (:func:`~geomol.data.chemistry.atom_roles.ligand_atom_chemistry`);
             ligand_z: ``(L,)``; ligand_xyz: ``(L, 3)`` Å.
         pairs: :func:`contact_pairs` of these atoms, when the caller has them.
 
@@ -342,7 +344,8 @@ def receptor_classes(receptor_roles: np.ndarray, receptor_z: np.ndarray) -> np.n
     Trp or His, else ``carbon``; elements other than C, N, O and S (metals, P of cofactors) are ``other``.
 
     Args:
-        receptor_roles: ``(R, len(RECEPTOR_ROLES))`` bool (:func:`~geomol.data.atom_chemistry.receptor_atom_roles`).
+        receptor_roles: ``(R, len(RECEPTOR_ROLES))`` bool
+            (:func:`~geomol.data.chemistry.atom_roles.receptor_atom_roles`).
         receptor_z: ``(R,)`` atomic numbers.
     """
     roles = {name: np.asarray(receptor_roles)[:, k] for k, name in enumerate(RECEPTOR_ROLES)}

@@ -1,7 +1,7 @@
 """Interaction roles of atoms: what a ligand atom or a receptor atom can do in a contact.
 
 Elements alone do not say whether an oxygen accepts or donates a hydrogen bond, or whether a nitrogen
-carries a charge at physiological pH. The contact features (:mod:`geomol.data.contact_features`) use
+carries a charge at physiological pH. The contact features (:mod:`geomol.data.chemistry.contact_features`) use
 these roles to split hydrogen bonds by direction and to count salt bridges, aromatic stacking and
 polar atoms buried against carbon.
 

@@ -1,4 +1,4 @@
-"""Ligand-only affinity baselines: tree ensembles on :mod:`geomol.data.ligand_features`.
+"""Ligand-only affinity baselines: tree ensembles on :mod:`geomol.data.chemistry.ligand_features`.
 
 A model that never sees the protein, trained on the training clusters of a fold: a random forest
 (``rf``) or histogram gradient boosting (``gbm``) from scikit-learn on folded Morgan counts plus
@@ -8,7 +8,7 @@ analogue bind better than another (a substituent's typical effect) rather than a
 centring uses the features of the series' other ligands, never their labels, as a user's series would.
 Hyper-parameters are chosen on the fold's *validation* slice (clusters held out of
 training) by the protocol's own criterion, the mean per-target Spearman
-(:mod:`geomol.target_metrics`); test items are never looked at. The chosen model is the one fitted
+(:mod:`geomol.evaluation.targets`); test items are never looked at. The chosen model is the one fitted
 on the training part (no refit), as a structure model's checkpoint chosen on validation is.
 
 Grids are small on purpose (one thread, ~15k items): for ``gbm`` the boosting rounds are grown in
@@ -25,8 +25,8 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 
 from geomol.errors import ConfigError
-from geomol.metrics import rmse
-from geomol.target_metrics import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
+from geomol.evaluation.metrics import rmse
+from geomol.evaluation.targets import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
 
 __all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "group_centred", "series_features", "select_ligand_model",
            "validation_score"]
@@ -116,7 +116,7 @@ def select_ligand_model(kind: str, features: np.ndarray, label: np.ndarray, trai
 
     Args:
         kind: ``'rf'``, ``'gbm'`` or ``'gbm_series'`` (see the module doc).
-        features: ``(n_items, n_features)`` (:class:`~geomol.data.ligand_features.LigandFeaturizer`).
+        features: ``(n_items, n_features)`` (:class:`~geomol.data.chemistry.ligand_features.LigandFeaturizer`).
         label: ``(n_items,)`` measured pK.
         train, valid: item indices.
         valid_keys: the target of each ``valid`` item (same order), for the per-target score.

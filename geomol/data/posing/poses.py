@@ -6,7 +6,7 @@ analogue is posed like this (:class:`PoseTemplate`):
 1. its maximum common substructure (MCS) with the reference is found by RDKit's ``rdFMCS`` with
    ring-aware matching (ring bonds only match ring bonds, and only complete rings), elements
    compared exactly, bond orders compared, under a timeout. The search is seeded by RDKit's RASCAL
-   maximum common edge subgraph (:mod:`geomol.data.common_core`; milliseconds for a pair), so rdFMCS
+   maximum common edge subgraph (:mod:`geomol.data.posing.common_core`; milliseconds for a pair), so rdFMCS
    only grows that core instead of searching from scratch, which for many analogues of 30–40
    heavy atoms ran past the timeout with a far smaller core. When the search still runs out of
    time, it is repeated with any atom matching any atom, and the larger core is kept;
@@ -47,7 +47,7 @@ from rdkit.Chem import rdDistGeom, rdFMCS, rdMolAlign
 from rdkit.Geometry import Point3D
 from scipy.spatial import cKDTree
 
-from geomol.data.common_core import find_mcs, rascal_seed
+from geomol.data.posing.common_core import find_mcs, rascal_seed
 from geomol.data.io._source import rdkit_messages, rdkit_reason
 from geomol.data.io.structure import Structure
 from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseError

@@ -1,4 +1,4 @@
-"""Fill a :class:`~geomol.data.cache.ProcessedStore` from recipes, in parallel and resumably.
+"""Fill a :class:`~geomol.data.store.cache.ProcessedStore` from recipes, in parallel and resumably.
 
 :func:`preprocess` is what ``geomol preprocess`` and every dataset constructor call. It
 
@@ -27,7 +27,7 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.cache import FileHasher, ProcessedStore, Recipe, atomic_write_text, encode_graphs, recipe_key
+from geomol.data.store.cache import FileHasher, ProcessedStore, Recipe, atomic_write_text, encode_graphs, recipe_key
 from geomol.errors import GeomolError
 
 __all__ = ["SkippedItem", "PreprocessReport", "preprocess"]

@@ -2,7 +2,7 @@
 
 Lightning saves ``state_dict()`` of any training loader that has one (and restores it with
 ``load_state_dict``) in its checkpoints. :class:`ResumableLoader` reports the epoch and the
-number of batches already handed out by its :class:`~geomol.data.sampler.EpochBatchSampler`, so
+number of batches already handed out by its :class:`~geomol.data.batching.sampler.EpochBatchSampler`, so
 a resumed run continues with exactly the batches the interrupted one had not seen. It also
 owns a private random generator, so that creating iterators never consumes the global torch
 random stream (which drives dropout): a resumed run draws the same dropout masks.
@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from torch_geometric.data import Batch
 
-from geomol.data.sampler import EpochBatchSampler
+from geomol.data.batching.sampler import EpochBatchSampler
 
 __all__ = ["ResumableLoader", "PredictionBatches", "collate_graphs"]
 
@@ -51,7 +51,7 @@ class ResumableLoader(DataLoader):
 
     Args:
         dataset: a map-style dataset of BlockGraphs (or tuples of them).
-        batch_sampler: an :class:`~geomol.data.sampler.EpochBatchSampler`.
+        batch_sampler: an :class:`~geomol.data.batching.sampler.EpochBatchSampler`.
         num_workers, **kwargs: as for :class:`torch.utils.data.DataLoader`.
     """
 

@@ -5,19 +5,19 @@ seconds per epoch on one thread. Batches are whole series (``series_per_batch`` 
 sees only differences within a series, never a protein's pK level, which no model of one complex can
 know for a protein it has not seen:
 
-* ``ranking``: logistic loss over ordered pairs of one series (:func:`geomol.tasks.objectives.ranking_loss`);
+* ``ranking``: logistic loss over ordered pairs of one series (:func:`geomol.training.losses.ranking_loss`);
 * ``ranking_weighted``: the same with pairs weighted by their pK difference up to 1 pK
-  (:func:`geomol.tasks.objectives.weighted_ranking_loss`), so pairs within the assays' noise count less;
+  (:func:`geomol.training.losses.weighted_ranking_loss`), so pairs within the assays' noise count less;
 * ``ranking_per_series``: the logistic loss averaged over each series' pairs, then over the series
-  (:func:`geomol.tasks.objectives.series_ranking_loss`), so that a series of 80 ligands does not weigh 70 times
+  (:func:`geomol.training.losses.series_ranking_loss`), so that a series of 80 ligands does not weigh 70 times
   one of 10, as targets weigh alike in the protocol's mean per-target Spearman;
 * ``listwise``: the cross-entropy between each series' softmax of pK and of the scores
-  (:func:`geomol.tasks.objectives.listwise_loss`), so the top of each series weighs most;
+  (:func:`geomol.training.losses.listwise_loss`), so the top of each series weighs most;
 * ``centred``: squared error after centring scores and labels on their series' mean
-  (:func:`geomol.tasks.objectives.centred_loss`), so scores are pK differences within a series.
+  (:func:`geomol.training.losses.centred_loss`), so scores are pK differences within a series.
 
 The epoch is chosen on a validation slice by the protocol's criterion, the mean per-target Spearman
-(:func:`geomol.ligand_models.validation_score`); test items are never looked at.
+(:func:`geomol.training.ligand_baselines.validation_score`); test items are never looked at.
 """
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ import numpy as np
 import torch
 
 from geomol.errors import ConfigError
-from geomol.ligand_models import validation_score
+from geomol.evaluation.targets import MIN_TARGET_LIGANDS, target_members
 from geomol.models.contact_scorer import ContactScorer
-from geomol.target_metrics import MIN_TARGET_LIGANDS, target_members
-from geomol.tasks.objectives import (centred_loss, listwise_loss, ranking_loss, series_ranking_loss,
-                                     weighted_ranking_loss)
+from geomol.training.ligand_baselines import validation_score
+from geomol.training.losses import (centred_loss, listwise_loss, ranking_loss, series_ranking_loss,
+                                    weighted_ranking_loss)
 
 __all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "fit_contact_scorer",
            "predict_contact_scorer", "predict_views"]
@@ -71,9 +71,10 @@ class ContactData:
     @classmethod
     def from_items(cls, atom_rows: Sequence[np.ndarray], descriptors: np.ndarray, label: Sequence[float],
                    keys: Sequence[Hashable], bonds: Sequence[np.ndarray] | None = None) -> "ContactData":
-        """From one ``(L_i, F)`` array per item (:func:`~geomol.data.contact_features.graph_atom_contacts`) and,
+        """From one ``(L_i, F)`` array per item
+        (:func:`~geomol.data.chemistry.contact_features.graph_atom_contacts`) and,
         optionally, one ``(B_i, 2)`` array of bonded row pairs per item
-        (:func:`~geomol.data.contact_features.graph_ligand_bonds`)."""
+        (:func:`~geomol.data.chemistry.contact_features.graph_ligand_bonds`)."""
         if not len(atom_rows) == len(descriptors) == len(label) == len(keys):
             raise ConfigError(f"{len(atom_rows)} items, {len(descriptors)} descriptor rows, {len(label)} labels, "
                               f"{len(keys)} keys")
@@ -179,7 +180,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
 
     Args:
         data: every item's features, labels and series (:class:`ContactData`).
-        train, valid: item indices (disjoint protein clusters, :mod:`geomol.data.corpus_split`).
+        train, valid: item indices (disjoint protein clusters, :mod:`geomol.data.splits.corpus`).
         loss: a key of :data:`CONTACT_LOSSES` (``'ranking'``, ``'ranking_weighted'``, ``'ranking_per_series'``,
             ``'listwise'``, ``'centred'``), within series (or within ``train_keys``).
         descriptors: include the linear ligand-descriptor term.
@@ -190,8 +191,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
             Validation is always scored per series.
         pooled: width of the scorer's non-additive term (:class:`ContactScorer`; 0: none).
         views: the same items' features for other poses (e.g. the ligand moved rigidly, a pose augmentation:
-            :func:`~geomol.data.contact_features.graph_pose_contacts`): every training batch reads ``data`` or one
-            of them at random, and validation scores the mean prediction over all (:func:`predict_views`).
+            :func:`~geomol.data.chemistry.contact_features.graph_pose_contacts`): every training batch reads ``data``
+            or one of them at random, and validation scores the mean prediction over all (:func:`predict_views`).
         message_steps: rounds of messages along the ligands' bonds (:class:`ContactScorer`; ``data.bonds`` needed).
     """
     if loss not in CONTACT_LOSSES:

@@ -5,7 +5,7 @@
 (a rank that would run out repeats batches from the start of the epoch's list, as
 ``DistributedSampler`` pads indices); and :meth:`~EpochBatchSampler.state_dict` /
 :meth:`~EpochBatchSampler.load_state_dict` let a run stopped mid-epoch continue with exactly the
-batches it had not seen (used by :class:`geomol.data.loader.ResumableLoader`).
+batches it had not seen (used by :class:`geomol.data.batching.loader.ResumableLoader`).
 
 Dynamic batching (:class:`DynamicBatchSampler`): batches formed by a budget of blocks, not by a
 fixed number of complexes.

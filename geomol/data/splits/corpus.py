@@ -1,6 +1,6 @@
 """Splits of the affinity corpus by protein cluster, and the check that nothing straddles them.
 
-Every split here moves whole protein clusters (:mod:`geomol.data.protein_clusters`): a protein
+Every split here moves whole protein clusters (:mod:`geomol.data.splits.protein_clusters`): a protein
 seen in training is never the protein of a validation or test item, whichever source the items
 come from. :func:`check_corpus_split` verifies a split: no item twice, every item placed, no
 cluster and no identical ligand–protein pair (canonical SMILES + cluster) in two parts.
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from geomol.data.datasets.corpus_items import SOURCES, CorpusItem
-from geomol.data.protein_clusters import ProteinClusters
-from geomol.data.splits import check_no_leakage, group_kfold, random_group_split
+from geomol.data.splits.protein_clusters import ProteinClusters
+from geomol.data.splits.grouped import check_no_leakage, group_kfold, random_group_split
 from geomol.errors import ConfigError
 
 __all__ = ["item_clusters", "ligand_protein_pairs", "corpus_split", "leave_cluster_out_folds", "check_corpus_split",

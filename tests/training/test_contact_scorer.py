@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from geomol.contact_models import ContactData, fit_contact_scorer, predict_contact_scorer, predict_views
-from geomol.data.contact_features import ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES
+from geomol.training.contact_scorer import ContactData, fit_contact_scorer, predict_contact_scorer, predict_views
+from geomol.data.chemistry.contact_features import ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES
 from geomol.errors import ConfigError
-from geomol.ligand_models import validation_score
-from geomol.metrics import spearman
+from geomol.training.ligand_baselines import validation_score
+from geomol.evaluation.metrics import spearman
 from geomol.models.contact_scorer import WITH_CHEMISTRY, ContactScorer
-from geomol.target_metrics import target_members
+from geomol.evaluation.targets import target_members
 
 POLAR = ATOM_CONTACT_FEATURES.index("polar")
 N_FEATURES = len(ATOM_CONTACT_FEATURES)

@@ -13,7 +13,7 @@ For many ligands against one protein, read the protein once and reuse it::
     graphs = [complex_from_structure(receptor, mol) for mol in read_ligands("ligands.sdf")]
 
 The pocket is made of receptor blocks with any heavy atom within ``pocket_cutoff`` Å of any
-ligand heavy atom (see :mod:`geomol.data.pocket`); blocks follow :mod:`geomol.data.io.structure`
+ligand heavy atom (see :mod:`geomol.data.complexes.pocket`); blocks follow :mod:`geomol.data.io.structure`
 and :mod:`geomol.data.io.ligand`.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from geomol.data.blocks import Block, BlockGraph
 from geomol.data.io import Structure, StructureWarning, detect_format, read_structure
 from geomol.data.io.ligand import Fragmenter, ligand_blocks, structure_ligand_blocks
 from geomol.data.io.molecule import molecule_source, read_ligand
-from geomol.data.pocket import DEFAULT_CUTOFF, blocks_near, heavy_or_all, partner_atoms, select_pocket
+from geomol.data.complexes.pocket import DEFAULT_CUTOFF, blocks_near, heavy_or_all, partner_atoms, select_pocket
 from geomol.data.vocab import VOCAB, BlockVocab, residue_block_symbol
 from geomol.errors import ConfigError, EmptySelectionError, LigandNotFoundError
 
@@ -93,12 +93,12 @@ def _ligand(ligand: LigandInput, fragments, keep_hydrogens: bool,
 
 def _with_ligand_chemistry(graph: BlockGraph, mol: Chem.Mol | None) -> BlockGraph:
     """``graph`` with its ligand's descriptors and Morgan counts
-    (:func:`~geomol.data.ligand_features.graph_ligand_features`; NaN and 0 without a molecule) and the
+    (:func:`~geomol.data.chemistry.ligand_features.graph_ligand_features`; NaN and 0 without a molecule) and the
     interaction roles of its ligand heavy atoms (``ligand_chemistry``, ``(L, 8)`` uint8 in graph order,
-    :func:`~geomol.data.atom_chemistry.graph_ligand_chemistry`; zeros without a molecule), so that every
+    :func:`~geomol.data.chemistry.atom_roles.graph_ligand_chemistry`; zeros without a molecule), so that every
     complex graph has the same attributes and graphs of any input batch together."""
-    from geomol.data.contact_features import ligand_heavy_atoms
-    from geomol.data.ligand_features import graph_ligand_features
+    from geomol.data.chemistry.contact_features import ligand_heavy_atoms
+    from geomol.data.chemistry.ligand_features import graph_ligand_features
 
     for key, values in graph_ligand_features(mol, graph.X[ligand_heavy_atoms(graph)].numpy()).items():
         setattr(graph, key, torch.from_numpy(values))

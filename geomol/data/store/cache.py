@@ -15,7 +15,7 @@ Items live in one LMDB environment (``<root>/store.lmdb``) under three prefixes:
 LMDB writes are transactional, so an interrupted run keeps every committed item and never a
 half-written one; the next run resumes where it stopped. Readers open the environment lazily,
 once per process, so a dataset can be handed to DataLoader worker processes (fork or spawn).
-:func:`preprocess` (in :mod:`geomol.data.preprocess`) fills the store in parallel.
+:func:`preprocess` (in :mod:`geomol.data.store.preprocess`) fills the store in parallel.
 """
 from __future__ import annotations
 

@@ -35,11 +35,11 @@ from typing import Sequence
 from Bio.Align import PairwiseAligner, substitution_matrices
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from geomol.data.cache import FileHasher, atomic_write_text
+from geomol.data.store.cache import FileHasher, atomic_write_text
 from geomol.data.datasets.corpus_items import CorpusReceptor
 from geomol.data.datasets.processed import default_cache_dir
-from geomol.data.sequences import chain_sequences
-from geomol.data.splits import connected_groups
+from geomol.data.io.sequences import chain_sequences
+from geomol.data.splits.grouped import connected_groups
 from geomol.errors import DatasetError
 
 __all__ = ["ClusterParams", "ProteinClusters", "receptor_sequence", "identity_of_shorter", "kmer_candidates",

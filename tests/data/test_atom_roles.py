@@ -9,9 +9,9 @@ from rdkit import Chem
 from rdkit.Chem import AllChem
 
 from geomol.data import complex_from_files
-from geomol.data.atom_chemistry import (LIGAND_CHEMISTRY, RECEPTOR_ROLES, graph_ligand_chemistry,
+from geomol.data.chemistry.atom_roles import (LIGAND_CHEMISTRY, RECEPTOR_ROLES, graph_ligand_chemistry,
                                         ligand_atom_chemistry, receptor_atom_roles)
-from geomol.data.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES,
+from geomol.data.chemistry.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES,
                                           chemistry_contact_features, graph_atom_contacts, ligand_heavy_atoms)
 from geomol.data.vocab import VOCAB, position_index
 from geomol.errors import ConfigError

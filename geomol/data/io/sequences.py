@@ -1,6 +1,6 @@
 """Protein chain sequences read straight from receptor files (PDB, gzip PDB, TRIPOS MOL2).
 
-Sequences are what protein clustering needs (:mod:`geomol.data.protein_clusters`): one letter per
+Sequences are what protein clustering needs (:mod:`geomol.data.splits.protein_clusters`): one letter per
 residue that has a CA atom (PDB) or per ``RESIDUE`` substructure (MOL2), in file order, per chain.
 These are line readers, not structure readers: they take a second for a thousand receptors
 where building full structures would take minutes, and they never build blocks. Force-field

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from geomol.errors import ConfigError
-from geomol.ligand_models import select_ligand_model
+from geomol.training.ligand_baselines import select_ligand_model
 
 
 def _data(seed: int = 0):

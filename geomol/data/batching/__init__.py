@@ -1,0 +1,2 @@
+"""Batches for training: deterministic, sharded, resumable batch samplers and the loader that Lightning
+checkpoints mid-epoch."""
