@@ -2,7 +2,8 @@
 
 * ``geomol fit|validate|test|predict --config configs/<name>.yaml [--key value ...]`` trains and
   evaluates models through Lightning's ``LightningCLI`` (see :mod:`geomol.tasks.cli`);
-* the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``finetune``, ``rollout``) are plain
+* the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``finetune``, ``rollout``,
+  ``simulate``) are plain
   argparse commands in :mod:`geomol.commands`, loaded only when used so that ``geomol --help``
   stays fast.
 
@@ -36,6 +37,7 @@ COMMANDS = {
     "fragments": ("fragments", "learn (or list) a principal-subgraph fragment vocabulary for ligand blocks"),
     "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
     "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),
+    "simulate": ("simulate", "generate MD data: small molecules with GFN2-xTB, proteins with OpenMM (extra 'md')"),
 }
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidSmilesError",
     "NoCommonCoreError",
     "EmbeddingError",
+    "SimulationError",
 ]
 
 
@@ -106,3 +107,7 @@ class NoCommonCoreError(PoseError):
 
 class EmbeddingError(PoseError):
     """No 3D conformer of a ligand could be embedded under the reference core's coordinates."""
+
+
+class SimulationError(GeomolError):
+    """A molecular-dynamics run cannot go on (the engine failed, or the system blew up)."""

@@ -1,0 +1,97 @@
+"""The eight MD17 molecules as SMILES, and a starting conformer of any SMILES from RDKit.
+
+Atom order matters: the MD17 reader (:mod:`geomol.data.datasets.md17`) and the official EGNO loader
+mark fixed heavy-atom index pairs of each molecule as "sticks" (rigid bonds of the kinematic
+decomposition). The SMILES below are written so that, with heavy atoms first in SMILES order
+(or in atom-map order where the SMILES carries atom maps) and hydrogens after them, every stick
+pair of :data:`geomol.data.datasets.md17.STICK_PAIRS` is a chemical bond. The file names
+follow the official loader (``md17_<name>.npz``; benzene is ``benzene_old`` there).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from geomol.errors import ConfigError, InvalidSmilesError, EmbeddingError
+
+__all__ = ["MD17_MOLECULES", "StartingStructure", "molecule_smiles", "starting_structure"]
+
+MD17_MOLECULES: dict[str, str] = {
+    "aspirin": "[cH:1]1[cH:3][cH:10][c:12]([O:13][C:11]([CH3:5])=[O:8])[c:6]([C:2](=[O:4])[OH:9])[cH:7]1",
+    "benzene_old": "c1ccccc1",
+    "ethanol": "CCO",
+    "malonaldehyde": "O=CCC=O",
+    "naphthalene": "c1cccc2c1cccc2",
+    "salicylic": "c1(ccccc1C(=O)O)O",
+    "toluene": "Cc1ccccc1",
+    "uracil": "O=C1C=CNC(=O)N1",
+}
+"""name (as in ``md17_<name>.npz``) → SMILES in the stick-compatible atom order."""
+
+
+@dataclass(frozen=True)
+class StartingStructure:
+    """A molecule ready to simulate: heavy atoms first, then hydrogens.
+
+    Attributes:
+        smiles: the input SMILES. numbers: [n] atomic numbers. masses: [n] amu.
+        positions: [n, 3] Å (RDKit ETKDG conformer, MMFF94-relaxed where MMFF knows the molecule).
+        bonds: [(i, j)] chemical bonds of the graph, i < j.
+    """
+
+    smiles: str
+    numbers: np.ndarray
+    masses: np.ndarray
+    positions: np.ndarray
+    bonds: tuple[tuple[int, int], ...]
+
+
+def molecule_smiles(molecule: str) -> str:
+    """SMILES of an MD17 molecule name; any other string is taken as a SMILES itself."""
+    return MD17_MOLECULES.get(molecule, molecule)
+
+
+def _ordered_molecule(smiles: str):
+    from rdkit import Chem
+
+    mol = Chem.MolFromSmiles(smiles)
+    if mol is None:
+        raise InvalidSmilesError(f"RDKit cannot parse SMILES {smiles!r}")
+    maps = [atom.GetAtomMapNum() for atom in mol.GetAtoms()]
+    if any(maps):
+        if sorted(maps) != list(range(1, len(maps) + 1)):
+            raise InvalidSmilesError(f"atom maps of {smiles!r} must number every atom 1..{len(maps)}")
+        mol = Chem.RenumberAtoms(mol, [int(i) for i in np.argsort(maps)])
+        for atom in mol.GetAtoms():
+            atom.SetAtomMapNum(0)
+    return Chem.AddHs(mol)
+
+
+def starting_structure(molecule: str, seed: int = 0) -> StartingStructure:
+    """Starting structure of an MD17 molecule name or a SMILES (a neutral, closed-shell molecule).
+
+    Args:
+        molecule: MD17 name (see :data:`MD17_MOLECULES`) or SMILES.
+        seed: RDKit embedding seed (the same seed gives the same conformer).
+
+    Raises:
+        InvalidSmilesError: unparseable SMILES. EmbeddingError: no 3D conformer.
+    """
+    from rdkit.Chem import AllChem
+
+    smiles = molecule_smiles(molecule)
+    mol = _ordered_molecule(smiles)
+    if sum(atom.GetFormalCharge() for atom in mol.GetAtoms()) != 0:
+        raise ConfigError(f"{smiles!r} is charged; the generator simulates neutral molecules")
+    params = AllChem.ETKDGv3()
+    params.randomSeed = int(seed)
+    if AllChem.EmbedMolecule(mol, params) != 0:
+        raise EmbeddingError(f"RDKit found no 3D conformer of {smiles!r}")
+    if AllChem.MMFFHasAllMoleculeParams(mol):
+        AllChem.MMFFOptimizeMolecule(mol, maxIters=2000)
+    bonds = tuple(sorted((min(b.GetBeginAtomIdx(), b.GetEndAtomIdx()), max(b.GetBeginAtomIdx(), b.GetEndAtomIdx()))
+                         for b in mol.GetBonds()))
+    return StartingStructure(smiles, np.array([a.GetAtomicNum() for a in mol.GetAtoms()], dtype=np.int64),
+                             np.array([a.GetMass() for a in mol.GetAtoms()], dtype=np.float64),
+                             mol.GetConformer().GetPositions().astype(np.float64), bonds)
