@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from geomol.data.cache import atomic_write_text
+from geomol.data.store.cache import atomic_write_text
 
 __all__ = ["write_summary", "read_summary"]
 
