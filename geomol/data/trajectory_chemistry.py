@@ -62,7 +62,7 @@ def bond_angles(positions, angles) -> torch.Tensor:
 
 
 def count_clashes(positions, graph: CovalentGraph, distance: float = CLASH_DISTANCE,
-                  frames_per_chunk: int = 64) -> np.ndarray:
+                  frames_per_chunk: int = 16) -> np.ndarray:
     """[F] int64: pairs of heavy atoms closer than ``distance`` (Å) that are not 1-2 or 1-3 pairs, per frame."""
     x = _frames(positions)
     n = graph.num_atoms
