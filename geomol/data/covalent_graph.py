@@ -9,7 +9,9 @@ bond-restoring projection of a rollout measure against. Bonds come from one of t
 * ``"perceived"``: where the topology has no bonds, or none inside the selection, bonds are
   perceived from distances in one frame (the first frame of the trajectory, or the rollout's start
   frame): atoms i, j are bonded when ‖x_i − x_j‖ < r_i + r_j + :data:`BOND_TOLERANCE`, with the covalent
-  radii r of :data:`COVALENT_RADII` by element.
+  radii r of :data:`COVALENT_RADII` by element;
+* ``"topology+perceived"``: the topology's bonds, plus perceived bonds of the selected atoms that have
+  no topology bond at all (a PDB whose CONECT records cover only the ligand).
 
 Angles are the triplets (i, j, k) of two bonds i–j and j–k sharing the vertex j. The excluded pairs
 are the 1-2 (bonded) and 1-3 (ends of an angle) pairs, which a clash count must skip.
@@ -95,7 +97,7 @@ class CovalentGraph:
         bonds: [B, 2] int64 (i < j). angles: [A, 3] int64 (i, vertex j, k).
         heavy: [N] bool, the atoms that are not hydrogen (the ones clashes are counted between).
         excluded: [E] int64 sorted keys i·N + j (i < j) of the 1-2 and 1-3 pairs.
-        source: "topology" or "perceived" (the bonds' origin).
+        source: "topology", "perceived" or "topology+perceived" (the bonds' origin).
     """
 
     bonds: np.ndarray
@@ -135,9 +137,20 @@ class CovalentGraph:
         bonds = selection_bonds(atoms)
         if bonds is None or not len(bonds):
             return cls.perceived(elements, positions)
-        return cls.from_bonds(bonds, elements, source="topology")
+        unbonded = np.ones(len(elements), dtype=bool)
+        unbonded[bonds.ravel()] = False
+        if not unbonded.any():
+            return cls.from_bonds(bonds, elements, source="topology")
+        # e.g. a PDB whose CONECT records cover the ligand only: perceive the bonds of the atoms left out
+        perceived = perceive_bonds(elements, positions)
+        extra = perceived[unbonded[perceived].any(1)]
+        if not len(extra):
+            return cls.from_bonds(bonds, elements, source="topology")
+        return cls.from_bonds(np.concatenate([bonds, extra]), elements, source="topology+perceived")
 
     def describe(self) -> str:
         """One line: how many bonds and angles, and where the bonds come from."""
-        origin = "the topology" if self.source == "topology" else "distances in the first frame (perceived)"
+        origin = {"topology": "the topology", "perceived": "distances in the first frame (perceived)",
+                  "topology+perceived": "the topology, and perceived from distances for atoms it leaves unbonded"
+                  }.get(self.source, self.source)
         return f"{len(self.bonds)} bonds and {len(self.angles)} angles from {origin}"

@@ -135,3 +135,17 @@ def test_adk_topology_bonds_and_perceived_fallback():
     assert len(selection_bonds(calpha)) == 0  # no topology bond joins two CA atoms
     fallback = CovalentGraph.of_selection(calpha)
     assert fallback.source == "perceived" and len(fallback.bonds) == 0  # 3.8 Å apart: no bond perceived
+
+
+def test_atoms_the_topology_leaves_unbonded_get_perceived_bonds(tmp_path):
+    pytest.importorskip("MDAnalysis")
+    from geomol.data.io.trajectory import open_selection
+
+    # a PDB whose CONECT records bond C0–C1 only (as files that cover only the ligand): C2, C3 and H5 are
+    # perceived; O4, 10 Å away, stays alone
+    lines = [f"HETATM{i + 1:5d} {e + str(i):<4s} LIG A   1    {x:8.3f}{y:8.3f}{z:8.3f}  1.00  0.00          {e:>2s}"
+             for i, (e, (x, y, z)) in enumerate(zip(ELEMENTS, START))]
+    (tmp_path / "partial.pdb").write_text("\n".join(lines + ["CONECT    1    2", "END"]) + "\n")
+    _, atoms = open_selection(tmp_path / "partial.pdb", None, "all")
+    graph = CovalentGraph.of_selection(atoms)
+    assert graph.source == "topology+perceived" and graph.bonds.tolist() == [[0, 1], [0, 5], [1, 2], [2, 3]]
