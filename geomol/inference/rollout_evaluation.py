@@ -34,7 +34,8 @@ import torch
 from geomol.data.covalent_graph import CovalentGraph
 from geomol.data.datasets.md_trajectory import MDTrajectory, md_split_ranges
 from geomol.data.io.trajectory import open_selection
-from geomol.data.trajectory_chemistry import ChemistryFrames, trajectory_chemistry
+from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_errors, bond_errors_by_kind, bond_kinds,
+                                              trajectory_chemistry)
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.bond_restoring import BondRestoring
 from geomol.inference.dynamics_model import DynamicsModel
@@ -54,7 +55,8 @@ class RolloutScore:
         name: the row's label. kind: "model", "model + bond restoring", "baseline" or "reference MD".
         s2s_mse, s2t_mse: Å² (None for the reference, or when every window diverged).
         chemistry: :meth:`ChemistryFrames.summary` over all predicted frames of all windows, plus
-            ``broken_bond_window_fraction`` (windows with a broken bond in any frame).
+            ``broken_bond_window_fraction`` (windows with a broken bond in any frame) and, where the
+            atoms have names, ``by_bond_kind`` (:func:`~geomol.data.trajectory_chemistry.bond_errors_by_kind`).
         windows: windows scored. diverged: windows whose rollout diverged (left out).
     """
 
@@ -109,6 +111,21 @@ class RolloutTable:
                          f"{percent(c.get('broken_bond_window_fraction'))} | {percent(c.get('clash_fraction'))} |")
         return "\n".join(lines)
 
+    def bond_kinds_markdown(self) -> str:
+        """A Markdown table of the bond-length error by kind of bond (rows) for each predictor (columns):
+        median / max (Å) and the frames in which a bond of that kind is broken."""
+        rows = [r for r in self.rows if "by_bond_kind" in r.chemistry]
+        if not rows:
+            return ""
+        kinds = rows[0].chemistry["by_bond_kind"]
+        lines = ["| bond (count) | " + " | ".join(r.name for r in rows) + " |", "|---" * (len(rows) + 1) + "|"]
+        for kind, facts in kinds.items():
+            cells = [r.chemistry["by_bond_kind"][kind] for r in rows]
+            lines.append(f"| {kind} ({facts['bonds']}) | " + " | ".join(
+                f"{c['median_A']:.3f} / {c['max_A']:.2f}, {100 * c['broken_frame_fraction']:.0f}%" for c in cells)
+                + " |")
+        return "\n".join(lines)
+
 
 def evaluation_offsets(models: Sequence[DynamicsModel], horizon: int) -> list[int]:
     """Frames after the start, up to ``horizon``, that every model's rollout predicts (all of 1..horizon
@@ -126,8 +143,9 @@ def evaluation_offsets(models: Sequence[DynamicsModel], horizon: int) -> list[in
 class _Row:
     """Accumulates one predictor's windows."""
 
-    def __init__(self, name: str, kind: str):
-        self.name, self.kind = name, kind
+    def __init__(self, name: str, kind: str, bond_kinds: list[str] | None = None):
+        self.name, self.kind, self.bond_kinds = name, kind, bond_kinds
+        self.bond_errors: list[np.ndarray] = []  # [K, B] per window, where bonds have kinds
         self.s2s: list[float] = []
         self.s2t: list[float] = []
         self.chemistry: list[ChemistryFrames] = []
@@ -140,6 +158,8 @@ class _Row:
             mse = ((predicted - truth) ** 2).mean(axis=(1, 2))  # [K]
             self.s2s.append(float(mse[-1])), self.s2t.append(float(mse.mean()))
         self.chemistry.append(trajectory_chemistry(predicted, graph, start))
+        if self.bond_kinds is not None and len(graph.bonds):
+            self.bond_errors.append(bond_errors(predicted, graph.bonds, start).numpy().astype(np.float32))
 
     def score(self) -> RolloutScore:
         chemistry = ChemistryFrames.concatenate(self.chemistry)
@@ -148,6 +168,8 @@ class _Row:
         broken = [bool((part.broken_bonds > 0).any()) for part in self.chemistry]
         summary["broken_bond_window_fraction"] = (float(np.mean(broken)) if broken and
                                                   summary["broken_bond_fraction"] is not None else None)
+        if self.bond_errors:
+            summary["by_bond_kind"] = bond_errors_by_kind(np.concatenate(self.bond_errors), self.bond_kinds)
         mean = (lambda values: float(np.mean(values)) if values else None)
         return RolloutScore(self.name, self.kind, mean(self.s2s), mean(self.s2t), summary, len(self.chemistry),
                             self.diverged)
@@ -182,7 +204,8 @@ def _check_inputs(positions: np.ndarray, graph: CovalentGraph, starts: Sequence[
 
 def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: CovalentGraph, starts: Sequence[int], *,
                       horizon: int | None = None, charges=None, restore_bonds: bool = False, baselines: bool = True,
-                      reference: bool = True, source: str = "", progress: bool = False) -> RolloutTable:
+                      reference: bool = True, atom_names: Sequence[str] | None = None, source: str = "",
+                      progress: bool = False) -> RolloutTable:
     """Score ``models`` and the baselines on the windows of ``positions`` starting at ``starts`` (module docstring).
 
     Args:
@@ -193,6 +216,7 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
         charges: [N] partial charges, for models with a charge feature.
         restore_bonds: also score each model with the bond-restoring projection after each window.
         baselines, reference: include the no-motion and linear rows, and the reference MD row.
+        atom_names: [N] atom names: also the bond-length errors by kind of bond ("CA–N", ...).
         source: the trajectory, for messages and the table.
 
     Returns:
@@ -204,15 +228,16 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
     starts = [int(s) for s in starts]
     _check_inputs(positions, graph, starts, horizon, source)
     offsets = evaluation_offsets(list(models.values()), horizon)
-    rows = {name: _Row(name, "model") for name in models}
+    kinds = None if atom_names is None else bond_kinds(graph.bonds, atom_names)
+    rows = {name: _Row(name, "model", kinds) for name in models}
     if restore_bonds:
-        rows.update({f"{name} + bond restoring": _Row(f"{name} + bond restoring", "model + bond restoring")
+        rows.update({f"{name} + bond restoring": _Row(f"{name} + bond restoring", "model + bond restoring", kinds)
                      for name in models})
     names = {"no motion": "no motion (last frame)", "linear": "linear extrapolation"}
     if baselines:
-        rows.update({kind: _Row(names[kind], "baseline") for kind in BASELINES})
+        rows.update({kind: _Row(names[kind], "baseline", kinds) for kind in BASELINES})
     if reference:
-        rows["reference"] = _Row("reference MD", "reference MD")
+        rows["reference"] = _Row("reference MD", "reference MD", kinds)
     charges = None if charges is None else torch.as_tensor(np.asarray(charges, dtype=np.float64))
     index = np.asarray(offsets)
     with progress_bar(len(starts), progress, "evaluating") as advance:
@@ -294,8 +319,8 @@ def evaluate_trajectory(models: Mapping[str, DynamicsModel], topology, trajector
         delta = first.protocol.window_frames if first is not None else horizon
         starts = window_starts(len(traj), horizon, split=split, delta=delta, stride=stride)
     table = evaluate_rollouts(models, traj.positions, graph, starts, horizon=horizon, charges=traj.charges,
-                              restore_bonds=restore_bonds, baselines=baselines, reference=reference, source=source,
-                              progress=progress)
+                              restore_bonds=restore_bonds, baselines=baselines, reference=reference,
+                              atom_names=traj.names, source=source, progress=progress)
     table.notes.append(f"selection {selection!r}, {graph.num_atoms} atoms" +
                        (f"; starts from the {split} part of the chronological split" if split else ""))
     return table

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from geomol.data.covalent_graph import CovalentGraph, perceive_bonds, selection_bonds
-from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_angles, bond_lengths, count_clashes,
-                                              trajectory_chemistry)
+from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_angles, bond_errors, bond_errors_by_kind,
+                                              bond_kinds, bond_lengths, count_clashes, trajectory_chemistry)
 from geomol.errors import ConfigError
 from geomol.testing import random_e3
 
@@ -63,6 +63,15 @@ def test_metrics_match_hand_computed_values(graph):
     # the pieces directly
     np.testing.assert_allclose(bond_lengths(FRAME_A, BONDS)[0].numpy(), [1.9, math.hypot(0.4, 1.5), 1.5])
     np.testing.assert_allclose(bond_angles(START, graph.angles)[0].numpy(), [90, 90], atol=1e-12)
+    # by kind of bond: the two outer bonds are one kind, the middle one another
+    kinds = bond_kinds(BONDS, ["CA", "C", "N", "CA"])
+    assert kinds == ["C–CA", "C–N", "CA–N"]
+    errors = bond_errors(np.stack([FRAME_A, FRAME_B]), BONDS, START).numpy()  # [[0.4, s, 0], [0, 0, 0.5]]
+    by_kind = bond_errors_by_kind(errors, ["outer", "middle", "outer"])
+    assert by_kind["outer"] == {"bonds": 2, "median_A": pytest.approx(0.2), "max_A": pytest.approx(0.5),
+                                "broken_frame_fraction": 1.0}
+    assert by_kind["middle"] == {"bonds": 1, "median_A": pytest.approx(stretched / 2),
+                                 "max_A": pytest.approx(stretched), "broken_frame_fraction": 0.0}
 
 
 def test_a_hydrogen_or_an_excluded_pair_never_clashes(graph):

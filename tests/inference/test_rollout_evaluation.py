@@ -71,6 +71,9 @@ def test_rows_equal_the_model_and_baselines_computed_directly(model, trajectory)
     restored = table["EGNO + bond restoring"].chemistry
     assert restored["bond_error_max_A"] < 2e-3 and restored["broken_bond_fraction"] == 0.0
     assert table["EGNO"].chemistry["bond_error_max_A"] > 0.3  # egno-adk stretches bonds within one window
+    by_kind = table["EGNO"].chemistry["by_bond_kind"]
+    assert set(by_kind) == {"C–CA", "C–N", "C–O", "CA–N"} and sum(k["bonds"] for k in by_kind.values()) == 854
+    assert "| CA–N (214) |" in table.bond_kinds_markdown()
     markdown = table.to_markdown()
     assert markdown.count("\n") == 6 and "| EGNO + bond restoring |" in markdown
     assert json.loads(json.dumps(table.to_dict()))["rows"][0]["name"] == "EGNO"
