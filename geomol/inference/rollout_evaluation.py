@@ -194,7 +194,8 @@ def _check_inputs(positions: np.ndarray, graph: CovalentGraph, starts: Sequence[
     if positions.ndim != 3 or positions.shape[-1] != 3 or positions.shape[1] != graph.num_atoms:
         raise ConfigError(f"need positions [F, {graph.num_atoms}, 3], got {tuple(positions.shape)}", source=source)
     if not len(starts):
-        raise ConfigError("no start frame to evaluate", source=source)
+        raise TrajectoryError(f"{len(positions)} frames leave no start frame to evaluate: a window needs frames "
+                              f"s … s + {max(horizon, 1)} (and a split or stride may leave none)", source=source)
     last = len(positions) - 1
     bad = [s for s in starts if s < 0 or s + max(horizon, 1) > last]
     if bad:

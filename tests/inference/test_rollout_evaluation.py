@@ -96,6 +96,8 @@ def test_window_starts_and_offsets_shared_by_the_models():
 def test_windows_that_do_not_fit_raise(model):
     with pytest.raises(TrajectoryError, match="cannot reach"):
         geomol.evaluate_rollouts(model, PSF, DCD, starts=[90])
+    with pytest.raises(TrajectoryError, match="no start frame"):
+        geomol.evaluate_rollouts(model, PSF, DCD, split="test", horizon=40)
 
 
 def test_rollout_summary_plot_and_report_carry_the_chemistry(model, tmp_path, capsys):
