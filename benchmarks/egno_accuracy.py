@@ -1,15 +1,23 @@
 """EGNO accuracy per epoch budget: geomol's training next to the official script, on the same data.
 
-geomol trains the shipped recipe (``configs/egno_nbody.yaml`` or ``configs/egno_mocap_run.yaml``:
-model, optimiser, batch size; validation every 5 epochs) with a chosen seed and epoch budget, and
+geomol trains the shipped recipe (``configs/egno_nbody.yaml``, ``configs/egno_mocap_run.yaml`` or
+``configs/egno_md17.yaml``: model, optimiser, batch size; validation every 5 epochs) with a chosen seed and
+epoch budget, and
 evaluates the test split at every validation, as the official scripts do. The learning curve is
 written after every validation (``<run-dir>/curve.json``), so an interrupted run still reports.
 
 With ``--official PATH`` (a checkout of github.com/MinkaiXu/EGNO; or ``$GEOMOL_OFFICIAL_EGNO``) the
-official script (``main_simulation_simple_no.py`` / ``main_mocap_no.py``, its own config with the
-epoch budget) is run on the same data, written in the official file layout (N-body: geomol's
-simulation as ``loc_/vel_/edges_/charges_*.npy``; Mocap: ``motion_run.pkl`` + ``split_run.pkl`` from
-the npz). ``--official-log FILE`` reads the log of an official run made earlier instead.
+official script (``main_simulation_simple_no.py`` / ``main_mocap_no.py`` / ``main_md17_no.py``, its own
+config with the epoch budget) is run on the same data, written in the official file layout (N-body:
+geomol's simulation as ``loc_/vel_/edges_/charges_*.npy``; Mocap: ``motion_run.pkl`` + ``split_run.pkl``
+from the npz; MD17: the ``md17_<mol>.npz`` of ``geomol simulate molecule``, linked into a folder of its
+own where the official loader writes its split). ``--official-log FILE`` reads the log of an official
+run made earlier instead.
+
+MD17 (``--dataset md17 --molecule aspirin --data-dir md_data/md17``): both sides train with the temporal
+convolutions on (the paper's model; the official config leaves them off, so ``use_time_conv`` is set in
+the official config written for the run), on the CPU (the official script asserts CUDA: the launcher
+lets the assertion pass and sets ``no_cuda``).
 
 The table gives, at each epoch checkpoint, the test MSE at the best validation epoch so far (the
 scripts' model selection): S2S (last predicted frame, the official metric) and S2T (mean over the
@@ -17,8 +25,9 @@ P frames; the official scripts do not compute it). Epochs are the scripts' 0-bas
 
     python benchmarks/egno_accuracy.py --dataset nbody --epochs 120 [--seed 1] [--official PATH]
     python benchmarks/egno_accuracy.py --dataset mocap --epochs 70 --checkpoints 10 70
+    python benchmarks/egno_accuracy.py --dataset md17 --molecule aspirin --data-dir md_data/md17 --epochs 300
 
-Writes ``benchmarks/results/egno_accuracy_<dataset>_seed<seed>.json`` (command, commit, versions,
+Writes ``benchmarks/results/egno_accuracy_<dataset>[_<molecule>]_seed<seed>.json`` (command, commit, versions,
 threads, machine load, both curves, the table).
 """
 from __future__ import annotations
@@ -36,13 +45,16 @@ from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
-CONFIGS = {"nbody": REPO / "configs" / "egno_nbody.yaml", "mocap": REPO / "configs" / "egno_mocap_run.yaml"}
+CONFIGS = {"nbody": REPO / "configs" / "egno_nbody.yaml", "mocap": REPO / "configs" / "egno_mocap_run.yaml",
+           "md17": REPO / "configs" / "egno_md17.yaml"}
 OFFICIAL_SCRIPTS = {"nbody": ("main_simulation_simple_no.py", "config_simulation_simple_no.json"),
-                    "mocap": ("main_mocap_no.py", "config_mocap_no.json")}
+                    "mocap": ("main_mocap_no.py", "config_mocap_no.json"),
+                    "md17": ("main_md17_no.py", "config_md17_no.json")}
 # Official script on its own data, this machine class, 1 thread (../shared/BENCHMARKS.md; issue 15)
 RECORDED_OFFICIAL = {"nbody": {120: 0.01109, 240: 0.00879, 370: 0.00784, 425: 0.00745, 535: 0.00720},
-                     "mocap": {10: 10.89, 70: 2.80}}
-DEFAULT_CHECKPOINTS = {"nbody": [120, 240, 370, 535], "mocap": [10, 70]}
+                     "mocap": {10: 10.89, 70: 2.80}, "md17": {}}
+DEFAULT_CHECKPOINTS = {"nbody": [120, 240, 370, 535], "mocap": [10, 70], "md17": [50, 100, 200, 300]}
+MD17 = {"molecule": "aspirin", "data_dir": REPO / "md_data" / "md17"}  # set from the command line
 VALIDATION_INTERVAL = 5  # epochs, both recipes
 
 
@@ -53,13 +65,20 @@ def _recipe(dataset: str) -> dict:
     return yaml.safe_load(CONFIGS[dataset].read_text())
 
 
+def _md17_file() -> Path:
+    return Path(MD17["data_dir"]) / f"md17_{MD17['molecule']}.npz"
+
+
 def _data_module(dataset: str, recipe: dict, cache_dir: Path):
-    from geomol.tasks import MocapDataModule, NBodyDataModule
+    from geomol.tasks import MD17DataModule, MocapDataModule, NBodyDataModule
 
     args = dict(recipe["data"]["init_args"])
     if dataset == "nbody":
         args["cache_dir"] = str(cache_dir)
         return NBodyDataModule(**args)
+    if dataset == "md17":
+        args["path"] = str(_md17_file())
+        return MD17DataModule(**args)
     args["path"] = str(SHARED_DATA / "mocap_run" / "cmu_subject09_run.npz")
     return MocapDataModule(**args)
 
@@ -155,6 +174,12 @@ def _official_data(dataset: str, folder: Path, cache_dir: Path) -> Path:
 
         save_official_files(load_or_generate(cache_dir), folder / "simple")
         return folder
+    if dataset == "md17":  # the same file; the official loader writes <mol>_split.pkl beside it
+        folder.mkdir(parents=True, exist_ok=True)
+        link = folder / _md17_file().name
+        if not link.exists():
+            link.symlink_to(_md17_file().resolve())
+        return folder
     import pickle
 
     import numpy as np
@@ -180,9 +205,13 @@ def run_official(dataset: str, official: Path, epochs: int, seed: int, run_dir: 
     data_dir = _official_data(dataset, run_dir / "official_data", run_dir.parent / "nbody_cache")
     settings = json.loads((official / "configs" / config).read_text())
     settings.update(epochs=epochs, seed=seed, data_dir=str(data_dir), exp_name="benchmark")
+    cuda_check = ""
+    if dataset == "md17":  # the paper's model on the CPU (see the module notes)
+        settings.update(mol=MD17["molecule"], use_time_conv=True, no_cuda=True)
+        cuda_check = "torch.cuda.is_available = lambda: True; "
     (run_dir / "official_config.json").write_text(json.dumps(settings, indent=1))
     # numpy 2 removed np.Inf, which the official EarlyStopping uses
-    launcher = ("import runpy, sys, numpy, torch; numpy.Inf = numpy.inf; torch.set_num_threads(1); "
+    launcher = ("import runpy, sys, numpy, torch; numpy.Inf = numpy.inf; torch.set_num_threads(1); " + cuda_check +
                 f"sys.argv = ['{script}', '--config_by_file', '{run_dir / 'official_config.json'}', "
                 f"'--outf', '{run_dir / 'official_out'}']; runpy.run_path('{official / script}', run_name='__main__')")
     env = dict(os.environ, PYTHONPATH=str(official), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -255,6 +284,9 @@ def _model_overrides(parser: argparse.ArgumentParser, items: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--dataset", choices=list(CONFIGS), default="nbody")
+    parser.add_argument("--molecule", default="aspirin", help="MD17: the molecule (md17_<molecule>.npz)")
+    parser.add_argument("--data-dir", type=Path, default=MD17["data_dir"],
+                        help="MD17: folder of md17_<molecule>.npz (geomol simulate molecule --out)")
     parser.add_argument("--epochs", type=int, required=True, help="epoch budget of both trainings")
     parser.add_argument("--seed", type=int, default=1, help="seed of both trainings (official configs: 1)")
     parser.add_argument("--checkpoints", type=int, nargs="+", help="epochs of the table (default: the recorded ones)")
@@ -274,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    run_dir = args.run_dir or REPO / "runs" / "egno_accuracy" / f"{args.dataset}_seed{args.seed}"
+    MD17.update(molecule=args.molecule, data_dir=args.data_dir)
+    name = f"{args.dataset}_{args.molecule}" if args.dataset == "md17" else args.dataset
+    run_dir = args.run_dir or REPO / "runs" / "egno_accuracy" / f"{name}_seed{args.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     if args.skip_geomol:
@@ -290,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(args.dataset, rows)
     record = {
         "benchmark": "egno_accuracy", "dataset": args.dataset,
+        **({"molecule": args.molecule, "data_file": _md17_file().name} if args.dataset == "md17" else {}),
         "provenance": provenance(),
         "load_average_1_5_15_min": {"start": [round(x, 2) for x in load_start],
                                     "end": [round(x, 2) for x in os.getloadavg()]},
@@ -302,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                               "test_s2s": RECORDED_OFFICIAL[args.dataset]},
         "table": rows, "geomol_curve": geomol, "official_curve": official,
     }
-    output = args.output or REPO / "benchmarks" / "results" / f"egno_accuracy_{args.dataset}_seed{args.seed}.json"
+    output = args.output or REPO / "benchmarks" / "results" / f"egno_accuracy_{name}_seed{args.seed}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(record, indent=1) + "\n")
     print(f"written {output.relative_to(REPO) if output.is_relative_to(REPO) else output}")

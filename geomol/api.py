@@ -7,7 +7,9 @@
 * :func:`finetune_affinity` — adapt an affinity model to one target from a handful of its measured ligands;
 * :func:`rollout` / :func:`rollout_arrays` — long trajectories from a trained EGNO, window after
   window, from a frame of an MD trajectory (written to a trajectory file) or from any in-memory
-  state (N-body, Mocap).
+  state (N-body, Mocap);
+* :func:`evaluate_rollouts` — trajectory models, the no-motion and linear baselines and the reference
+  MD on the same windows of a held-out trajectory: one table of S2S / S2T MSE and chemistry.
 
 Example::
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from os import PathLike
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.io import Structure
@@ -38,12 +40,13 @@ from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inp
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
 from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
+from geomol.inference.rollout_evaluation import RolloutTable, evaluate_trajectory
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
 __all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "finetune_affinity", "rollout",
-           "rollout_arrays", "AffinityModel", "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout",
-           "ArrayRollout", "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
+           "rollout_arrays", "evaluate_rollouts", "RolloutTable", "AffinityModel", "AffinityPrediction",
+           "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout", "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
 
 
 # ---------------------------------------------------------------------- binding affinity
@@ -180,8 +183,8 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
             windows: int | None = None, velocity_from: str | PathLike | int | None = None,
             reference: str | PathLike | bool | None = None, reference_topology: str | PathLike | None = None,
             superpose: bool = False, plot: str | PathLike | None = None, summary: str | PathLike | None = None,
-            output_frames: str = "all", include_start: bool = True, device: str = "cpu",
-            progress: bool = False) -> TrajectoryRollout:
+            output_frames: str = "all", include_start: bool = True, restore_bonds: bool = False,
+            device: str = "cpu", progress: bool = False) -> TrajectoryRollout:
     """Roll a trained EGNO out from a frame of a molecular trajectory and write the predicted trajectory.
 
     Each window predicts the P frames at the model's target offsets o_1..o_P after its input
@@ -206,11 +209,15 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
         plot: PNG of RMSD over time and per-atom error (needs ``reference``). summary: JSON record.
         output_frames: ``"all"`` predicted frames in time order, or only window ``"ends"``.
         include_start: write the start frame first. device: torch device. progress: a progress bar.
+        restore_bonds: after each window, move the atoms until every bond has its start-frame length
+            again (:class:`~geomol.inference.bond_restoring.BondRestoring`, SHAKE-like); off by default,
+            and a different predictor from the model alone (the summary records it).
 
     Returns:
         :class:`~geomol.inference.rollout_files.TrajectoryRollout`: files written, frame numbers
-        and times (ps) of the written frames, RMSD per predicted frame (with a reference) and the
-        JSON-ready summary.
+        and times (ps) of the written frames, RMSD per predicted frame (with a reference), the
+        chemistry of the predicted frames (``chemistry``: bond-length and angle errors against the
+        start frame, broken bonds, clashes; always) and the JSON-ready summary.
 
     Raises:
         EmptySelectionError: the selection matches no atom.
@@ -221,7 +228,7 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
                               start=start, frames=frames, windows=windows, velocity_from=velocity_from,
                               reference=reference, reference_topology=reference_topology, superpose=superpose,
                               plot=plot, summary=summary, output_frames=output_frames, include_start=include_start,
-                              progress=progress)
+                              restore_bonds=restore_bonds, progress=progress)
 
 
 def rollout_arrays(model: ModelReference, positions: Any, velocities: Any, *, frames: int | None = None,
@@ -244,3 +251,43 @@ def rollout_arrays(model: ModelReference, positions: Any, velocities: Any, *, fr
     return _rollout_arrays(_dynamics_model(model, device), positions, velocities, frames=frames, windows=windows,
                            charges=charges, output_frames=output_frames, include_start=include_start,
                            progress=progress)
+
+
+def evaluate_rollouts(models: ModelReference | Mapping[str, ModelReference], topology: str | PathLike,
+                      trajectory: str | PathLike | None = None, *, selection: str | None = None,
+                      starts: Sequence[int] | None = None, split: str | None = None, stride: int = 1,
+                      horizon: int | None = None, restore_bonds: bool = False, baselines: bool = True,
+                      reference: bool = True, device: str = "cpu", progress: bool = False) -> RolloutTable:
+    """Trajectory models and baselines on the same windows of a held-out trajectory, in one table.
+
+    Each window starts at a frame s with the state (x[s], x[s+1] − x[s]); every model predicts the
+    frames up to ``horizon`` after it (rolled out window after window), beside the baselines "no
+    motion" (x[s] kept) and "linear extrapolation" (x[s] + o·(x[s+1] − x[s])) and the reference MD
+    itself (its own chemistry). See :mod:`geomol.inference.rollout_evaluation`.
+
+    Args:
+        models: one trajectory model (name, directory, checkpoint or loaded model; the row is named
+            after it) or {row name: model}, e.g. ``{"EGNO": "egno-adk", "EGNN": "runs/egnn/.../best.ckpt"}``.
+        topology, trajectory: the held-out trajectory (files MDAnalysis reads).
+        selection: atoms (default: the first model's training selection).
+        starts: start frames; default every ``stride``-th frame whose window fits, or with ``split``
+            ("train" | "valid" | "test") those of that part of the MD data sets' chronological split.
+        horizon: frames after each start (default: the first model's o_P, its trained horizon).
+        restore_bonds: also a row per model with the bond-restoring projection after each window.
+        baselines, reference: include the baseline rows and the reference MD row.
+        device: torch device. progress: a progress bar over the windows.
+
+    Returns:
+        :class:`~geomol.inference.rollout_evaluation.RolloutTable`: ``rows`` (S2S and S2T MSE in Å²,
+        ``chemistry`` summary per predictor), ``offsets``, ``starts``, ``bonds``; ``to_markdown()``,
+        ``to_dict()``.
+    """
+    if isinstance(models, Mapping):
+        loaded = {str(name): _dynamics_model(model, device) for name, model in models.items()}
+    else:
+        model = _dynamics_model(models, device)
+        loaded = {model.name or (Path(models).name if isinstance(models, (str, PathLike)) else model.architecture):
+                  model}
+    return evaluate_trajectory(loaded, topology, trajectory, selection=selection, starts=starts, split=split,
+                               stride=stride, horizon=horizon, restore_bonds=restore_bonds, baselines=baselines,
+                               reference=reference, progress=progress)

@@ -15,8 +15,11 @@ F frames past the start (the Python API's ``frames=``), ``--windows K`` for K mo
 Writes the trajectory (any multi-frame format MDAnalysis writes: DCD, XTC, TRR, PDB, NetCDF),
 ``<out stem>_topology.pdb`` beside coordinate-only formats, and a JSON summary
 (``<out stem>.json``: written frames with their frame numbers and times, inputs, model protocol);
-with a reference (``--reference`` or ``--compare``) also per-frame RMSD in the summary and a PNG
-plot (``<out stem>.png``: RMSD over time, per-atom error).
+with a reference (``--reference`` or ``--compare``) also per-frame RMSD (and the no-motion and linear
+baselines') in the summary and a PNG plot (``<out stem>.png``: RMSD over time, per-atom error, bond-length
+and angle errors, clashes). Every rollout reports its chemistry (bond-length and angle errors against
+the start frame, frames with a broken bond or a clash); ``--restore-bonds`` projects the bonds back to
+their start-frame lengths after each window.
 """
 from __future__ import annotations
 
@@ -54,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="all predicted frames in time order, or only window ends (default all)")
     output.add_argument("--no-start", action="store_true", help="do not write the start frame first")
     output.add_argument("--summary", help="JSON summary (default <out stem>.json)")
+    output.add_argument("--restore-bonds", action="store_true",
+                        help="after each window, restore every bond to its start-frame length (a SHAKE-like "
+                             "projection; off by default: it changes the model's predictions)")
     compare = parser.add_argument_group("comparison with a reference (same frame numbering as the input)")
     compare.add_argument("--reference", metavar="TRAJ", help="reference trajectory file")
     compare.add_argument("--reference-topology", metavar="TOP", help="its topology (default --topology)")
@@ -92,13 +98,16 @@ def run(args: argparse.Namespace) -> int:
                      frames=horizon, windows=args.windows, velocity_from=_velocity_from(args.velocity_from),
                      reference=reference, reference_topology=args.reference_topology, superpose=args.superpose,
                      plot=plot, summary=args.summary or out.with_suffix(".json"), output_frames=args.output_frames,
-                     include_start=not args.no_start, device=args.device, progress=not args.quiet)
+                     include_start=not args.no_start, restore_bonds=args.restore_bonds, device=args.device,
+                     progress=not args.quiet)
     if not args.quiet:
         _report(result, Console())
     return 0
 
 
 def _report(result, console) -> None:
+    from geomol.inference.rollout_chemistry import chemistry_line
+
     frames = result.frames
     console.print(f"{len(frames)} frames ({frames[0]} … {frames[-1]}, {result.windows} window(s)) written to "
                   f"{result.out}" + (f" with topology {result.topology_file}" if result.topology_file else ""))
@@ -113,7 +122,12 @@ def _report(result, console) -> None:
                      f"final {reference['final_rmsd_superposed_A']:.2f} Å")
         if reference.get("mean_rmsd_no_motion_A") is not None:
             line += f"; no motion (start frame kept): mean {reference['mean_rmsd_no_motion_A']:.2f} Å"
-        console.print(line)
+        if reference.get("mean_rmsd_linear_A") is not None:
+            line += f"; linear extrapolation: mean {reference['mean_rmsd_linear_A']:.2f} Å"
+        console.print(line, markup=False)
+    console.print(chemistry_line(result.chemistry), markup=False)
+    if reference and reference.get("chemistry"):
+        console.print("reference MD " + chemistry_line(reference["chemistry"]), markup=False)
     for label, path in (("summary", result.summary_file), ("plot", result.plot_file)):
         if path is not None:
             console.print(f"{label}: {path}")

@@ -55,11 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     protein.add_argument("--temperature", type=float, default=300.0, help="K (default 300)")
     protein.add_argument("--friction", type=float, default=1.0, help="collision rate in 1/ps (default 1)")
     protein.add_argument("--platform", default="auto", help="OpenMM platform: auto (CUDA, OpenCL, then CPU), CPU, ...")
-    protein.add_argument("--threads", type=int, help="CPU threads (OpenMM CPU platform and torch)")
     protein.add_argument("--checkpoint-every", type=int, default=50, help="frames between checkpoints")
     for sub in (molecule, protein):
         sub.add_argument("--out", required=True, help="output folder")
         sub.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+        sub.add_argument("--threads", type=int, help="CPU threads (tblite's OpenMP or OpenMM's CPU platform; default: "
+                         "OMP_NUM_THREADS, else the free physical cores)")
         sub.add_argument("--quiet", action="store_true", help="no progress bar or report")
 
 
@@ -98,8 +99,10 @@ def run(args: argparse.Namespace) -> int:
                                constraints=constraints, hydrogen_mass=args.hydrogen_mass, timestep_fs=args.timestep,
                                temperature=args.temperature, friction_per_ps=args.friction,
                                frame_interval_ps=args.frame_interval, equilibration_ps=args.equilibration)
+    from geomol.commands.threads import resolve_threads
+
     summary = simulate_protein(args.pdb, args.out, _protein_frames(args), settings, platform=args.platform,
-                               threads=args.threads, checkpoint_every=args.checkpoint_every, progress=not args.quiet)
+                               threads=resolve_threads(args.threads), checkpoint_every=args.checkpoint_every, progress=not args.quiet)
     _report(args, f"{summary['frames']} frames ({summary['produced_ns']:.3f} ns, {summary['atoms']} atoms) in "
                   f"{Path(args.out) / 'trajectory.dcd'} with topology.pdb / topology.pqr; {summary['ns_per_day']} "
                   f"ns/day on {summary['platform']}")

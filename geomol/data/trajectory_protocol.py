@@ -16,6 +16,7 @@ in a shipped model's manifest, versioned; records without a version read as vers
   ======  =========================================  =============================  ====================
   md      radius graph of the state, d < ``cutoff``  d (Å)                          charge / charge_scale
   mocap   ``bonds`` (hop 1) and 2-hop pairs          hop                            (y/10) / height_scale
+  md17    ``bonds`` (hop 1) and 2-hop pairs          z_i, z_j, hop, stick           z / max z
   nbody   complete graph                             q_i q_j                        none
   ======  =========================================  =============================  ====================
 
@@ -40,7 +41,7 @@ from geomol.nn.neighbors import radius_graph
 
 __all__ = ["KINDS", "PROTOCOL_VERSION", "TrajectoryProtocol"]
 
-KINDS = ("md", "mocap", "nbody")
+KINDS = ("md", "mocap", "nbody", "md17")
 PROTOCOL_VERSION = 1
 
 
@@ -49,15 +50,17 @@ class TrajectoryProtocol:
     """How the training inputs of a trajectory model were built (see the module docstring).
 
     Attributes:
-        kind: "md" | "mocap" | "nbody".
+        kind: "md" | "mocap" | "nbody" | "md17".
         target_offsets: [P] frames from the input frame to each predicted frame, increasing.
         frame_time: one frame in the velocity's time unit (1.0: velocity per frame).
         frame_interval, time_unit: time between two training frames (ps for MD; None if unknown).
         length_unit, velocity: descriptions of the units.
         node_features, edge_features: what the model's input columns are, in order.
         selection, particles, cutoff, charge_scale: MD (charge_scale None: no charge feature).
-        bonds, height_scale: Mocap skeleton (joint pairs) and height scale (None: no height feature).
-        num_nodes: Mocap joints / N-body particles the model was trained on.
+        bonds, height_scale: Mocap skeleton (joint pairs) and height scale (None: no height feature);
+            MD17: the heavy-atom bonds of the molecule (pairs < 1.6 Å in the data's first frame).
+        atomic_numbers, sticks: MD17: [n] atomic numbers of the heavy atoms, and the "stick" pairs.
+        num_nodes: Mocap joints / N-body particles / MD17 heavy atoms the model was trained on.
     """
 
     kind: str
@@ -76,6 +79,8 @@ class TrajectoryProtocol:
     bonds: tuple[tuple[int, int], ...] = field(default=())
     height_scale: float | None = None
     num_nodes: int | None = None
+    atomic_numbers: tuple[int, ...] = ()
+    sticks: tuple[tuple[int, int], ...] = field(default=())
 
     @property
     def num_timesteps(self) -> int:
@@ -100,7 +105,9 @@ class TrajectoryProtocol:
         values = {k: v for k, v in data.items() if k in known}
         try:
             values["target_offsets"] = tuple(int(o) for o in values.get("target_offsets", ()))
-            values["bonds"] = tuple((int(i), int(j)) for i, j in values.get("bonds", ()))
+            for key in ("bonds", "sticks"):
+                values[key] = tuple((int(i), int(j)) for i, j in values.get(key, ()))
+            values["atomic_numbers"] = tuple(int(z) for z in values.get("atomic_numbers", ()))
             for key in ("node_features", "edge_features"):
                 values[key] = tuple(str(s) for s in values.get(key, ()))
             protocol = cls(**values)
@@ -124,12 +131,15 @@ class TrajectoryProtocol:
             problems.append(f"particles={self.particles!r}: rollouts write atoms, so only atom particles are supported")
         if self.kind == "mocap" and not self.bonds:
             problems.append("a Mocap protocol needs the skeleton's bonds")
+        if self.kind == "md17" and not (self.bonds and len(self.atomic_numbers) == self.num_nodes):
+            problems.append("an MD17 protocol needs the bonds and one atomic number per heavy atom")
         if problems:
             raise ModelLoadError("invalid data protocol: " + "; ".join(problems), source=source)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"version": PROTOCOL_VERSION, **asdict(self)}
         out["target_offsets"], out["bonds"] = list(self.target_offsets), [list(b) for b in self.bonds]
+        out["sticks"], out["atomic_numbers"] = [list(b) for b in self.sticks], list(self.atomic_numbers)
         out["node_features"], out["edge_features"] = list(self.node_features), list(self.edge_features)
         return out
 
@@ -166,14 +176,13 @@ class TrajectoryProtocol:
                                       "charges (use a topology with charges, e.g. PSF, TPR, PRMTOP)")
                 node_attr = charges.to(x).view(-1, 1) / self.charge_scale
         elif self.kind == "mocap":
-            adjacency = np.zeros((x.size(0), x.size(0)), dtype=bool)
-            bonds = np.asarray(self.bonds)
-            adjacency[bonds[:, 0], bonds[:, 1]] = adjacency[bonds[:, 1], bonds[:, 0]] = True
-            edges, hop = bond_and_two_hop_edges(adjacency)
-            edge_index = torch.as_tensor(edges, device=x.device)
+            edge_index, hop = self._bond_edges(x.size(0))
             edge_attr = torch.as_tensor(hop, dtype=x.dtype, device=x.device).view(-1, 1)
+            edge_index = edge_index.to(x.device)
             if self.height_scale is not None:
                 node_attr = (x[:, 1:2] / 10) / self.height_scale
+        elif self.kind == "md17":
+            edge_index, edge_attr, node_attr = self._md17_features(x)
         else:
             if charges is None:
                 raise ConfigError("an N-body model needs the particle charges (its edge feature is q_i q_j)")
@@ -185,6 +194,25 @@ class TrajectoryProtocol:
             graph.node_attr = node_attr
         return graph
 
+    def _bond_edges(self, n: int) -> tuple[torch.Tensor, np.ndarray]:
+        """edge_index [2, M] of the bonds and 2-hop pairs (the datasets' order) and their hop [M]."""
+        adjacency = np.zeros((n, n), dtype=bool)
+        bonds = np.asarray(self.bonds)
+        adjacency[bonds[:, 0], bonds[:, 1]] = adjacency[bonds[:, 1], bonds[:, 0]] = True
+        edges, hop = bond_and_two_hop_edges(adjacency)
+        return torch.as_tensor(edges), hop
+
+    def _md17_features(self, x: torch.Tensor):
+        """MD17 inputs as :class:`~geomol.data.datasets.md17.MD17Dataset` builds them."""
+        edge_index, hop = self._bond_edges(x.size(0))
+        z = np.asarray(self.atomic_numbers, dtype=np.float64)
+        sticks = {p for a, b in self.sticks for p in ((a, b), (b, a))}
+        stick = [float((i, j) in sticks) for i, j in edge_index.T.tolist()]
+        columns = np.stack([z[edge_index[0]], z[edge_index[1]], hop, stick], axis=1).astype(np.float32)
+        edge_attr = torch.as_tensor(columns, device=x.device).to(x.dtype)
+        node_attr = torch.as_tensor(z / z.max(), device=x.device).to(x.dtype).view(-1, 1)
+        return edge_index.to(x.device), edge_attr, node_attr
+
     def _check_nodes(self, n: int) -> None:
-        if self.kind in ("mocap", "nbody") and self.num_nodes is not None and n != self.num_nodes:
+        if self.kind in ("mocap", "nbody", "md17") and self.num_nodes is not None and n != self.num_nodes:
             raise ConfigError(f"the state has {n} nodes, the {self.kind} model was trained on {self.num_nodes}")

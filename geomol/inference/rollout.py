@@ -25,7 +25,7 @@ import math
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -116,10 +116,13 @@ def _extent(x: torch.Tensor) -> torch.Tensor:
     return (x - x.mean(dim=-2, keepdim=True)).norm(dim=-1).max()
 
 
-def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None) -> Iterator[Window]:
+def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None,
+                 constrain: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Iterator[Window]:
     """Roll ``model`` out for ``windows`` windows from positions x and velocities v [N, 3].
 
     ``charges`` [N]: partial charges (MD models with a charge feature) or particle charges (N-body).
+    ``constrain``: an optional correction of each window's [P, N, 3] positions before they are yielded
+    and seed the next window (e.g. :class:`~geomol.inference.bond_restoring.BondRestoring`).
     Runs under ``torch.inference_mode``; only the current state is kept between windows. A window
     whose positions are non-finite, or spread over more than ``BLOW_UP_FACTOR`` times the starting
     system's size (a blown-up rollout: errors fed back window after window grew without bound), ends
@@ -136,8 +139,10 @@ def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None) -> Iter
     for k in range(windows):
         with torch.inference_mode():  # not held across the yield: the caller's code keeps its own grad mode
             frames = model.predict(x, v, charges).x.transpose(0, 1)  # [P, N, 3]
-            v = next_velocity(protocol, frames, x)
             finite = bool(torch.isfinite(frames).all())
+            if constrain is not None and finite:
+                frames = constrain(frames)
+            v = next_velocity(protocol, frames, x)
             problem = "non-finite positions" if not finite else (
                 f"positions spread over {BLOW_UP_FACTOR:g}× the starting system's size"
                 if float(_extent(frames)) > limit else None)

@@ -27,10 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from geomol.data.covalent_graph import CovalentGraph
 from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
+from geomol.inference.bond_restoring import BondRestoring
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
+from geomol.inference.rollout_chemistry import ChemistryTracker
 from geomol.inference.rollout_report import ReferenceComparison, plot_rollout, write_summary
 from geomol.provenance import provenance
 
@@ -50,6 +53,8 @@ class TrajectoryRollout:
         windows: model calls made (fewer than asked if the rollout diverged).
         summary: the JSON-ready record (also written to ``summary_file``).
         rmsd: [F_pred] RMSD (Å, no superposition) of the predicted frames to the reference, or None.
+        chemistry: the summary's ``"chemistry"`` record (bond-length and angle errors, broken bonds,
+            clashes of the predicted frames against the start frame; :mod:`geomol.inference.rollout_chemistry`).
     """
 
     out: Path
@@ -59,6 +64,7 @@ class TrajectoryRollout:
     windows: int
     summary: dict[str, Any] = field(default_factory=dict)
     rmsd: np.ndarray | None = None
+    chemistry: dict[str, Any] = field(default_factory=dict)
     summary_file: Path | None = None
     plot_file: Path | None = None
 
@@ -186,7 +192,7 @@ def _frame_interval(universe, model: DynamicsModel, source) -> float:
 def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, selection: str | None = None,
                        start: int = 0, frames: int | None = None, windows: int | None = None, velocity_from=None,
                        reference=None, reference_topology=None, superpose: bool = False, plot=None, summary=None,
-                       output_frames: str = "all", include_start: bool = True,
+                       output_frames: str = "all", include_start: bool = True, restore_bonds: bool = False,
                        progress: bool = False) -> TrajectoryRollout:
     """Roll ``model`` out from a frame of a molecular trajectory and write the predicted trajectory.
 
@@ -215,22 +221,27 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
         warnings.simplefilter("ignore")
         t0 = float(universe.trajectory[start].time)
     charges = np.asarray(atoms.charges, dtype=np.float64) if hasattr(atoms, "charges") else None
+    graph = CovalentGraph.of_selection(atoms, x)
+    chemistry = ChemistryTracker(graph, x, start)
+    restoring = BondRestoring(graph, x) if restore_bonds else None
     comparison = None
     if reference is not None:
         ref_topology, ref_trajectory = reference_topology or topology, trajectory if reference is True else reference
         comparison = ReferenceComparison(*open_selection(ref_topology, ref_trajectory, selection),
                                          _trajectory_name(ref_topology, ref_trajectory), len(atoms),
-                                         last_frame=start + last_offset, superpose=superpose, still=x)
+                                         last_frame=start + last_offset, superpose=superpose, still=x,
+                                         velocity=v, start=start, graph=graph)
     written, times, done = [], [], 0
     with FrameWriter(out, atoms) as writer, progress_bar(total, progress) as advance:
         if include_start:
             writer.write(x, t0, start)
             written.append(start), times.append(t0)
-        for window in iter_windows(model, x, v, total, charges):
+        for window in iter_windows(model, x, v, total, charges, constrain=restoring):
             for i in kept_frames(window, output_frames, horizon):
                 frame, positions = start + int(window.frame_offsets[i]), window.positions[i].float().cpu().numpy()
                 writer.write(positions, t0 + (frame - start) * dt, frame)
                 written.append(frame), times.append(t0 + (frame - start) * dt)
+                chemistry.add(frame, positions)
                 if comparison is not None:
                     comparison.add(frame, positions)
             done += 1
@@ -239,7 +250,8 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
     inputs = {"topology": str(topology), "trajectory": None if trajectory is None else str(trajectory),
               "selection": selection, "n_atoms": len(atoms), "start_frame": start, "start_time_ps": t0,
               "frame_interval_ps": dt, "velocity": velocity_note}
-    _report(result, model, inputs, comparison, output_frames, include_start, horizon, total, plot, summary)
+    _report(result, model, inputs, comparison, output_frames, include_start, horizon, total, plot, summary,
+            chemistry, restoring)
     return result
 
 
@@ -256,7 +268,7 @@ def _last_offset(protocol, horizon: int, output_frames: str) -> int:
 
 
 def _report(result: TrajectoryRollout, model: DynamicsModel, inputs, comparison, output_frames, include_start,
-            horizon, windows, plot, summary) -> None:
+            horizon, windows, plot, summary, chemistry: ChemistryTracker, restoring: BondRestoring | None) -> None:
     """Fill the result's summary; write the JSON and the plot where asked."""
     record = {"model": model.name or None, "architecture": model.architecture,
               "protocol": model.protocol.to_dict(), "inputs": inputs,
@@ -265,6 +277,10 @@ def _report(result: TrajectoryRollout, model: DynamicsModel, inputs, comparison,
                          "frames_written": len(result.frames)},
               "windows": result.windows, "diverged": result.windows < windows, "horizon_frames": horizon,
               "frames": result.frames.tolist(), "times_ps": result.times_ps.tolist()}
+    record["chemistry"] = result.chemistry = chemistry.results()
+    record["bond_restoring"] = None if restoring is None else {
+        "what": "bond lengths restored to the start frame's after each window (SHAKE-like projection)",
+        "tolerance_A": restoring.tolerance, "max_sweeps": restoring.max_sweeps}
     record["provenance"] = provenance()
     if comparison is not None:
         record["reference"] = comparison.results()

@@ -10,6 +10,10 @@ trajectory itself, or another run saved at the same interval from the same start
   prediction onto the reference (Kabsch, MDAnalysis ``rms.rmsd``): internal structure only.
 * ``per_atom_mean_error_A`` / ``per_atom_final_error_A``: ‖x̂_i − x_i‖ per atom, averaged over the
   predicted frames / at the last one (no alignment).
+* baselines a model must beat, on the same frames: ``rmsd_no_motion_A`` (the start frame kept) and
+  ``rmsd_linear_A`` (linear extrapolation x(start) + (f − start)·v of the start state, v in Å per frame).
+* ``chemistry``: the reference's own bond-length and angle errors, broken bonds and clashes against
+  the start frame (:mod:`geomol.inference.rollout_chemistry`): how much real dynamics moves the bonds.
 
 Frames are compared as they are predicted; only running sums per atom are kept.
 """
@@ -23,9 +27,16 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from geomol.data.covalent_graph import CovalentGraph
 from geomol.errors import ConfigError, TrajectoryError
+from geomol.inference.rollout_chemistry import ChemistryTracker
 
 __all__ = ["ReferenceComparison", "plot_rollout", "write_summary"]
+
+
+def _rmsd(a: np.ndarray, b: np.ndarray) -> float:
+    """RMSD (Å, no alignment) of two [N, 3] frames."""
+    return float(np.sqrt(np.mean(np.sum((a - b) ** 2, axis=-1))))
 
 
 class ReferenceComparison:
@@ -39,10 +50,14 @@ class ReferenceComparison:
         superpose: also compute the RMSD after optimal superposition.
         still: [N, 3] start positions (Å): also the RMSD of a "no motion" prediction that keeps them,
             the baseline a model must beat.
+        velocity, start: [N, 3] start velocity (Å per frame) and the start frame number: also the RMSD
+            of linear extrapolation still + (frame − start)·velocity (needs ``still``).
+        graph: the selection's bonds: also the chemistry of the reference frames against ``still``.
     """
 
     def __init__(self, universe, atoms, source: str, n_atoms: int, last_frame: int, superpose: bool = False,
-                 still: np.ndarray | None = None):
+                 still: np.ndarray | None = None, velocity: np.ndarray | None = None, start: int = 0,
+                 graph: CovalentGraph | None = None):
         self.universe, self.atoms, self.source = universe, atoms, str(source)
         if len(atoms) != n_atoms:
             raise ConfigError(f"the selection has {len(atoms)} atoms in the reference but {n_atoms} in the input",
@@ -53,7 +68,11 @@ class ReferenceComparison:
                                   f"roll out fewer frames or give a longer reference", source=self.source)
         self.superpose = superpose
         self.still = None if still is None else np.asarray(still, dtype=np.float64)
+        self.velocity = None if velocity is None or still is None else np.asarray(velocity, dtype=np.float64)
+        self.start = int(start)
+        self.chemistry = None if graph is None or still is None else ChemistryTracker(graph, self.still, start)
         self.rmsd_still: list[float] = []
+        self.rmsd_linear: list[float] = []
         self.frames: list[int] = []
         self.rmsd: list[float] = []
         self.rmsd_superposed: list[float] = []
@@ -72,7 +91,11 @@ class ReferenceComparison:
 
             self.rmsd_superposed.append(float(rmsd(positions, reference, center=True, superposition=True)))
         if self.still is not None:
-            self.rmsd_still.append(float(np.sqrt(np.mean(np.sum((self.still - reference) ** 2, axis=-1)))))
+            self.rmsd_still.append(_rmsd(self.still, reference))
+        if self.velocity is not None:
+            self.rmsd_linear.append(_rmsd(self.still + (frame - self.start) * self.velocity, reference))
+        if self.chemistry is not None:
+            self.chemistry.add(frame, reference)
         self.error_sum += error
         self.final_error = error
         return self.rmsd[-1]
@@ -88,6 +111,10 @@ class ReferenceComparison:
                "per_atom_final_error_A": self.final_error.tolist()}
         if self.still is not None:
             out.update(rmsd_no_motion_A=self.rmsd_still, mean_rmsd_no_motion_A=mean(self.rmsd_still))
+        if self.velocity is not None:
+            out.update(rmsd_linear_A=self.rmsd_linear, mean_rmsd_linear_A=mean(self.rmsd_linear))
+        if self.chemistry is not None:
+            out["chemistry"] = self.chemistry.results()
         if self.superpose:
             out.update(rmsd_superposed_A=self.rmsd_superposed, mean_rmsd_superposed_A=mean(self.rmsd_superposed),
                        final_rmsd_superposed_A=self.rmsd_superposed[-1] if self.rmsd_superposed else None)
@@ -104,8 +131,52 @@ def write_summary(record: Mapping[str, Any], path: str | os.PathLike) -> Path:
     return path
 
 
+def _times(record: Mapping[str, Any], frames) -> np.ndarray:
+    """Times (ps) of trajectory frame numbers ``frames``."""
+    inputs = record["inputs"]
+    return inputs["start_time_ps"] + (np.asarray(frames) - inputs["start_frame"]) * inputs["frame_interval_ps"]
+
+
+def _per_frame(chemistry: Mapping[str, Any], key: str) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in chemistry["per_frame"][key]], dtype=np.float64)
+
+
+def _plot_chemistry(record: Mapping[str, Any], bonds_axis, angles_axis) -> None:
+    """Bond-length error (median, max; the broken-bond threshold) and angle error over time, with the
+    reference trajectory's own errors dashed and the clashes per frame."""
+    curves = [("rollout", record["chemistry"], "-")]
+    if record.get("reference", {}).get("chemistry"):
+        curves.append(("reference MD", record["reference"]["chemistry"], "--"))
+    for label, chemistry, style in curves:
+        times = _times(record, chemistry["frames"])
+        for key, axis, what in (("bond_error", bonds_axis, "Å"), ("angle_error", angles_axis, "deg")):
+            for stat, colour in (("median", "tab:blue"), ("max", "tab:red")):
+                axis.plot(times, _per_frame(chemistry, f"{key}_{stat}_{what.replace('Å', 'A')}"), linestyle=style,
+                          color=colour, marker="." if style == "-" else None, label=f"{label}: {stat}")
+    chemistry = record["chemistry"]
+    bonds_axis.axhline(chemistry["broken_bond_threshold_A"], color="grey", linestyle=":", label="broken (0.3 Å)")
+    bonds_axis.set(xlabel="time (ps)", ylabel="|d − d(start)| (Å)", yscale="log",
+                   title=f"bond-length error ({chemistry['num_bonds']} bonds, {chemistry['bond_source']}); "
+                         f"broken in {_percent(chemistry['broken_bond_fraction'])} of frames")
+    angles_axis.set(xlabel="time (ps)", ylabel="|θ − θ(start)| (degrees)",
+                    title=f"angle error; clash (< {chemistry['clash_distance_A']:g} Å) in "
+                          f"{_percent(chemistry['clash_fraction'])} of frames")
+    clashes = angles_axis.twinx()
+    clashes.step(_times(record, chemistry["frames"]), chemistry["per_frame"]["clashes"], where="mid", color="black",
+                 alpha=0.5, label="clashing pairs (rollout)")
+    clashes.set_ylabel("clashing heavy-atom pairs")
+    for axis in (bonds_axis, angles_axis):
+        axis.legend(fontsize=7)
+    clashes.legend(fontsize=7, loc="lower right")
+
+
+def _percent(fraction) -> str:
+    return "n/a" if fraction is None else f"{100 * fraction:.0f}%"
+
+
 def plot_rollout(record: Mapping[str, Any], path: str | os.PathLike) -> Path:
-    """PNG of a rollout compared with its reference: RMSD over time, and the error of each atom."""
+    """PNG of a rollout compared with its reference: RMSD over time with the no-motion and linear baselines,
+    the error of each atom, and the chemistry over time (bond-length and angle errors, clashes)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,13 +185,15 @@ def plot_rollout(record: Mapping[str, Any], path: str | os.PathLike) -> Path:
     reference = record["reference"]
     frames = np.asarray(reference["frames"])
     inputs = record["inputs"]
-    times = inputs["start_time_ps"] + (frames - inputs["start_frame"]) * inputs["frame_interval_ps"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    times = _times(record, frames)
+    fig, ((left, right), (bonds, angles)) = plt.subplots(2, 2, figsize=(12, 8))
     left.plot(times, reference["rmsd_A"], marker=".", label="no alignment")
     if "rmsd_superposed_A" in reference:
         left.plot(times, reference["rmsd_superposed_A"], marker=".", linestyle="--", label="after superposition")
-    if "rmsd_no_motion_A" in reference:  # the baseline: the start frame kept for ever
+    if "rmsd_no_motion_A" in reference:  # the baselines: the start frame kept for ever, or moved on at v
         left.plot(times, reference["rmsd_no_motion_A"], color="grey", linestyle=":", label="no motion (start frame)")
+    if "rmsd_linear_A" in reference:
+        left.plot(times, reference["rmsd_linear_A"], color="grey", linestyle="-.", label="linear extrapolation")
     left.set(xlabel="time (ps)", ylabel="RMSD to reference (Å)", title="RMSD over the rollout")
     left.legend()
     atoms = np.arange(len(reference["per_atom_mean_error_A"]))
@@ -130,8 +203,11 @@ def plot_rollout(record: Mapping[str, Any], path: str | os.PathLike) -> Path:
     right.set(xlabel=f"atom ({inputs['selection']}, topology order)", ylabel="error ‖x̂ − x‖ (Å)",
               title="per-atom error")
     right.legend()
+    if record.get("chemistry"):
+        _plot_chemistry(record, bonds, angles)
+    restoring = " with bond restoring" if record.get("bond_restoring") else ""
     fig.suptitle(f"{record.get('model') or record['architecture']}: rollout from frame {inputs['start_frame']}, "
-                 f"{record['windows']} window(s)")
+                 f"{record['windows']} window(s){restoring}")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -162,6 +162,19 @@ class MD17DataModule(TrajectoryDataModule):
                            split_file=self.split_file, margin=self.margin,
                            max_samples=self.max_train if stage == "train" else None)
 
+    @property
+    def protocol(self) -> TrajectoryProtocol:
+        dataset = self._train_split()
+        hop, (row, col) = dataset.edge_attr[:, 2], dataset.edge_index
+        bonds = sorted({(int(min(i, j)), int(max(i, j))) for i, j, k in zip(row, col, hop) if k == 1})
+        sticks = dataset.sticks
+        return TrajectoryProtocol(
+            "md17", tuple(int(o) for o in dataset.offsets), num_nodes=len(dataset.z), bonds=tuple(bonds),
+            atomic_numbers=tuple(int(z) for z in dataset.z), sticks=sticks, frame_time=1.0,
+            frame_interval=dataset.frame_interval_ps, time_unit="ps", length_unit="Å",
+            velocity="x[t+1] − x[t] (Å per frame)", node_features=("|v|", "z / max z"),
+            edge_features=("z_i", "z_j", "hop (1 bond, 2 two-hop)", "stick", "d²"))
+
 
 class MDTrajectoryDataModule(TrajectoryDataModule):
     """Any MDAnalysis-readable trajectory, split in time (reference AdK: backbone, 8 Å, Δ 15, P 4).

@@ -17,6 +17,7 @@ molecule is the same constant, so both conventions agree here.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import warnings
@@ -90,6 +91,16 @@ def _official_split_file(path: Path, molecule: str) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
+def _frame_interval_ps(path: Path) -> float | None:
+    """Time between frames recorded by ``geomol simulate`` (its ``settings``); None for other files."""
+    try:
+        with np.load(path) as data:
+            settings = json.loads(str(data["settings"])) if "settings" in data.files else None
+        return settings["timestep"] * settings["save_every"] * 1e-3 if settings else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _molecule_name(path: Path, molecule: str | None) -> str:
     if molecule:
         return molecule
@@ -110,6 +121,10 @@ class MD17Dataset(torch.utils.data.Dataset):
             reference's ``<molecule>_split.pkl`` next to ``path`` when it exists).
         split_seed, fractions, margin: split generation when there is no split file.
         bond_cutoff: Å, bonds in frame 0.
+
+    Attributes:
+        sticks: the stick pairs used. frame_interval_ps: time between frames where the file records it
+            (files of ``geomol simulate``), else None.
     """
 
     def __init__(self, path: str | os.PathLike, split: str = "train", *, molecule: str | None = None,
@@ -120,6 +135,7 @@ class MD17Dataset(torch.utils.data.Dataset):
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         path = Path(path)
         R, z = self._read(path)
+        self.frame_interval_ps = _frame_interval_ps(path)
         self.split, self.molecule = split, _molecule_name(path, molecule)
         heavy = z > 1
         self.positions = R[:-1][:, heavy]  # x_t
@@ -153,6 +169,7 @@ class MD17Dataset(torch.utils.data.Dataset):
         bonded = np.linalg.norm(x0[:, None] - x0[None], axis=-1) < bond_cutoff
         edge_index, hop = bond_and_two_hop_edges(bonded)
         sticks = STICK_PAIRS.get(self.molecule)
+        self.sticks = tuple(sticks or ())
         if sticks is None:
             warnings.warn(f"MD17 molecule {self.molecule!r} has no stick table; stick feature set to 0 "
                           f"on all {edge_index.shape[1]} edges")

@@ -33,7 +33,7 @@ import torch
 from geomol.errors import ConfigError, DatasetError, TrajectoryError
 from geomol.data.vocab import VOCAB, BLOCK_UNK, atom_index, position_code, position_index, residue_block_symbol
 from geomol.data.datasets.trajectory import trajectory_graph
-from geomol.data.io.trajectory import open_selection, trajectory_files
+from geomol.data.io.trajectory import atom_elements, open_selection, trajectory_files
 from geomol.nn.neighbors import radius_graph
 
 __all__ = ["MDTrajectory", "MDTrajectoryDataset", "md_target_offsets", "md_split_ranges", "open_selection"]
@@ -59,21 +59,6 @@ def md_split_ranges(num_frames: int, delta: int, ratios=(0.6, 0.2, 0.2), leak_fr
     return {"train": (0, max(0, min(total, cut0) - gap)),
             "valid": (cut0, max(cut0, min(total, cut1) - gap)),
             "test": (cut1, max(cut1, total))}
-
-
-def _elements(atoms) -> list[str]:
-    """Element of each atom: the topology's, else guessed from the atom name (PSF, GRO have none)."""
-    try:
-        return [str(e) for e in atoms.elements]
-    except (AttributeError, ValueError):  # MDAnalysis' NoDataError derives from both
-        pass
-    try:
-        from MDAnalysis.guesser.default_guesser import DefaultGuesser
-    except ImportError:  # MDAnalysis < 2.8
-        from MDAnalysis.topology.guessers import guess_types
-
-        return [str(e) for e in guess_types(atoms.names)]
-    return [str(e) for e in DefaultGuesser(None).guess_types(atoms.names)]
 
 
 class MDTrajectory:
@@ -108,7 +93,7 @@ class MDTrajectory:
         self.time_ps, self.frame_numbers = np.array(times), np.array(numbers)
         self.atom_indices = atoms.indices.copy()
         self.names, self.resnames = [str(n) for n in atoms.names], [str(r) for r in atoms.resnames]
-        self.elements = _elements(atoms)
+        self.elements = atom_elements(atoms)
         self.charges = np.asarray(atoms.charges, dtype=np.float64) if hasattr(atoms, "charges") else None
         resindex = atoms.resindices
         self.residue_block = np.concatenate([[0], np.cumsum(resindex[1:] != resindex[:-1])]).astype(np.int64)

@@ -10,7 +10,7 @@ import warnings
 
 from geomol.errors import EmptySelectionError, TrajectoryError
 
-__all__ = ["open_selection", "trajectory_files"]
+__all__ = ["atom_elements", "open_selection", "trajectory_files"]
 
 
 def trajectory_files(topology, trajectory) -> list[str]:
@@ -42,3 +42,18 @@ def open_selection(topology, trajectory=None, selection: str = "backbone"):
     if len(atoms) == 0:
         raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
     return universe, atoms
+
+
+def atom_elements(atoms) -> list[str]:
+    """Element of each atom: the topology's, else guessed from the atom name (PSF, GRO have none)."""
+    try:
+        return [str(e) for e in atoms.elements]
+    except (AttributeError, ValueError):  # MDAnalysis' NoDataError derives from both
+        pass
+    try:
+        from MDAnalysis.guesser.default_guesser import DefaultGuesser
+    except ImportError:  # MDAnalysis < 2.8
+        from MDAnalysis.topology.guessers import guess_types
+
+        return [str(e) for e in guess_types(atoms.names)]
+    return [str(e) for e in DefaultGuesser(None).guess_types(atoms.names)]
