@@ -18,7 +18,8 @@ from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.evaluation.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
 from geomol.models.get import GETAffinity, GETConfig, GETPairClassifier
 from geomol.tasks.base import GeomolModule
-from geomol.tasks.objectives import DenoisingPretraining, LossTerm, component, describe
+from geomol.tasks.objectives import (LOSS_TERMS, PRETRAINING_STAGES, DenoisingPretraining, LossTerm, component,
+                                     describe)
 
 __all__ = ["AffinityModule", "PairClassificationModule"]
 
@@ -93,8 +94,9 @@ class AffinityModule(_GETTask):
 
     def __init__(self, loss_terms: list[LossTerm] | None = None, pretraining: DenoisingPretraining | None = None,
                  mse_weight: float = 1.0, **kwargs):
-        self.loss_terms = [component(term) for term in loss_terms or []]
-        self.pretraining_stage = None if pretraining is None else component(pretraining)
+        self.loss_terms = [component(term, LOSS_TERMS, "loss term", LossTerm) for term in loss_terms or []]
+        self.pretraining_stage = (None if pretraining is None else
+                                  component(pretraining, PRETRAINING_STAGES, "pre-training stage"))
         super().__init__(**kwargs)
         self.hparams["loss_terms"] = [describe(term) for term in self.loss_terms]
         self.hparams["pretraining"] = None if pretraining is None else describe(self.pretraining_stage)

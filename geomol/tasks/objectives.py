@@ -15,11 +15,12 @@ A variant of the recipe is a configuration, not a flag on the task::
           init_args: {epochs: 2, sigma: 1.0}
 
 A new auxiliary objective is a :class:`LossTerm` subclass (``value(model, batch, pred)``, and
-``setup(datamodule)`` when it needs something from the data); nothing in the task changes.
+``setup(datamodule)`` when it needs something from the data); nothing in the task changes. Checkpoints record
+components as ``{'class_path', 'init_args'}`` data and are re-created from the registries only
+(:data:`LOSS_TERMS`, :data:`PRETRAINING_STAGES`; :func:`register_loss_term` adds one of your own).
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, Literal, Mapping, Sequence
 
 import torch
@@ -28,23 +29,71 @@ from geomol.errors import ConfigError
 from geomol.training.losses import (centred_loss, decoy_hinge_loss, denoising_loss, ranking_loss, relative_edge_loss)
 
 __all__ = ["LossTerm", "RankingLoss", "CentredLoss", "DecoyLoss", "RelativeEdgeLoss", "DenoisingPretraining",
-           "describe", "component"]
+           "LOSS_TERMS", "PRETRAINING_STAGES", "register_loss_term", "register_pretraining", "describe", "component",
+           "class_path"]
 
 
 def describe(component: Any) -> dict[str, Any]:
     """``{'class_path', 'init_args'}`` of a component (what the YAML says; plain values only, so that a
     checkpoint stays loadable with ``torch.load(weights_only=True)``)."""
-    cls = type(component)
-    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(component.init_args)}
+    return {"class_path": class_path(type(component)), "init_args": dict(component.init_args)}
 
 
-def component(spec: Any) -> Any:
-    """A component itself, or built from its ``{'class_path', 'init_args'}`` record (a checkpoint's
-    hyperparameters when a module is re-created with ``load_from_checkpoint``)."""
+def class_path(cls: type) -> str:
+    """``module.QualifiedName`` of a class: the key it is registered and recorded under."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+LOSS_TERMS: dict[str, type] = {}
+"""Class path → :class:`LossTerm` subclass: the auxiliary losses a checkpoint's hyperparameters may name."""
+PRETRAINING_STAGES: dict[str, type] = {}
+"""Class path → pre-training stage (:class:`DenoisingPretraining`): what a checkpoint may name."""
+
+
+def register_loss_term(cls: type) -> type:
+    """Make a :class:`LossTerm` subclass loadable from checkpoints by its class path (usable as a decorator).
+
+    The command line builds components from a YAML's class paths itself (typed: only ``LossTerm`` subclasses);
+    a checkpoint's hyperparameters are data, so re-creating a module from them (``load_from_checkpoint``) builds
+    only registered classes.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, LossTerm)):
+        raise ConfigError(f"{cls!r} is not a LossTerm subclass")
+    LOSS_TERMS[class_path(cls)] = cls
+    return cls
+
+
+def register_pretraining(cls: type) -> type:
+    """Make a pre-training stage (``active(epoch)``, ``loss(model, batch)``, ``init_args``) loadable from
+    checkpoints by its class path (usable as a decorator)."""
+    PRETRAINING_STAGES[class_path(cls)] = cls
+    return cls
+
+
+def component(spec: Any, registry: Mapping[str, type], what: str, base: type = object,
+              source: str | None = None) -> Any:
+    """A component itself (an instance of ``base``, built in this process, e.g. by the command line from a
+    YAML), or built from its ``{'class_path', 'init_args'}`` record (a checkpoint's hyperparameters when a module
+    is re-created with ``load_from_checkpoint``) if its class is in ``registry``.
+
+    Nothing named by a record is imported or called unless it is registered: a record is data.
+
+    Raises:
+        ConfigError: an unregistered class path, a record that is not ``{'class_path', 'init_args'}``, or an
+            object that is not a ``base``.
+    """
     if not isinstance(spec, Mapping):
+        if not isinstance(spec, base):
+            raise ConfigError(f"{what} {spec!r} is not a {base.__name__}", source)
         return spec
-    module, _, name = str(spec["class_path"]).rpartition(".")
-    return getattr(importlib.import_module(module), name)(**dict(spec.get("init_args") or {}))
+    path, init_args = spec.get("class_path"), spec.get("init_args") or {}
+    if not isinstance(path, str) or not isinstance(init_args, Mapping) or set(spec) - {"class_path", "init_args"}:
+        raise ConfigError(f"a {what} record is {{'class_path': str, 'init_args': dict}}, got {dict(spec)!r}", source)
+    if path not in registry:
+        raise ConfigError(f"{what} {path!r} is not registered (registered: {sorted(registry)}); a checkpoint names "
+                          "components as data, so only registered classes are built (see register_loss_term and "
+                          "register_pretraining)", source)
+    return registry[path](**dict(init_args))
 
 
 # ---------------------------------------------------------------------- components
@@ -163,3 +212,8 @@ class DenoisingPretraining:
 
     def loss(self, model, batch) -> torch.Tensor:
         return denoising_loss(model, batch, self.sigma)
+
+
+for _term in (RankingLoss, CentredLoss, DecoyLoss, RelativeEdgeLoss):
+    register_loss_term(_term)
+register_pretraining(DenoisingPretraining)

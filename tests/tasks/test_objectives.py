@@ -10,13 +10,15 @@ from geomol.tasks import AffinityModule
 from geomol.tasks.cli import build_from_config, merge_config
 from geomol.errors import ConfigError
 from geomol.tasks.objectives import (CentredLoss, DecoyLoss, DenoisingPretraining, LossTerm, RankingLoss,
-                                     RelativeEdgeLoss, describe)
+                                     RelativeEdgeLoss, describe, register_loss_term)
 from tests.conftest import REPO, shared_path
 from tests.test_affinity_cv_tables import cv  # noqa: F401 (fixture: the benchmark script as a module)
 
 
+@register_loss_term
 class ConstantLoss(LossTerm):
-    """A loss defined outside geomol (here: in a test), added by class path only."""
+    """A loss defined outside geomol (here: in a test), added by class path only (registered, so that its
+    checkpoints load)."""
 
     def value(self, model, batch, pred):
         return pred.sum() * 0 + 1.0
@@ -156,3 +158,31 @@ def test_decoy_loss_term_scores_decoys_with_the_model_and_trains_it():
     with pytest.raises(ConfigError, match="decoy kinds"):
         DecoyLoss(kinds=["jiggle"])
     assert describe(DecoyLoss(margin=2.0))["init_args"]["margin"] == 2.0
+
+
+def _shell(marker):
+    return {"class_path": "subprocess.run", "init_args": {"args": f"touch {marker}", "shell": True}}
+
+
+@pytest.mark.parametrize("field, record", [
+    ("loss_terms", lambda marker: [_shell(marker)]),
+    ("loss_terms", lambda marker: [{"class_path": "os.system", "init_args": {"command": f"touch {marker}"}}]),
+    ("pretraining", _shell),
+    ("pretraining", lambda marker: {"class_path": "geomol.tasks.objectives.RankingLoss", "init_args": {}}),
+])
+def test_a_checkpoint_naming_any_other_callable_is_refused_and_nothing_is_called(tmp_path, field, record):
+    from tests.affinity_fixtures import TINY_GET
+
+    module = AffinityModule(**TINY_GET, n_block_types=150, loss_terms=[RankingLoss(group_by="series")])
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, accelerator="cpu")
+    trainer.strategy.connect(module)
+    trainer.save_checkpoint(tmp_path / "m.ckpt")
+    checkpoint = torch.load(tmp_path / "m.ckpt", weights_only=True)
+    marker = tmp_path / "called"
+    checkpoint["hyper_parameters"][field] = record(marker)
+    torch.save(checkpoint, tmp_path / "bad.ckpt")
+    assert AffinityModule.load_from_checkpoint(tmp_path / "m.ckpt").loss_terms[0].group_by == "series"
+    with pytest.raises(ConfigError, match="is not registered"):
+        AffinityModule.load_from_checkpoint(tmp_path / "bad.ckpt")  # the usual Lightning way, weights_only unset
+    assert not marker.exists()
