@@ -98,21 +98,25 @@ _RECEPTOR_GROUP = _table(_RECEPTOR_GROUP_OF, len(RECEPTOR_GROUPS) - 1).astype(np
 _VDW, _COVALENT = _table(VDW_RADII, _OTHER_RADIUS), _table(COVALENT_RADII, _OTHER_RADIUS)
 
 
-def contact_pairs(ligand_xyz: np.ndarray, receptor_xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(i, j, d)``: every ligand atom ``i`` and receptor atom ``j`` closer than :data:`CUTOFF`, and their distance (Å)."""
+def contact_pairs(ligand_xyz: np.ndarray, receptor_xyz: np.ndarray,
+                  cutoff: float = CUTOFF) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(i, j, d)``: every ligand atom ``i`` and receptor atom ``j`` closer than ``cutoff`` (Å), and their
+    distance (Å)."""
     pairs = cKDTree(np.asarray(ligand_xyz, dtype=np.float64)).sparse_distance_matrix(
-        cKDTree(np.asarray(receptor_xyz, dtype=np.float64)), CUTOFF, output_type="ndarray")
+        cKDTree(np.asarray(receptor_xyz, dtype=np.float64)), cutoff, output_type="ndarray")
     return pairs["i"], pairs["j"], pairs["v"]
 
 
 def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, ligand_z: np.ndarray,
-                          ligand_xyz: np.ndarray, pairs: tuple | None = None) -> np.ndarray:
+                          ligand_xyz: np.ndarray, pairs: tuple | None = None, near: float = NEAR,
+                          shell: float = SHELL) -> np.ndarray:
     """:data:`ATOM_CONTACT_FEATURES` of every ligand atom.
 
     Args:
         receptor_z: ``(R,)`` atomic numbers of the receptor heavy atoms; receptor_xyz: ``(R, 3)`` Å.
         ligand_z: ``(L,)`` atomic numbers of the ligand heavy atoms; ligand_xyz: ``(L, 3)`` Å.
         pairs: :func:`contact_pairs` of these atoms, when the caller has them.
+        near, shell: Å, the distance shells of the element counts (and ``shell`` the burial radius).
 
     Returns:
         ``(L, len(ATOM_CONTACT_FEATURES))`` float64.
@@ -130,14 +134,14 @@ def atom_contact_features(receptor_z: np.ndarray, receptor_xyz: np.ndarray, liga
     i, j, d = pairs if pairs is not None else contact_pairs(ligand_xyz, receptor_xyz)
     rec_group = _RECEPTOR_GROUP[receptor_z[j]]
     first = len(LIGAND_GROUPS)
-    for offset, mask in ((first, d < NEAR), (first + len(RECEPTOR_GROUPS), (d >= NEAR) & (d < SHELL))):
+    for offset, mask in ((first, d < near), (first + len(RECEPTOR_GROUPS), (d >= near) & (d < shell))):
         np.add.at(out, (i[mask], offset + rec_group[mask]), 1.0)
     s = d - _VDW[ligand_z[i]] - _VDW[receptor_z[j]]
     hydrophobic = hydrophobic_ligand[i] & np.isin(receptor_z[j], _HYDROPHOBIC_RECEPTOR)
     polar = np.isin(ligand_z[i], _POLAR) & np.isin(receptor_z[j], _POLAR)
     terms = (np.exp(-(s / 0.5) ** 2), np.exp(-(((s - 3.0) / 2.0) ** 2)), np.minimum(s, 0.0) ** 2,
              np.where(hydrophobic, np.clip(1.5 - s, 0.0, 1.0), 0.0), np.where(polar, np.clip(-s / 0.7, 0.0, 1.0), 0.0),
-             (d < SHELL).astype(np.float64))
+             (d < shell).astype(np.float64))
     start = first + 2 * len(RECEPTOR_GROUPS)
     for k, term in enumerate(terms):
         out[:, start + k] = np.bincount(i, weights=term, minlength=n_lig)
@@ -229,7 +233,7 @@ def chemistry_contact_features(receptor_roles: np.ndarray, receptor_z: np.ndarra
 
 
 def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False,
-                        moves: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                        moves: tuple[np.ndarray, np.ndarray] | None = None, **radii: float) -> np.ndarray:
     """:func:`atom_contact_features` of a complex graph (segment 0 receptor, segment 1 ligand).
 
     Args:
@@ -238,6 +242,8 @@ def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False,
         radial: append :func:`radial_contact_features` (counts of receptor atoms by class and distance shell).
         moves: rigid moves of the ligand (:func:`rigid_moves`): the rows are then averaged over the pose as given
             and the pose moved by each of them, a smoothing of the features over small pose errors.
+        radii: ``near``, ``shell`` and ``cutoff`` in Å (default :data:`NEAR`, :data:`SHELL`, :data:`CUTOFF`);
+            :class:`~geomol.data.chemistry.contact_recipe.ContactRecipe` records them with a model.
 
     Returns:
         ``(L, F)`` float64, one row per ligand heavy atom in graph order; F = ``len(ATOM_CONTACT_FEATURES)``,
@@ -248,12 +254,13 @@ def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False,
         EmptySelectionError: the graph has no ligand heavy atom.
         ConfigError: ``chemistry`` asked of a graph without ``ligand_chemistry`` (built by an older geomol).
     """
-    poses = graph_pose_contacts(graph, chemistry, radial, moves)
+    poses = graph_pose_contacts(graph, chemistry, radial, moves, **radii)
     return poses[0] if len(poses) == 1 else np.mean(poses, axis=0)
 
 
 def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
-                        moves: tuple[np.ndarray, np.ndarray] | None = None) -> list[np.ndarray]:
+                        moves: tuple[np.ndarray, np.ndarray] | None = None, near: float = NEAR, shell: float = SHELL,
+                        cutoff: float = CUTOFF) -> list[np.ndarray]:
     """The rows of :func:`graph_atom_contacts` (without averaging) for the ligand's pose as given, then for the
     pose moved by each of ``moves`` (:func:`rigid_moves`: rotations about the ligand's heavy-atom centroid and
     shifts, both in its own frame, :func:`ligand_frame`): ``1 + len(moves[0])`` ``(L, F)`` arrays."""
@@ -275,8 +282,8 @@ def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
     classes = receptor_classes(roles, receptor_z) if radial else None
 
     def rows(ligand_xyz: np.ndarray) -> np.ndarray:
-        pairs = contact_pairs(ligand_xyz, receptor_xyz)  # one neighbour search for every set of columns
-        parts = [atom_contact_features(receptor_z, receptor_xyz, ligand_z, ligand_xyz, pairs)]
+        pairs = contact_pairs(ligand_xyz, receptor_xyz, cutoff)  # one neighbour search for every set of columns
+        parts = [atom_contact_features(receptor_z, receptor_xyz, ligand_z, ligand_xyz, pairs, near, shell)]
         if chemistry:
             parts.append(chemistry_contact_features(roles, receptor_z, receptor_xyz, ligand_chemistry.numpy(),
                                                     ligand_z, ligand_xyz, pairs))
