@@ -205,14 +205,18 @@ def run_official(dataset: str, official: Path, epochs: int, seed: int, run_dir: 
     data_dir = _official_data(dataset, run_dir / "official_data", run_dir.parent / "nbody_cache")
     settings = json.loads((official / "configs" / config).read_text())
     settings.update(epochs=epochs, seed=seed, data_dir=str(data_dir), exp_name="benchmark")
+    config_file = run_dir / "official_config.json"
+    config_args = f"'--config_by_file', '{config_file}'"
     cuda_check = ""
     if dataset == "md17":  # the paper's model on the CPU (see the module notes)
         settings.update(mol=MD17["molecule"], use_time_conv=True, no_cuda=True)
         cuda_check = "torch.cuda.is_available = lambda: True; "
-    (run_dir / "official_config.json").write_text(json.dumps(settings, indent=1))
+        # main_md17_no.py reads 'configs/' + --config (a flag --config_by_file switches it on)
+        config_args = f"'--config_by_file', '--config', '{os.path.relpath(config_file, official / 'configs')}'"
+    config_file.write_text(json.dumps(settings, indent=1))
     # numpy 2 removed np.Inf, which the official EarlyStopping uses
     launcher = ("import runpy, sys, numpy, torch; numpy.Inf = numpy.inf; torch.set_num_threads(1); " + cuda_check +
-                f"sys.argv = ['{script}', '--config_by_file', '{run_dir / 'official_config.json'}', "
+                f"sys.argv = ['{script}', {config_args}, "
                 f"'--outf', '{run_dir / 'official_out'}']; runpy.run_path('{official / script}', run_name='__main__')")
     env = dict(os.environ, PYTHONPATH=str(official), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     log_path = run_dir / "official.log"  # written as the script prints: an interrupted run stays readable (--official-log)

@@ -1,7 +1,8 @@
 """Ab initio MD of a small molecule by the MD17 protocol, written as an MD17 (sGDML-layout) npz.
 
-The MD17 recipe: NVT at 500 K, 0.5 fs steps, a Langevin thermostat, here with GFN2-xTB energies and
-forces (``tblite``) instead of DFT, starting from an RDKit conformer of the SMILES. Output
+The MD17 recipe: NVT at 500 K, 0.5 fs steps, a Langevin thermostat (on the internal motions: the
+molecule neither drifts nor tumbles, see :mod:`geomol.simulate.langevin`), here with GFN2-xTB energies
+and forces (``tblite``) instead of DFT, starting from an RDKit conformer of the SMILES. Output
 ``<out>/md17_<name>.npz`` holds what the MD17 reader and the official EGNO loader read,
 
 * ``R`` [F, n, 3] float64 positions (Å), one frame every ``save_every`` steps (frame 0: the start);
@@ -26,7 +27,8 @@ import numpy as np
 
 from geomol.errors import ConfigError, SimulationError
 from geomol.simulate.frame_chunks import FrameChunks, save_npz_atomic
-from geomol.simulate.langevin import LangevinIntegrator, LangevinState, kinetic_temperature
+from geomol.simulate.langevin import (LangevinIntegrator, LangevinState, internal_degrees_of_freedom,
+                                      kinetic_temperature)
 from geomol.simulate.molecules import MD17_MOLECULES, starting_structure
 from geomol.simulate.progress import SimulationProgress
 from geomol.simulate.summary import write_summary
@@ -46,7 +48,8 @@ class SmallMoleculeSettings:
     Attributes:
         molecule: MD17 name or a SMILES. seed: velocities, noise and the RDKit conformer.
         temperature: K. timestep: fs. friction: Langevin γ in 1/fs. save_every: steps per frame.
-        method: tblite method.
+        method: tblite method. remove_rigid_body: thermostat internal motions only, so the molecule neither
+            drifts nor tumbles (:mod:`geomol.simulate.langevin`).
     """
 
     molecule: str
@@ -56,6 +59,7 @@ class SmallMoleculeSettings:
     friction: float = 0.002
     save_every: int = 1
     method: str = "GFN2-xTB"
+    remove_rigid_body: bool = True
 
     @property
     def name(self) -> str:
@@ -108,7 +112,10 @@ def simulate_small_molecule(settings: SmallMoleculeSettings, out_dir: str | Path
     checkpoint_file = work / "checkpoint.npz"
     structure = starting_structure(settings.molecule, seed=settings.seed)
     integrator = LangevinIntegrator(XTBForceField(structure.numbers, settings.method), structure.masses,
-                                    settings.timestep, settings.temperature, settings.friction)
+                                    settings.timestep, settings.temperature, settings.friction,
+                                    settings.remove_rigid_body)
+    dof = (internal_degrees_of_freedom(structure.positions, structure.masses) if settings.remove_rigid_body
+           else 3 * len(structure.masses))
     chunks = FrameChunks(out, work, PER_FRAME)
     if checkpoint_file.exists():
         with np.load(checkpoint_file) as saved:
@@ -152,7 +159,7 @@ def simulate_small_molecule(settings: SmallMoleculeSettings, out_dir: str | Path
     with SimulationProgress(settings.name, done, frames, settings.frame_ps, enabled=progress) as bar:
         try:
             while done < frames:
-                temperatures = [kinetic_temperature(structure.masses, integrator.step(state).velocities)
+                temperatures = [kinetic_temperature(structure.masses, integrator.step(state).velocities, dof)
                                 for _ in range(settings.save_every)]
                 _check_intact(state.positions, bonds, start_lengths, state.step)
                 stats["temperature_sum"] += sum(temperatures)

@@ -129,3 +129,36 @@ def test_other_settings_in_the_same_folder_are_refused(tmp_path):
     _run(tmp_path, 2)
     with pytest.raises(ConfigError, match="temperature"):
         _run(tmp_path, 3, settings={"temperature": 300.0})
+
+
+def test_rigid_body_free_thermostat_keeps_the_molecule_from_drifting_and_tumbling():
+    """Internal motions thermostatted, zero linear and angular momentum kept, temperature over 3n − 6."""
+    from geomol.simulate.langevin import internal_degrees_of_freedom, remove_rigid_body_motion
+
+    rng = np.random.default_rng(0)
+    masses = np.array([12.0, 14.0, 16.0, 1.0, 1.0])
+    start = rng.standard_normal((5, 3))
+    k = 30.0  # every pair held at its starting distance by a spring: rotation and translation invariant
+    pairs = np.array([(i, j) for i in range(5) for j in range(i + 1, 5)])
+    rest = np.linalg.norm(start[pairs[:, 0]] - start[pairs[:, 1]], axis=1)
+
+    def springs(x):
+        d = x[pairs[:, 0]] - x[pairs[:, 1]]
+        length = np.linalg.norm(d, axis=1)
+        f = (-k * (length - rest) / length)[:, None] * d
+        forces = np.zeros_like(x)
+        np.add.at(forces, pairs[:, 0], f), np.add.at(forces, pairs[:, 1], -f)
+        return 0.5 * k * ((length - rest) ** 2).sum(), forces
+
+    integrator = LangevinIntegrator(springs, masses, 0.5, 500.0, 0.01, remove_rigid_body=True)
+    state = integrator.initial_state(start, seed=1)
+    dof = internal_degrees_of_freedom(start, masses)
+    temperatures = []
+    for step in range(4000):
+        integrator.step(state)
+        temperatures.append(kinetic_temperature(masses, state.velocities, dof))
+    v, x = state.velocities, state.positions
+    np.testing.assert_allclose(remove_rigid_body_motion(x, v, masses), v, atol=1e-10)
+    com = (masses[:, None] * x).sum(0) / masses.sum()
+    np.testing.assert_allclose(com, (masses[:, None] * start).sum(0) / masses.sum(), atol=1e-8)
+    assert dof == 9 and np.mean(temperatures[1000:]) == pytest.approx(500.0, rel=0.1)
