@@ -34,6 +34,7 @@ COMMANDS = {
     "inspect": ("inspect", "read a complex and summarise its graph of sets (blocks, atoms, edges)"),
     "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of ligands with a GET model"),
     "finetune": ("finetune", "adapt an affinity model to your target from a handful of measured ligands"),
+    "train-affinity": ("train_affinity", "build a contact-scorer affinity ensemble from a config (as contact-corpus)"),
     "fragments": ("fragments", "learn (or list) a principal-subgraph fragment vocabulary for ligand blocks"),
     "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
     "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),
