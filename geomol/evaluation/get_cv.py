@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from geomol.errors import ConfigError
-from geomol.evaluation.fewshot import format_summary, score_draws, summarise
+from geomol.evaluation import fewshot
 from geomol.evaluation.get_variants import (CORPUS_RECIPE, DEFAULT_SEED, PLB_RECIPE, VARIANTS, GETFold,
                                             corpus_fold_overrides, heavy_atoms, plb_fold_overrides)
 from geomol.evaluation.metrics import grouped_regression_report, mean_of, rmse
@@ -278,12 +278,12 @@ def fewshot_of_folds(cv_dir: Path, folds: list[int], *, variant: str = "base", n
             for k in ks:
                 if len(graphs) < k + min_rest:
                     continue
-                scores = score_draws(model, graphs, [heavy_atoms(g) for g in graphs], k, draws, rng, settings)
+                scores = fewshot.score_draws(model, graphs, [heavy_atoms(g) for g in graphs], k, draws, rng, settings)
                 rows.append({"target": key, "source": graphs[0].source, "fold": fold, "n": len(graphs), "k": k,
                              **{m: round(float(v), 4) for m, v in scores.items()}})
         print(f"fold {fold}: {len(keys)} targets scored", flush=True)
-    summary = summarise(rows, ks)
-    print(format_summary(summary))
+    summary = fewshot.summarise(rows, ks)
+    print(fewshot.format_summary(summary))
     return {"description": "few-shot fine-tuning on k measured ligands of each held-out target; Spearman on the "
                            "target's other ligands, mean over draws, then over targets",
             "cv_dir": str(cv_dir), "variant": variant, "k": list(ks), "draws": draws, "min_rest": min_rest,
