@@ -128,5 +128,7 @@ def test_rollout_summary_plot_and_report_carry_the_chemistry(model, tmp_path, ca
     assert "chemistry vs frame 10" in printed and "reference MD chemistry" in printed and "linear" in printed
     restored = json.loads((tmp_path / "restored.json").read_text())
     assert restored["bond_restoring"]["tolerance_A"] == 1e-3
+    assert 1 <= restored["bond_restoring"]["most_sweeps_used"] < 500
+    assert restored["bond_restoring"]["largest_bond_error_left_A"] <= 1e-3
     assert restored["chemistry"]["bond_error_max_A"] < 2e-3 and restored["chemistry"]["broken_bond_fraction"] == 0.0
     assert (tmp_path / "restored.png").stat().st_size > 0
