@@ -39,14 +39,30 @@ from geomol.inference.finetune import FinetuneSettings, finetune_card, finetune_
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
+from geomol.inference.model_files import list_shipped_models
 from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
 from geomol.inference.rollout_evaluation import RolloutTable, evaluate_trajectory
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
-__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "finetune_affinity", "rollout",
+__all__ = ["load_model", "export_model", "list_models", "predict_affinity", "iter_affinity", "finetune_affinity", "rollout",
            "rollout_arrays", "evaluate_rollouts", "RolloutTable", "AffinityModel", "AffinityPrediction",
            "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout", "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
+
+
+# ---------------------------------------------------------------------- models
+def list_models(task: str | None = None) -> list[dict[str, Any]]:
+    """The shipped models that :func:`load_model` finds by name (``$GEOMOL_MODELS``, then the repository's
+    ``models/``), from their manifests (no weights are read).
+
+    Args:
+        task: ``"affinity"`` or ``"dynamics"`` for one kind only; None lists all.
+
+    Returns:
+        one dict per model, sorted by name: ``name``, ``task``, ``description``, ``architecture``,
+        ``members`` (ensemble size), ``aliases`` (``["default"]`` for the default affinity model), ``path``.
+    """
+    return list_shipped_models(task)
 
 
 # ---------------------------------------------------------------------- binding affinity
