@@ -8,7 +8,8 @@ over DDP ranks themselves, so ``trainer.use_distributed_sampler`` defaults to Fa
 Where output goes: relative ``save_dir`` of loggers and ``dirpath`` of checkpoint callbacks are
 below ``trainer.default_root_dir`` (``runs`` in the shipped configs), so ``--trainer.default_root_dir
 DIR`` moves a whole run. ``validate``/``test``/``predict`` on a checkpoint of a run
-(``<run>/version_N/checkpoints/x.ckpt``) log into ``<run>/version_N/<subcommand>``.
+(``<run>/version_N/checkpoints/x.ckpt``) log into ``<run>/version_N/<subcommand>``. ``fit --ckpt_path last`` continues the interrupted run in its own
+version folder, its ``metrics.csv`` kept (:mod:`geomol.tasks.resume`).
 
 Scripts that train (cross-validation, the shipped-model recipe) take the same path without a
 command line: :func:`build_from_config` instantiates trainer, model and data from a YAML config
@@ -30,6 +31,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, GeomolError
+from geomol.tasks.resume import continue_run
 
 __all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config"]
 
@@ -58,14 +60,18 @@ class GeomolCLI(LightningCLI):
             data = config.get("data")
             init_args["n_block_types"] = _block_types(data.get("init_args") if data is not None else None)
         trainer = config.get("trainer")
+        self._earlier_logs = []
         if trainer is not None:
             _place_outputs(trainer)
             if self.subcommand in EVALUATION_SUBCOMMANDS:
                 _evaluation_outputs(trainer, config.get("ckpt_path"), str(self.subcommand))
+            if self.subcommand == "fit" and str(config.get("ckpt_path")) == "last":
+                self._earlier_logs = continue_run(trainer)
 
     def instantiate_classes(self) -> None:
         with self._hint_on_error():
             super().instantiate_classes()
+        self.trainer.callbacks.extend(getattr(self, "_earlier_logs", []))
 
     def _run_subcommand(self, subcommand: str) -> None:
         with self._hint_on_error():
