@@ -3,7 +3,7 @@
 * ``geomol fit|validate|test|predict --config configs/<name>.yaml [--key value ...]`` trains and
   evaluates models through Lightning's ``LightningCLI`` (see :mod:`geomol.tasks.cli`);
 * the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``finetune``, ``rollout``,
-  ``simulate``) are plain
+  ``simulate``, ``serve``) are plain
   argparse commands in :mod:`geomol.commands`, loaded only when used so that ``geomol --help``
   stays fast.
 
@@ -38,6 +38,7 @@ COMMANDS = {
     "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
     "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),
     "simulate": ("simulate", "generate MD data: small molecules with GFN2-xTB, proteins with OpenMM (extra 'md')"),
+    "serve": ("serve", "the affinity predictor as a web service and a page (extra 'serve')"),
 }
 
 
@@ -126,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         with _plain_warnings(name):
             if hasattr(module, "check_inputs"):  # missing files are reported before torch is imported
                 module.check_inputs(args)
-            _threads(argv, lightning=False)
+            if not getattr(module, "THREADS_IN_WORKERS", False):  # serve: applied in its worker processes only
+                _threads(argv, lightning=False)
             return int(module.run(args) or 0)
     except GeomolError as err:
         print(_error_line(name, err), file=sys.stderr)
