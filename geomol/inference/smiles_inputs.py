@@ -1,7 +1,8 @@
 """Ligands given as SMILES with a reference ligand: posed (:mod:`geomol.data.posing.poses`) into prediction inputs.
 
 Accepted as ``ligands`` (alone or in a list): a ``.smi``/``.csv`` file (see
-:func:`~geomol.data.io.smiles.read_smiles_file`), a SMILES string, or a ``(name, smiles)`` pair.
+:func:`~geomol.data.io.smiles.read_smiles_file`), a SMILES string, a ``(name, smiles)`` pair, or a
+:class:`~geomol.data.io.smiles.SmilesEntry` (name, SMILES and where it came from, kept as it is).
 The reference is an SDF/MOL2 file (its first molecule) or an RDKit molecule with 3D coordinates;
 the receptor's heavy atoms (restricted to ``receptor_chains``) are what clashes are scored against.
 
@@ -34,6 +35,8 @@ def _is_smiles_file(text: str) -> bool:
 
 
 def _expand(item: Any, index: int) -> list[SmilesEntry]:
+    if isinstance(item, SmilesEntry):
+        return [item]
     if isinstance(item, PathLike) or (isinstance(item, str) and _is_smiles_file(item)):
         return read_smiles_file(item)
     if isinstance(item, str):

@@ -7,15 +7,14 @@ bzip2 compressed. Names default to ``#<index>`` (from 0, in file order).
 from __future__ import annotations
 
 import csv
-import io
 from os import PathLike
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
-from geomol.data.io._source import read_text
+from geomol.data.io._source import iter_text_lines, read_text
 from geomol.errors import StructureReadError
 
-__all__ = ["SmilesEntry", "SMILES_SUFFIXES", "read_smiles_file"]
+__all__ = ["SmilesEntry", "SMILES_SUFFIXES", "read_smiles_file", "iter_smiles_file"]
 
 SMILES_SUFFIXES = (".smi", ".smiles", ".csv")
 
@@ -35,30 +34,51 @@ def _suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def _smi_entries(text: str, path: Path) -> list[SmilesEntry]:
-    entries = []
-    for number, line in enumerate(text.splitlines(), start=1):
+def _smi_entries(lines: Iterable[str], path: Path) -> Iterator[SmilesEntry]:
+    count = 0
+    for number, line in enumerate(lines, start=1):
         fields = line.split(None, 1)
         if not fields or fields[0].startswith("#"):
             continue
-        if not entries and fields[0].lower() == "smiles":  # a header line
+        if not count and fields[0].lower() == "smiles":  # a header line
             continue
         name = fields[1].strip() if len(fields) > 1 else ""
-        entries.append(SmilesEntry(name or f"#{len(entries)}", fields[0], f"{path} [line {number}]"))
-    return entries
+        yield SmilesEntry(name or f"#{count}", fields[0], f"{path} [line {number}]")
+        count += 1
 
 
-def _csv_entries(text: str, path: Path) -> list[SmilesEntry]:
-    reader = csv.DictReader(io.StringIO(text))
+def _csv_entries(lines: Iterable[str], path: Path) -> Iterator[SmilesEntry]:
+    reader = csv.DictReader(lines)
     columns = {c.strip().lower(): c for c in reader.fieldnames or []}
     if "smiles" not in columns:
         raise StructureReadError(f"no 'smiles' column (columns: {reader.fieldnames})", source=path)
-    entries = []
-    for number, row in enumerate(reader, start=2):
+    for count, row in enumerate(reader):
         smiles = (row.get(columns["smiles"]) or "").strip()
         name = (row.get(columns["name"]) or "").strip() if "name" in columns else ""
-        entries.append(SmilesEntry(name or f"#{len(entries)}", smiles, f"{path} [line {number}]"))
-    return entries
+        yield SmilesEntry(name or f"#{count}", smiles, f"{path} [line {reader.line_num}]")
+
+
+def _checked_suffix(path: Path) -> str:
+    suffix = _suffix(path)
+    if suffix not in SMILES_SUFFIXES:
+        raise StructureReadError(f"expected a SMILES list ({', '.join(SMILES_SUFFIXES)}), "
+                                 f"got {suffix or 'no suffix'!r}", source=path)
+    return suffix
+
+
+def _entries(lines: Iterable[str], path: Path, suffix: str) -> Iterator[SmilesEntry]:
+    return _csv_entries(lines, path) if suffix == ".csv" else _smi_entries(lines, path)
+
+
+def iter_smiles_file(path: str | PathLike) -> Iterator[SmilesEntry]:
+    """:func:`read_smiles_file` one entry at a time, streaming the file (a library of millions of SMILES).
+
+    Raises:
+        StructureReadError: as :func:`read_smiles_file`, when the reading reaches the problem (an empty
+            file yields nothing).
+    """
+    path = Path(path)
+    yield from _entries(iter_text_lines(path), path, _checked_suffix(path))
 
 
 def read_smiles_file(path: str | PathLike) -> list[SmilesEntry]:
@@ -73,12 +93,8 @@ def read_smiles_file(path: str | PathLike) -> list[SmilesEntry]:
             or no ligand at all.
     """
     path = Path(path)
-    suffix = _suffix(path)
-    if suffix not in SMILES_SUFFIXES:
-        raise StructureReadError(f"expected a SMILES list ({', '.join(SMILES_SUFFIXES)}), "
-                                 f"got {suffix or 'no suffix'!r}", source=path)
-    text = read_text(path)
-    entries = _csv_entries(text, path) if suffix == ".csv" else _smi_entries(text, path)
+    suffix = _checked_suffix(path)
+    entries = list(_entries(read_text(path).splitlines(), path, suffix))
     if not entries:
         raise StructureReadError("no SMILES in the file", source=path)
     return entries
