@@ -105,11 +105,19 @@ def _first_row(text: str) -> list[str]:
         return []
 
 
+def _is_smiles(token: str) -> bool:
+    """Whether ``token`` is written like a SMILES: its characters, and outside brackets only the organic subset."""
+    if not _SMILES_TOKEN.match(token):
+        return False
+    bare = re.sub(r"Cl|Br", "", re.sub(r"\[[^\]]*\]", "", token))
+    return not re.search(r"[^BCNOPSFIbcnops\W\d_]", bare)
+
+
 def _looks_like_smiles_list(text: str) -> bool:
     lines = [line.split() for line in text.splitlines()[:200] if line.strip() and not line.startswith("#")]
     if lines and lines[0][0].lower() == "smiles":
         lines = lines[1:]
-    return bool(lines) and all(_SMILES_TOKEN.match(fields[0]) for fields in lines)
+    return bool(lines) and all(_is_smiles(fields[0]) for fields in lines)
 
 
 def identify(text: str) -> str | None:
