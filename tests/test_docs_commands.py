@@ -82,6 +82,9 @@ def _small_configs(folder: Path, cache: Path) -> None:
         if path.name == "egno_nbody.yaml":
             config["data"]["init_args"]["cache_dir"] = str(cache / "nbody")
         (folder / path.name).write_text(yaml.safe_dump(config))
+    for overlay in sorted((REPO / "configs").glob("*/*.yaml")):  # per-data-set overlays (configs/md17/...): as they are
+        (folder / overlay.parent.name).mkdir(exist_ok=True)
+        (folder / overlay.parent.name / overlay.name).write_text(overlay.read_text())
 
 
 @pytest.fixture(scope="module")
