@@ -2,8 +2,8 @@
 
 ``geomol screen`` (:mod:`geomol.commands.screen`) and :func:`screen_library` stream a library of
 SMILES (or SD records), pose each ligand on a reference ligand in the receptor's pocket and score it
-with an affinity model — through :func:`geomol.api.posed_inputs` and :func:`geomol.api.iter_affinity`,
-as ``geomol predict-affinity --reference`` does — one shard of ligands per Dask task, on a local
+with an affinity model — through the posing and prediction path of :func:`geomol.api.iter_affinity`
+(``posed_inputs``, ``predict_inputs``), as ``geomol predict-affinity --reference`` does — one shard of ligands per Dask task, on a local
 cluster or on a cluster (an existing scheduler, or SLURM/PBS through dask-jobqueue). Results are
 sharded Parquet tables and compressed SDF poses, a manifest lets an interrupted screen resume, and
 the merge writes the ranked top-N table and poses, the failures table, a summary and a plot.

@@ -17,7 +17,7 @@ caller; it never chooses a worker.
 """
 from __future__ import annotations
 
-import os
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
@@ -129,8 +129,8 @@ def run_shards(client, inputs: ScreenInputs, shards: Iterable[Shard], on_result:
     """
     from distributed import as_completed
 
-    key = inputs.fingerprint[:16]
-    shared = client.submit(_identity, inputs, key=f"screen-inputs-{key}-{os.getpid()}", pure=False)
+    key = f"{inputs.fingerprint[:12]}-{uuid.uuid4().hex[:8]}"  # per run: a rerun never meets a released key
+    shared = client.submit(_identity, inputs, key=f"screen-inputs-{key}", pure=False)
     queue = iter(shards)
     by_key: dict[str, Shard] = {}
     running = as_completed()

@@ -43,7 +43,7 @@ def _model_digest(model) -> str:
 
 def _checked_inputs(library: Path, receptor, reference, settings: ScreenSettings) -> ScreenInputs:
     """Read and check everything once in the driver, so that a bad input is one clear error before any task."""
-    from geomol.api import load_model
+    from geomol.inference.loading import load_model
     from geomol.data.io import read_ligand
     from geomol.data.posing.poses import PoseTemplate
     from geomol.inference.affinity_model import AffinityModel

@@ -3,9 +3,9 @@
 :func:`score_shard` is the task the engine runs; it takes the screen's :class:`~geomol.screen.settings.ScreenInputs`
 and one :class:`~geomol.screen.library.Shard` and returns a :class:`ShardResult` holding the shard's table
 (Parquet bytes, :data:`~geomol.screen.outputs.SCHEMA`) and poses (gzip SDF bytes); the driver writes them.
-Posing and scoring go through the library's API (:func:`geomol.api.posed_inputs`, then
-:func:`geomol.api.iter_affinity`), the path ``geomol predict-affinity --reference`` takes, so a screen
-poses and scores exactly as it does.
+Posing and scoring are the library's own (:func:`~geomol.inference.smiles_inputs.posed_inputs`, then
+:func:`~geomol.inference.affinity.predict_inputs`): what :func:`geomol.api.iter_affinity` and
+``geomol predict-affinity --reference`` run, so a screen poses and scores exactly as they do.
 
 What is expensive to set up — the model, the receptor structure, the reference molecule, Vina's maps —
 is made once per worker process (for the screen's fingerprint) and reused by its later shards.
@@ -66,7 +66,7 @@ class _Context:
     def __init__(self, inputs: ScreenInputs):
         import torch
 
-        from geomol.api import load_model
+        from geomol.inference.loading import load_model
 
         torch.set_num_threads(inputs.settings.threads)
         self.inputs = inputs
@@ -141,7 +141,7 @@ class _Clock:
 
 def _docked_input(context: _Context, item, posed, rows: dict[int, dict], entry: LibraryEntry, shard: int):
     """Dock a ligand that has no common core; its prediction input, or None (its failed row is recorded)."""
-    from geomol.api import LigandInput
+    from geomol.inference.ligand_inputs import LigandInput
 
     try:
         pose, score = context.docker.dock(posed.smiles, entry.name)
@@ -155,7 +155,7 @@ def _docked_input(context: _Context, item, posed, rows: dict[int, dict], entry: 
 
 def score_shard(inputs: ScreenInputs, shard: Shard) -> ShardResult:
     """Pose, (dock,) and score every ligand of ``shard``; see the module notes."""
-    from geomol.api import posed_inputs
+    from geomol.inference.smiles_inputs import posed_inputs
 
     clock = _Clock()
     start = time.process_time()
@@ -207,11 +207,11 @@ def _score(context: _Context, items: list, entries: list, rows: dict[int, dict],
     """Score the posed ligands with the model; fill their rows; the SD text of the scored poses."""
     from io import StringIO
 
-    from geomol.api import iter_affinity
+    from geomol.inference.affinity import predict_inputs
 
     text = StringIO()
     writer = Chem.SDWriter(text)
-    records = iter_affinity(context.receptor, items, context.model, batch_size=context.inputs.settings.batch_size)
+    records = predict_inputs(context.receptor, items, context.model, batch_size=context.inputs.settings.batch_size)
     for item, (entry, smiles), record in zip(items, entries, records):
         pose = {k: record.extra.get(k) for k in _POSE_NUMBERS}
         pose = {k: (None if v is None or v != v else v) for k, v in pose.items()}
