@@ -3,7 +3,7 @@
 * ``geomol fit|validate|test|predict --config configs/<name>.yaml [--key value ...]`` trains and
   evaluates models through Lightning's ``LightningCLI`` (see :mod:`geomol.tasks.cli`);
 * the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``finetune``, ``rollout``,
-  ``simulate``, ``serve``) are plain
+  ``simulate``, ``serve``, ``screen``) are plain
   argparse commands in :mod:`geomol.commands`, loaded only when used so that ``geomol --help``
   stays fast.
 
@@ -39,6 +39,7 @@ COMMANDS = {
     "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),
     "simulate": ("simulate", "generate MD data: small molecules with GFN2-xTB, proteins with OpenMM (extra 'md')"),
     "serve": ("serve", "the affinity predictor as a web service and a page (extra 'serve')"),
+    "screen": ("screen", "score a compound library against one pocket, locally or on a cluster (Dask; extra 'screen')"),
 }
 
 
