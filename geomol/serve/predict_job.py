@@ -14,7 +14,8 @@ Files written into ``results/`` (all in a hidden folder first, renamed into plac
   its prediction as SD data items;
 * ``depictions/<i>.svg`` — a 2D drawing of ligand ``i`` (RDKit), in table order;
 * ``plot.png`` — predicted vs measured pK (with measured values for at least two predicted ligands);
-* ``summary.json`` — counts, the comparison with measured values, which files exist; written last.
+* ``summary.json`` — counts, the comparison with measured values, which files exist, and the warnings geomol
+  gave about the inputs as a whole (``notes``: renamed duplicate names, skipped records); written last.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import json
 import math
 import os
 import shutil
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -29,6 +31,9 @@ from typing import Callable, Iterator, Sequence
 from geomol import api
 from geomol.errors import DatasetError
 from geomol.serve.store import SUMMARY
+from geomol.version import PACKAGE_DIR
+
+_PACKAGE_DIR = str(PACKAGE_DIR) + os.sep
 
 __all__ = ["JobSpec", "run_job", "depiction_svg"]
 
@@ -64,8 +69,13 @@ def depiction_svg(molecule, size: tuple[int, int] = (260, 190)) -> str | None:
     from rdkit.Chem.Draw import rdMolDraw2D
 
     try:
-        mol = Chem.RemoveHs(Chem.Mol(molecule), sanitize=False)
-        mol.UpdatePropertyCache(strict=False)
+        try:
+            mol = Chem.RemoveHs(Chem.Mol(molecule))
+        except Exception:  # noqa: BLE001 - a molecule RDKit cannot sanitise is drawn as it is
+            mol = Chem.RemoveHs(Chem.Mol(molecule), sanitize=False)
+            mol.UpdatePropertyCache(strict=False)
+        mol.RemoveAllConformers()  # drawn from the graph: no wedges read from the 3D pose
+        Chem.AssignStereochemistry(mol, cleanIt=True, force=True)  # drop chiral tags of atoms that are no centres
         rdDepictor.Compute2DCoords(mol)
         drawer = rdMolDraw2D.MolDraw2DSVG(*size)
         rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol)
@@ -114,7 +124,8 @@ def _compare(records: Sequence, measured_file: str | None, plot: Path) -> dict |
                 "n": sum(1 for r in records if r.ok and r.name in measured)}
 
 
-def _write_results(folder: Path, spec: JobSpec, files: dict[str, str], inputs: Sequence, records: Sequence) -> dict:
+def _write_results(folder: Path, spec: JobSpec, files: dict[str, str], inputs: Sequence, records: Sequence,
+                   notes: list[str]) -> dict:
     from geomol.inference.tables import write_predictions
 
     comparison = _compare(records, files.get("measured"), folder / "plot.png")
@@ -131,7 +142,7 @@ def _write_results(folder: Path, spec: JobSpec, files: dict[str, str], inputs: S
     counts = {"ligands": len(records), "predicted": sum(r.ok for r in records),
               "failed": sum(not r.ok for r in records), "warned": sum(bool(r.ok and r.warnings) for r in records)}
     summary = {"job": spec["id"], "model": spec["model"], "counts": counts, "comparison": comparison,
-               "poses": poses, "depictions": depicted}
+               "poses": poses, "depictions": depicted, "notes": notes}
     (folder / SUMMARY).write_text(json.dumps(summary, indent=1, allow_nan=False), encoding="utf-8")
     return summary
 
@@ -153,13 +164,20 @@ def run_job(spec: JobSpec, model, progress: Callable[[int, int], None]) -> dict:
     partial = job_dir / f".results-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
-    with _inside(job_dir / "inputs"):
+    with _inside(job_dir / "inputs"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         files = spec["files"]
         inputs = _inputs(spec, files)
         records = []
         for record in api.iter_affinity(files["receptor"], inputs, model, pocket_cutoff=spec["pocket_cutoff"]):
             records.append(record)
             progress(len(records), len(inputs))
-        summary = _write_results(partial, spec, files, inputs, records)
+        notes = list(dict.fromkeys(str(w.message) for w in caught if _from_geomol(w)))
+        summary = _write_results(partial, spec, files, inputs, records, notes)
     partial.rename(job_dir / "results")
     return summary
+
+
+def _from_geomol(caught: warnings.WarningMessage) -> bool:
+    """A warning geomol itself gave about the inputs (renamed duplicates, skipped records), not a library's."""
+    return os.path.abspath(caught.filename).startswith(_PACKAGE_DIR)

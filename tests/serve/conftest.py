@@ -25,6 +25,7 @@ from tests.conftest import REPO  # noqa: E402
 EXAMPLE = REPO / "data" / "example"
 BASE_URL = "http://localhost"
 JOB_TIMEOUT = 120.0
+START_TIMEOUT = 180.0
 
 
 def example_upload(*roles: str) -> dict:
@@ -68,7 +69,10 @@ def served(tmp_path_factory):
     settings = ServeSettings(data_dir=tmp_path_factory.mktemp("serve"), workers=2)
     app = create_app(settings)
     with TestClient(app, base_url=BASE_URL, raise_server_exceptions=False) as client:
-        assert client.get("/v1/models").status_code == 200  # waits for the first worker
+        deadline = time.monotonic() + START_TIMEOUT  # the first worker waits for the forkserver's imports
+        while client.get("/healthz").json()["pool"]["ready"] < settings.workers and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert client.get("/v1/models").status_code == 200
         yield Served(client, app, settings)
 
 

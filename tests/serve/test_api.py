@@ -103,6 +103,15 @@ def test_a_bad_record_fails_its_own_row_only(served):
     assert rows[-1]["error"] and rows[-1]["pK"] is None
 
 
+def test_warnings_the_api_gives_about_the_inputs_reach_the_summary(served):
+    files = example_upload("receptor")
+    files["ligands"] = ("ligands.sdf", (EXAMPLE / "tnks2_ligands.sdf").read_bytes() * 2)  # every name twice
+    job = wait_for_job(served.client, served.client.post("/v1/jobs", files=files).json()["id"])
+    assert job["state"] == "done" and job["predicted"] == 12
+    notes = served.client.get(f"/v1/jobs/{job['id']}/summary").json()["notes"]
+    assert notes and any("lig_1a" in note for note in notes)
+
+
 def test_unknown_and_malformed_job_ids_are_404(served):
     assert served.client.get("/v1/jobs/" + "0" * 32).status_code == 404
     for path in ("/v1/jobs/..%2F..%2Fjobs.sqlite", "/v1/jobs/abc/results.csv", "/v1/jobs/" + "0" * 32 + "/x.txt"):

@@ -158,14 +158,16 @@ async function showResults(job) {
   const counts = summary.counts;
   $("results-summary").textContent = `${counts.predicted} of ${counts.ligands} ligands predicted with ${summary.model}` +
     (counts.failed ? `, ${counts.failed} failed` : "") + (counts.warned ? `, ${counts.warned} with warnings` : "") + ".";
-  showDownloads(job);
+  $("job-notes").replaceChildren(...(summary.notes || []).map((note) => element("li", note)));
+  showDownloads(job, summary.comparison);
   showPlot(job, summary.comparison);
   renderTable();
   $("results").hidden = false;
 }
 
-function showDownloads(job) {
+function showDownloads(job, comparison) {
   const links = [["results.csv", "table (CSV)"], ["results.json", "table (JSON)"], ["poses.sdf", "poses (SDF)"]];
+  if (comparison && comparison.plot) links.push(["plot.png", "plot (PNG)"]);
   const box = $("downloads");
   box.replaceChildren(element("span", "Download: "));
   for (const [file, label] of links) {
