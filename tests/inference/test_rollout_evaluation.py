@@ -65,6 +65,13 @@ def test_rows_equal_the_model_and_baselines_computed_directly(model, trajectory)
     graph = CovalentGraph.of_selection(geomol.data.io.trajectory.open_selection(PSF, DCD, "backbone")[1], x[0])
     reference = [trajectory_chemistry(x[s + offsets], graph, x[s]) for s in STARTS]
     assert table["reference MD"].s2s_mse is None
+    # the same windows from arrays: the same rows
+    arrays = geomol.evaluate_rollout_arrays({"EGNO": model}, x, graph, STARTS, charges=trajectory.charges,
+                                            baselines=False, reference=False)
+    assert [r.name for r in arrays.rows] == ["EGNO"]
+    assert arrays["EGNO"].s2s_mse == pytest.approx(table["EGNO"].s2s_mse, rel=1e-6)
+    assert arrays["EGNO"].chemistry["bond_error_max_A"] == pytest.approx(table["EGNO"].chemistry["bond_error_max_A"],
+                                                                         rel=1e-5)
     assert table["reference MD"].chemistry["bond_error_max_A"] == pytest.approx(
         max(r.bond_error_max.max() for r in reference))
     # bond restoring keeps every bond at its start length, the model alone does not
