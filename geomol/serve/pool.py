@@ -41,6 +41,13 @@ class QueueFull(Exception):
         self.retry_after, self.limit = retry_after, limit
 
 
+def _worker_entry(index: int, connection, threads: int) -> None:
+    """A worker's first call; imports the worker module (torch, the API) there, never in the web process."""
+    from geomol.serve.worker import worker_main
+
+    worker_main(index, connection, threads)
+
+
 @dataclass
 class _Worker:
     process: multiprocessing.process.BaseProcess
@@ -76,10 +83,8 @@ class WorkerPool:
         self._thread.start()
 
     def _spawn(self, index: int) -> _Worker:
-        from geomol.serve.worker import worker_main
-
         parent_end, child_end = self._context.Pipe(duplex=True)
-        process = self._context.Process(target=worker_main, args=(index, child_end, self.settings.threads),
+        process = self._context.Process(target=_worker_entry, args=(index, child_end, self.settings.threads),
                                         name=f"geomol-serve-worker-{index}", daemon=True)
         process.start()
         child_end.close()
