@@ -80,7 +80,8 @@ class Chemist(HttpUser):
                 gevent.sleep(min(5.0, float(response.headers.get("Retry-After", 1))))
                 return
             if response.status_code != 202:
-                LEVEL.errors.append(f"POST {response.status_code}")
+                reason = f": {type(response.error).__name__} {response.error}" if response.error else ""
+                LEVEL.errors.append(f"POST {response.status_code}{reason}"[:300])
                 response.failure(f"status {response.status_code}")
                 return
             job = response.json()["id"]

@@ -40,7 +40,7 @@ class Limits:
     max_request_bytes: int = 32 * 1024 * 1024
     max_ligands: int = 1000
     max_queue: int = 32
-    job_seconds: float = 900.0
+    job_seconds: float = 1800.0
     request_seconds: float = 60.0
     max_fields: int = 16
 
