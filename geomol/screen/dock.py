@@ -15,7 +15,9 @@ The docked pose is then scored by the affinity model like any posed ligand; the 
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -55,8 +57,8 @@ def receptor_pdbqt(name: str, data: bytes) -> tuple[str, int]:
     suffixes = [s.lower() for s in Path(name).suffixes if s.lower() not in (".gz", ".bz2")]
     if suffixes and suffixes[-1] not in (".pdb", ".ent"):
         raise DockingError("docking needs the receptor as a PDB file", source=name)
-    try:
-        with rdkit_messages():
+    try:  # Meeko prints its template mismatches: kept out of the screen's output, counted instead
+        with rdkit_messages(), contextlib.redirect_stdout(io.StringIO()):
             polymer = Polymer.from_pdb_string(data.decode("latin-1"), ResidueChemTemplates.create_from_defaults(),
                                               MoleculePreparation(), allow_bad_res=True)
             rigid, _flexible = PDBQTWriterLegacy.write_from_polymer(polymer)
