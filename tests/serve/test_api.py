@@ -165,3 +165,19 @@ def test_gzip_receptor_and_csv_smiles_are_read_by_content(served):
     assert wait_for_job(served.client, response.json()["id"])["predicted"] == 1
     inputs = served.runtime.store.job_dir(response.json()["id"]) / "inputs"
     assert sorted(p.name for p in inputs.iterdir()) == ["ligands.csv", "receptor.pdb", "reference.sdf"]
+
+
+def test_docking_output_in_pdbqt_is_read_through_the_api(served):
+    meeko = pytest.importorskip("meeko")
+    from rdkit import Chem
+
+    ligand = Chem.MolFromMolFile(str(EXAMPLE / "tnks2_ligands.sdf"), removeHs=False)
+    text, ok, problem = meeko.PDBQTWriterLegacy.write_string(meeko.MoleculePreparation().prepare(ligand)[0])
+    assert ok, problem
+    files = example_upload("receptor")
+    files["ligands"] = ("docked.txt", f"MODEL 1\n{text}ENDMDL\nMODEL 2\n{text}ENDMDL\n".encode())
+    response = served.client.post("/v1/jobs", files=files)
+    assert response.status_code == 202, response.text
+    assert {i["role"]: i["kind"] for i in response.json()["inputs"]}["ligands"] == "pdbqt"
+    job = wait_for_job(served.client, response.json()["id"])
+    assert job["state"] == "done" and job["ligands"] == 2 and job["predicted"] == 2, job
