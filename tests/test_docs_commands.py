@@ -69,7 +69,8 @@ def _segments(body: str) -> list[str]:
 
 def _needs_shared(body: str) -> bool:
     configs = re.findall(r"configs/([\w.]+\.yaml)", body)
-    return "../shared" in body or any("../shared" in (REPO / "configs" / c).read_text() for c in configs)
+    return "../shared" in body or any(marker in (REPO / "configs" / c).read_text() for c in configs
+                                      for marker in ("../shared", "GEOMOL_SHARED_DATA"))
 
 
 def _small_configs(folder: Path, cache: Path) -> None:
