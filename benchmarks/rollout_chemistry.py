@@ -58,10 +58,14 @@ def evaluate(args) -> dict:
                                      split=args.split, stride=args.stride, horizon=args.horizon,
                                      restore_bonds=args.restore_bonds, progress=True)
     seconds = time.perf_counter() - begin
+    table.source = Path(table.source).name  # no folder of this machine in a result file
     print(f"{len(table.starts)} windows (starts {table.starts[0]} … {table.starts[-1]}), predicted frames "
           f"s + {table.offsets}; {table.bonds}; {seconds:.0f} s\n")
     print(table.to_markdown())
-    return {"table": table.to_dict(), "markdown": table.to_markdown(), "seconds": seconds}
+    print(f"\nbond-length error by kind of bond (median / max Å, frames with a broken bond):\n\n"
+          f"{table.bond_kinds_markdown()}")
+    return {"table": table.to_dict(), "markdown": table.to_markdown(),
+            "bond_kinds_markdown": table.bond_kinds_markdown(), "seconds": seconds}
 
 
 def speed(args) -> dict:

@@ -8,8 +8,9 @@
 * :func:`rollout` / :func:`rollout_arrays` — long trajectories from a trained EGNO, window after
   window, from a frame of an MD trajectory (written to a trajectory file) or from any in-memory
   state (N-body, Mocap);
-* :func:`evaluate_rollouts` — trajectory models, the no-motion and linear baselines and the reference
-  MD on the same windows of a held-out trajectory: one table of S2S / S2T MSE and chemistry.
+* :func:`evaluate_rollouts` / :func:`evaluate_rollout_arrays` — trajectory models, the no-motion and
+  linear baselines and the reference MD on the same windows of a held-out trajectory (files or arrays):
+  one table of S2S / S2T MSE and chemistry.
 
 Example::
 
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from geomol.data.blocks import BlockGraph
+from geomol.data.covalent_graph import CovalentGraph
 from geomol.data.io import Structure
 from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
@@ -39,14 +41,32 @@ from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_o
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
+from geomol.inference.model_files import list_shipped_models
 from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
 from geomol.inference.rollout_evaluation import RolloutTable, evaluate_trajectory
+from geomol.inference.rollout_evaluation import evaluate_rollouts as _evaluate_arrays
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
-__all__ = ["load_model", "export_model", "predict_affinity", "iter_affinity", "finetune_affinity", "rollout",
-           "rollout_arrays", "evaluate_rollouts", "RolloutTable", "AffinityModel", "AffinityPrediction",
-           "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout", "PoseParameters", "ligand_inputs", "posed_inputs", "select_ligand"]
+__all__ = ["load_model", "export_model", "list_models", "predict_affinity", "iter_affinity", "finetune_affinity",
+           "rollout", "rollout_arrays", "evaluate_rollouts", "evaluate_rollout_arrays", "RolloutTable", "AffinityModel",
+           "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout", "PoseParameters",
+           "ligand_inputs", "posed_inputs", "select_ligand"]
+
+
+# ---------------------------------------------------------------------- models
+def list_models(task: str | None = None) -> list[dict[str, Any]]:
+    """The shipped models that :func:`load_model` finds by name (``$GEOMOL_MODELS``, then the repository's
+    ``models/``), from their manifests (no weights are read).
+
+    Args:
+        task: ``"affinity"`` or ``"dynamics"`` for one kind only; None lists all.
+
+    Returns:
+        one dict per model, sorted by name: ``name``, ``task``, ``description``, ``architecture``,
+        ``members`` (ensemble size), ``aliases`` (``["default"]`` for the default affinity model), ``path``.
+    """
+    return list_shipped_models(task)
 
 
 # ---------------------------------------------------------------------- binding affinity
@@ -282,12 +302,36 @@ def evaluate_rollouts(models: ModelReference | Mapping[str, ModelReference], top
         ``chemistry`` summary per predictor), ``offsets``, ``starts``, ``bonds``; ``to_markdown()``,
         ``to_dict()``.
     """
+    return evaluate_trajectory(_named_models(models, device), topology, trajectory, selection=selection, starts=starts,
+                               split=split, stride=stride, horizon=horizon, restore_bonds=restore_bonds,
+                               baselines=baselines, reference=reference, progress=progress)
+
+
+def _named_models(models: ModelReference | Mapping[str, ModelReference], device: str) -> dict[str, DynamicsModel]:
+    """{row name: loaded trajectory model} from one model reference or a mapping of them."""
     if isinstance(models, Mapping):
-        loaded = {str(name): _dynamics_model(model, device) for name, model in models.items()}
-    else:
-        model = _dynamics_model(models, device)
-        loaded = {model.name or (Path(models).name if isinstance(models, (str, PathLike)) else model.architecture):
-                  model}
-    return evaluate_trajectory(loaded, topology, trajectory, selection=selection, starts=starts, split=split,
-                               stride=stride, horizon=horizon, restore_bonds=restore_bonds, baselines=baselines,
-                               reference=reference, progress=progress)
+        return {str(name): _dynamics_model(model, device) for name, model in models.items()}
+    model = _dynamics_model(models, device)
+    return {model.name or (Path(models).name if isinstance(models, (str, PathLike)) else model.architecture): model}
+
+
+def evaluate_rollout_arrays(models: ModelReference | Mapping[str, ModelReference], positions: Any,
+                            graph: CovalentGraph, starts: Sequence[int], *, horizon: int | None = None,
+                            charges: Any = None, restore_bonds: bool = False, baselines: bool = True,
+                            reference: bool = True, atom_names: Sequence[str] | None = None, source: str = "",
+                            device: str = "cpu", progress: bool = False) -> RolloutTable:
+    """:func:`evaluate_rollouts` on frames held in memory (e.g. an MD17 npz's ``R``).
+
+    Args:
+        models: as for :func:`evaluate_rollouts`.
+        positions: [F, N, 3] frames of the held-out trajectory (Å), in the models' atom order.
+        graph: their bonds: :class:`~geomol.data.covalent_graph.CovalentGraph` (``from_bonds(bonds, elements)``,
+            ``perceived(elements, positions[0])``).
+        starts: start frames s of the windows (each needs frames s … s + horizon).
+        charges: [N] partial charges for models with a charge feature. atom_names: [N] names, for the
+            errors by kind of bond. source: the data's name, for the table.
+        horizon, restore_bonds, baselines, reference, device, progress: as for :func:`evaluate_rollouts`.
+    """
+    return _evaluate_arrays(_named_models(models, device), positions, graph, starts, horizon=horizon, charges=charges,
+                            restore_bonds=restore_bonds, baselines=baselines, reference=reference,
+                            atom_names=atom_names, source=source, progress=progress)

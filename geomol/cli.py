@@ -1,9 +1,11 @@
 """The ``geomol`` command.
 
-* ``geomol fit|validate|test|predict --config configs/<name>.yaml [--key value ...]`` trains and
-  evaluates models through Lightning's ``LightningCLI`` (see :mod:`geomol.tasks.cli`);
+* ``geomol fit|validate|test|predict --config NAME|configs/<name>.yaml [--key value ...]`` trains and
+  evaluates models through Lightning's ``LightningCLI`` (see :mod:`geomol.tasks.cli`); without arguments (or
+  with ``--help`` and no config) it lists the shipped configs (:mod:`geomol.shipped_configs`), and
+  ``--shared-data DIR`` sets where their data are;
 * the other subcommands (``inspect``, ``preprocess``, ``predict-affinity``, ``finetune``, ``rollout``,
-  ``simulate``) are plain
+  ``simulate``, ``serve``, ``screen``) are plain
   argparse commands in :mod:`geomol.commands`, loaded only when used so that ``geomol --help``
   stays fast.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import sys
 import warnings
 from contextlib import contextmanager
@@ -24,7 +27,7 @@ from contextlib import contextmanager
 from geomol.errors import GeomolError
 
 LIGHTNING_SUBCOMMANDS = {
-    "fit": "train a model from a YAML config",
+    "fit": "train a model from a shipped config (plain 'geomol fit' lists them) or a YAML file",
     "validate": "evaluate a checkpoint on the validation set",
     "test": "evaluate a checkpoint on the test set",
     "predict": "predict the data module's test split; writes predictions.csv and .json in the run",
@@ -32,18 +35,22 @@ LIGHTNING_SUBCOMMANDS = {
 # name -> (module under geomol.commands, one-line help)
 COMMANDS = {
     "inspect": ("inspect", "read a complex and summarise its graph of sets (blocks, atoms, edges)"),
-    "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of ligands with a GET model"),
+    "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of posed ligands (SDF, MOL2, "
+                         "PDBQT; SMILES on a reference) with the default model, contact-corpus, or another"),
     "finetune": ("finetune", "adapt an affinity model to your target from a handful of measured ligands"),
     "train-affinity": ("train_affinity", "build a contact-scorer affinity ensemble from a config (as contact-corpus)"),
     "fragments": ("fragments", "learn (or list) a principal-subgraph fragment vocabulary for ligand blocks"),
     "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
     "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),
     "simulate": ("simulate", "generate MD data: small molecules with GFN2-xTB, proteins with OpenMM (extra 'md')"),
+    "serve": ("serve", "the affinity predictor as a web service and a page (extra 'serve')"),
+    "screen": ("screen", "score a compound library against one pocket, locally or on a cluster (Dask; extra 'screen')"),
 }
 
 
 THREADS_HELP = ("every command takes --threads N: CPU threads for torch (default: OMP_NUM_THREADS if set, else the "
-                "physical cores this process may use, never more than the load average leaves free)")
+                "physical cores this process may use, never more than the load average leaves free). "
+                "'geomol fit' alone lists the shipped training configs.")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,10 +107,30 @@ def _threads(argv: list[str], lightning: bool) -> list[str]:
     return rest
 
 
+def _lightning_arguments(argv: list[str]) -> list[str] | None:
+    """argv for Lightning (``--shared-data`` applied, ``--config`` names resolved, ``--threads`` applied), or None
+    after printing the overview of shipped configs (no arguments, or ``--help`` without a config)."""
+    from geomol.shipped_configs import overview, resolve_config_arguments, take_shared_data_option
+
+    has_config = any(arg == "--config" or arg.startswith("--config=") for arg in argv)
+    if len(argv) == 1 or (not has_config and any(arg in ("-h", "--help") for arg in argv)):
+        print(overview(argv[0], shutil.get_terminal_size().columns))
+        return None
+    try:
+        shared, argv = take_shared_data_option(argv)
+    except ValueError as err:
+        raise SystemExit(f"geomol {argv[0]}: error: {err}") from None
+    if shared:  # read where the configs say ${GEOMOL_SHARED_DATA}; DDP ranks inherit it
+        os.environ["GEOMOL_SHARED_DATA"] = os.path.abspath(os.path.expanduser(shared))
+    return resolve_config_arguments(_threads(argv, lightning=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in LIGHTNING_SUBCOMMANDS:
-        argv = _threads(argv, lightning=True)
+        argv = _lightning_arguments(argv)
+        if argv is None:
+            return 0
         from geomol.tasks.cli import run_lightning
 
         try:
@@ -127,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         with _plain_warnings(name):
             if hasattr(module, "check_inputs"):  # missing files are reported before torch is imported
                 module.check_inputs(args)
-            _threads(argv, lightning=False)
+            if not getattr(module, "THREADS_IN_WORKERS", False):  # serve: applied in its worker processes only
+                _threads(argv, lightning=False)
             return int(module.run(args) or 0)
     except GeomolError as err:
         print(_error_line(name, err), file=sys.stderr)

@@ -109,5 +109,9 @@ class EmbeddingError(PoseError):
     """No 3D conformer of a ligand could be embedded under the reference core's coordinates."""
 
 
+class DockingError(PoseError):
+    """AutoDock Vina could not dock a ligand (receptor or ligand preparation, or the search, failed)."""
+
+
 class SimulationError(GeomolError):
     """A molecular-dynamics run cannot go on (the engine failed, or the system blew up)."""

@@ -225,7 +225,8 @@ def test_mixed_inputs_keep_their_order_and_bad_arguments_raise(model, cdk2):
     receptor, sdf = cdk2
     mols = read_ligands(sdf)
     records = geomol.predict_affinity(receptor, [mols[2], "missing.sdf", sdf], model=model)
-    assert [r.name for r in records] == [mols[2].GetProp("_Name"), "missing.sdf"] + [m.GetProp("_Name") for m in mols]
+    names = [m.GetProp("_Name") for m in mols]  # mols[2] again: renamed, as every repeated name is
+    assert [r.name for r in records] == [names[2], "missing.sdf"] + names[:2] + [f"{names[2]} (2)"] + names[3:]
     assert "not found" in records[1].error
     assert records[0].pK == pytest.approx(records[4].pK, abs=1e-5)
     with pytest.raises(ConfigError):

@@ -102,13 +102,16 @@ def test_predict_writes_one_row_per_complex_for_an_affinity_config(tmp_path, mon
 
 
 def test_a_missing_data_folder_is_one_line_naming_the_option(tmp_path):
-    """Item 4: outside the repository the config's ../shared path is missing: one clean line, exit 1."""
-    done = subprocess.run([sys.executable, "-m", "geomol", "fit", "--config", str(CONFIGS / "get_plb.yaml")],
+    """Item 4: the config's ${GEOMOL_SHARED_DATA}/plb does not exist: one clean line naming the folder and the
+    option, exit 1 (from any directory: the config is named by its short name)."""
+    empty = tmp_path / "no_shared_data"
+    empty.mkdir()
+    done = subprocess.run([sys.executable, "-m", "geomol", "fit", "--config", "get_plb", "--shared-data", str(empty)],
                           cwd=tmp_path, capture_output=True, text=True, env=_env(), timeout=300)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-    assert errors == [errors[-1]] and errors[-1].startswith("geomol fit: error: ../shared/data/plb: ")
+    assert errors == [errors[-1]] and errors[-1].startswith(f"geomol fit: error: {empty / 'plb'}: ")
     assert errors[-1].endswith("pass --data.init_args.root PATH")
     assert not (tmp_path / "runs").exists()
 

@@ -49,8 +49,8 @@ def test_csv_table_plot_and_measured_comparison(model_dir, tmp_path, capsys):
     assert all(r["pK_std"] > 0 and r["n_pocket_blocks"] > 0 and r["error"] == "" for r in rows)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     captured = capsys.readouterr()
-    assert "lig_1a" in captured.out and "pocket blocks" in captured.out
-    assert "6 predicted, 0 failed" in captured.err and "Spearman" in captured.err
+    assert "lig_1a" in captured.out and "pK" in captured.out and "±" in captured.out
+    assert "6 predicted" in captured.err and "0 failed" in captured.err and "Spearman" in captured.err
 
 
 def test_json_output_reports_the_bad_record(model_dir, tmp_path):

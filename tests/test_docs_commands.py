@@ -69,7 +69,8 @@ def _segments(body: str) -> list[str]:
 
 def _needs_shared(body: str) -> bool:
     configs = re.findall(r"configs/([\w.]+\.yaml)", body)
-    return "../shared" in body or any("../shared" in (REPO / "configs" / c).read_text() for c in configs)
+    return "../shared" in body or any(marker in (REPO / "configs" / c).read_text() for c in configs
+                                      for marker in ("../shared", "GEOMOL_SHARED_DATA"))
 
 
 def _small_configs(folder: Path, cache: Path) -> None:
@@ -82,6 +83,9 @@ def _small_configs(folder: Path, cache: Path) -> None:
         if path.name == "egno_nbody.yaml":
             config["data"]["init_args"]["cache_dir"] = str(cache / "nbody")
         (folder / path.name).write_text(yaml.safe_dump(config))
+    for overlay in sorted((REPO / "configs").glob("*/*.yaml")):  # per-data-set overlays (configs/md17/...): as they are
+        (folder / overlay.parent.name).mkdir(exist_ok=True)
+        (folder / overlay.parent.name / overlay.name).write_text(overlay.read_text())
 
 
 @pytest.fixture(scope="module")

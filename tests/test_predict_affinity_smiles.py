@@ -52,7 +52,7 @@ def test_command_from_smiles_csv_with_a_bad_line(model_dir, series_csv, tmp_path
     rows = read_predictions(out)
     assert [r["name"] for r in rows] == ["lig_3a", "broken", "lig_5a", "lig_5f"]
     bad = rows[1]
-    assert "invalid SMILES" in bad["error"] and "series.csv [line 3]" in bad["error"] and math.isnan(bad["pK"])
+    assert "invalid SMILES" in bad["error"] and "series.csv [line 3 'broken']" in bad["error"] and math.isnan(bad["pK"])
     good = [r for r in rows if not r["error"]]
     assert len(good) == 3 and all(np.isfinite(r["pK"]) and r["n_pocket_blocks"] > 0 for r in good)
     assert all(r["core_atoms"] >= 15 and r["core_rmsd"] < 0.3 and r["min_receptor_distance"] > 1.0 for r in good)

@@ -158,6 +158,10 @@ def test_reference_comparison_summary_and_plot(model, tmp_path):
     assert result.rmsd[-1] == pytest.approx(np.sqrt((diff ** 2).sum(-1).mean()), abs=1e-4)
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert record["protocol"]["target_offsets"] == [3, 7, 11, 15] and record["inputs"]["selection"] == SELECTION
+    # CA atoms have no bond between them: the plot's bond panel is empty, the clashes are counted
+    chemistry = record["chemistry"]
+    assert chemistry["bond_source"] == "perceived" and chemistry["num_bonds"] == 0
+    assert chemistry["bond_error_median_A"] is None and chemistry["clash_fraction"] is not None
 
 
 def test_a_diverged_rollout_stops_with_a_warning(model, tmp_path):

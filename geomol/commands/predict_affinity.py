@@ -8,20 +8,23 @@ Examples::
     geomol predict-affinity --pairs screen.csv --out screen.json
     geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --measured measured.csv --plot fit.png
     geomol predict-affinity --receptor protein.pdb --reference ref.sdf --ligands series.smi --write-poses poses.sdf
+    geomol predict-affinity --receptor protein.pdb --ligands vina_out.pdbqt --smiles "CCOc1ccccc1"
 
 One row per ligand (columns name, pK, dG_kcal_mol, Kd_M, pK_std, n_pocket_blocks, error, warnings); a
 ligand that cannot be predicted (unreadable, or failing an input check: 2D, collapsed, not in a pocket,
 a protein, ...) is reported with its error and the others are still predicted; ``warnings`` flags a
 number from an input outside the model's applicability domain (docs/predict.md). The exit status is
-non-zero only when nothing could be predicted.
-With ``--reference`` the ligands are SMILES (``.smi`` or CSV files with ``smiles`` and ``name`` columns,
-or SMILES strings), posed on the reference ligand first; the pose report (core_atoms, core_rmsd,
-min_receptor_distance, clashes) is added to the rows.
+non-zero only when nothing could be predicted. The terminal shows name, pK, ± and the problems in words
+(:mod:`geomol.commands.affinity_output`); every column is in ``--out``.
+With ``--reference`` the ligands are SMILES (``.smi`` or CSV files, their columns found by common names
+such as ``smiles``/``ligand_smiles`` and ``name``/``ligand_name`` or given with ``--smiles-column``, or SMILES
+strings), posed on the reference ligand first; the pose report (core_atoms, core_rmsd,
+min_receptor_distance, clashes) is added to the rows. PDBQT docking poses take their bond orders from the
+file's REMARK SMILES (meeko) or from ``--smiles``.
 """
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from itertools import groupby
@@ -34,18 +37,22 @@ if TYPE_CHECKING:  # the heavy modules (torch, RDKit) load after the input files
     from geomol.api import AffinityPrediction, LigandInput
     from geomol.inference.tables import PairRow
 
-_MOLAR_UNITS = ((1.0, "M"), (1e-3, "mM"), (1e-6, "µM"), (1e-9, "nM"), (1e-12, "pM"), (1e-15, "fM"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     inputs = parser.add_argument_group("inputs (either --receptor with --ligands, or --pairs)")
-    inputs.add_argument("--receptor", help="receptor PDB/mmCIF file (protein, DNA or RNA; plain, .gz or .bz2)")
+    inputs.add_argument("--receptor", help="receptor PDB, mmCIF or MOL2 file (protein, DNA or RNA; plain, .gz or .bz2)")
     inputs.add_argument("--ligands", nargs="+", metavar="LIGANDS",
-                        help="SDF/MOL2 file(s) (every molecule), ligand PDB file(s), a residue name inside the "
-                             "receptor file (e.g. UNK) or a chain group of it (chain:B) for protein–protein")
+                        help="posed ligands: SDF/MOL2 file(s) (every molecule), PDBQT docking output (every pose), "
+                             "ligand PDB file(s), a residue name inside the receptor file (e.g. UNK) or a chain group "
+                             "of it (chain:B) for protein–protein; with --reference: SMILES")
     inputs.add_argument("--reference", metavar="SDF", help="reference ligand pose (SDF/MOL2, first molecule): "
-                        "--ligands are then SMILES (.smi or .csv files with smiles and name columns, or SMILES "
-                        "strings), each posed on the reference by its common core")
+                        "--ligands are then SMILES (.smi or .csv files, or SMILES strings), each posed on the "
+                        "reference by its common core")
+    inputs.add_argument("--smiles-column", metavar="COLUMN", help="with --reference: the CSV column of the SMILES "
+                        "(default: found by name: smiles, ligand_smiles, canonical_smiles, ...)")
+    inputs.add_argument("--smiles", metavar="SMILES|FILE", help="bond orders of PDBQT poses that carry no REMARK "
+                        "SMILES: the ligand's SMILES, or a .smi/.csv file matched by name (PDBQT file name)")
     inputs.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")
     inputs.add_argument("--pairs", metavar="CSV", help="many receptor–ligand pairs: CSV with columns receptor, "
                         "ligands and optional ligand (index or title) and name; paths relative to the CSV")
@@ -64,12 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--measured", metavar="CSV", help="measured values (columns name and pK or dG_kcal_mol) "
                         "to compare with, matched by name")
     output.add_argument("--plot", metavar="PNG", help="plot predicted vs measured pK (needs --measured)")
+    output.add_argument("--target", metavar="NAME", help="the target's name in titles (default: from the receptor "
+                        "file name, e.g. tnks2 from tnks2_protein.pdb)")
     output.add_argument("--max-rows", type=int, default=40, help="rows shown in the terminal table (default 40)")
     output.add_argument("--quiet", action="store_true", help="no progress bar and no table")
 
 
 # A ligand argument naming a file by its suffix (else it may be a residue name, a chain group or a SMILES).
-_FILE_SUFFIXES = {".sdf", ".mol2", ".mol", ".pdb", ".cif", ".mmcif", ".ent", ".smi", ".csv", ".txt", ".gz", ".bz2"}
+_FILE_SUFFIXES = {".sdf", ".mol2", ".mol", ".pdb", ".pdbqt", ".cif", ".mmcif", ".ent", ".smi", ".csv", ".txt", ".gz",
+                  ".bz2"}
 
 
 def _readable_file_problem(path: str) -> str | None:
@@ -123,11 +133,16 @@ def check_inputs(args: argparse.Namespace) -> None:
         raise ConfigError("--write-poses needs --reference")
     if args.plot and not args.measured:
         raise ConfigError("--plot needs --measured")
+    if args.smiles_column and not args.reference:
+        raise ConfigError("--smiles-column needs --reference (SMILES lists are posed on a reference ligand)")
+    if args.smiles and args.reference:
+        raise ConfigError("--smiles gives the bond orders of PDBQT poses; with --reference the ligands are SMILES "
+                          "already")
     _check_input_files(args)
 
 
 # ---------------------------------------------------------------------- what to predict
-def _pair_inputs(row: "PairRow") -> list["LigandInput"]:
+def _pair_inputs(row: "PairRow") -> list["LigandInput"]:  # noqa: F821 (names from TYPE_CHECKING)
     from geomol.api import ligand_inputs, select_ligand
 
     if row.ligand is not None:
@@ -143,17 +158,19 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
     """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
     from geomol.api import ligand_inputs, posed_inputs
     from geomol.data.posing.poses import write_poses
+    from geomol.inference.ligand_inputs import with_unique_names
     from geomol.inference.tables import read_pairs
 
     if args.reference:
-        inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains)
+        inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
+                                     smiles_column=args.smiles_column)
         if args.write_poses:
             write_poses(args.write_poses, posed)
         return [(args.receptor, inputs)]
     if args.receptor:
-        return [(args.receptor, ligand_inputs(args.ligands))]
+        return [(args.receptor, ligand_inputs(args.ligands, smiles=args.smiles))]
     rows = read_pairs(args.pairs)
-    return [(str(receptor), [item for row in group for item in _pair_inputs(row)])
+    return [(str(receptor), with_unique_names([item for row in group for item in _pair_inputs(row)]))
             for receptor, group in groupby(rows, key=lambda r: r.receptor)]
 
 
@@ -189,48 +206,13 @@ def _predict_all(plan, model, args, console) -> list["AffinityPrediction"]:
 
 
 # ---------------------------------------------------------------------- showing results
-def _molar(value: float) -> str:
-    if not math.isfinite(value):
-        return ""
-    scale, unit = next(((s, u) for s, u in _MOLAR_UNITS if value >= s), _MOLAR_UNITS[-1])
-    return f"{value / scale:.3g} {unit}"
+def _target(args) -> str:
+    from geomol.commands.affinity_output import target_label
+
+    return args.target or (target_label(args.receptor) if args.receptor else "")
 
 
-def _number(value: float, digits: int = 2) -> str:
-    return f"{value:.{digits}f}" if math.isfinite(value) else ""
-
-
-def _table(records: Sequence["AffinityPrediction"], args, model_name: str):
-    from rich.markup import escape
-    from rich.table import Table
-
-    from geomol.data.posing.poses import POSE_COLUMNS
-
-    table = Table(title=f"binding affinity ({model_name})", title_justify="left")
-    if args.pairs:
-        table.add_column("receptor", overflow="fold")
-    for column, justify in (("name", "left"), ("pK", "right"), ("± std", "right"), ("ΔG kcal/mol", "right"),
-                            ("Kd", "right"), ("pocket blocks", "right"), ("error / warnings", "left")):
-        table.add_column(column, justify=justify, overflow="fold")
-    posed = bool(args.reference)
-    for column in (("core atoms", "core RMSD Å", "min dist Å") if posed else ()):
-        table.add_column(column, justify="right")
-    for r in records[:args.max_rows]:
-        # escaped: messages quote records as "file [molecule 3 'x']", which rich would read as markup
-        notes = escape(r.error) or "; ".join(f"[yellow]warning:[/yellow] {escape(w)}" for w in r.warnings)
-        cells = [r.name, _number(r.pK), _number(r.pK_std), _number(r.dG_kcal_mol), _molar(r.Kd_M),
-                 "" if r.n_pocket_blocks is None else str(r.n_pocket_blocks), notes]
-        if posed:
-            core_atoms = r.extra.get(POSE_COLUMNS[0])
-            cells += ["" if core_atoms is None else str(core_atoms),
-                      *(_number(r.extra.get(c, math.nan)) for c in POSE_COLUMNS[1:3])]
-        table.add_row(*([Path(r.receptor).name] if args.pairs else []), *cells)
-    if len(records) > args.max_rows:
-        table.caption = f"first {args.max_rows} of {len(records)} rows" + (f"; all in {args.out}" if args.out else "")
-    return table
-
-
-def _compare(records, args, console) -> None:
+def _compare(records, args, console, model_name: str) -> None:
     from geomol.inference.tables import plot_predicted_vs_measured, read_measured
     from geomol.evaluation.metrics import regression_report
 
@@ -245,14 +227,16 @@ def _compare(records, args, console) -> None:
     console.print(f"vs measured ({len(pairs)} ligands): Pearson {report['pearson']:.3f}, Spearman "
                   f"{report['spearman']:.3f}, RMSE {report['rmse']:.2f} pK")
     if args.plot:
-        plot_predicted_vs_measured(records, measured, args.plot, title=Path(args.receptor or args.pairs).name)
+        plot_predicted_vs_measured(records, measured, args.plot, title=" · ".join(filter(None, (_target(args), model_name))))
         console.print(f"plot written to {args.plot}")
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from geomol.api import load_model
+    from geomol.commands.affinity_output import problem_lines, results_table, summary_line
     from geomol.inference.tables import output_format, read_measured, write_predictions
 
     if args.out:
@@ -268,17 +252,19 @@ def run(args: argparse.Namespace) -> int:
     records = _predict_all(_plan(args), model, args, console)
     if args.out:
         write_predictions(records, args.out, with_receptor=bool(args.pairs))
+    model_name = model.name or Path(args.model[0]).name
     if not args.quiet:
-        Console().print(_table(records, args, model.name or args.model[0]))
+        out = Console()
+        out.print(escape("binding affinity · " + " · ".join(filter(None, (_target(args), model_name)))), style="bold")
+        out.print(results_table(records, with_receptor=bool(args.pairs), max_rows=args.max_rows, out=args.out))
+        for line in problem_lines(records):
+            console.print(line)
+    console.print(escape(summary_line(records, args.out)))
     failed = [r for r in records if not r.ok]
-    flagged = sum(1 for r in records if r.ok and r.warnings)
-    console.print(f"{len(records)} ligand(s): {len(records) - len(failed)} predicted, {len(failed)} failed"
-                  + (f", {flagged} predicted with warnings" if flagged else "")
-                  + (f"; results in {args.out}" if args.out else ""))
     if len(failed) == len(records):
-        print(f"geomol predict-affinity: error: nothing could be predicted; first error: {failed[0].error}",
-              file=sys.stderr)
+        detail = "see the errors above" if not args.quiet else f"first error: {failed[0].error}"
+        print(f"geomol predict-affinity: error: nothing could be predicted ({detail})", file=sys.stderr)
         return 1
     if args.measured:
-        _compare(records, args, console)
+        _compare(records, args, console, model_name)
     return 0

@@ -16,7 +16,8 @@ from geomol.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="a geomol fit config (YAML) with a 'data' section")
+    parser.add_argument("--config", required=True, help="a geomol fit config with a 'data' section: a shipped "
+                        "config's name (get_plb) or a YAML file")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all CPUs)")
     parser.add_argument("--cache-dir", help="processed-data store (default: the config's, else $GEOMOL_CACHE)")
 
@@ -26,13 +27,15 @@ def data_module_from_config(path: str | Path, **overrides):
     import lightning.pytorch as pl
     from jsonargparse import ArgumentParser
 
-    from geomol.tasks.cli import read_config
+    from geomol.shipped_configs import resolve_config
+    from geomol.tasks.cli import expand_shared_data_paths, read_config
 
-    config = read_config(path)
+    config = read_config(resolve_config(str(path)))
     if "data" not in config:
         raise ConfigError("config has no 'data' section", source=path)
     data = dict(config["data"])
     data["init_args"] = {**data.get("init_args", {}), **{k: v for k, v in overrides.items() if v is not None}}
+    expand_shared_data_paths(data)
     parser = ArgumentParser(exit_on_error=False)
     parser.add_subclass_arguments(pl.LightningDataModule, "data")
     try:

@@ -17,7 +17,11 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
+
+from geomol.deferred_imports import PYG_UNUSED_AT_IMPORT, deferred_modules
+
+with deferred_modules(*PYG_UNUSED_AT_IMPORT):  # the rest of PyG and torch._dynamo load when used (start-up time)
+    from torch_geometric.data import Data
 
 from geomol.errors import EmptySelectionError
 from geomol.data.vocab import (

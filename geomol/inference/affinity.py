@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from geomol.data.blocks import BlockGraph
+from geomol.data.chemistry.checks import ERROR, Finding, errors_of, warnings_of
 from geomol.units import dg_from_pk
 from geomol.data.io import Structure
 from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, GeomolError
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.domain import ApplicabilityDomain
+from geomol.inference.findings import exception_findings
 from geomol.inference.input_checks import ReceptorContext, checked_complex
 from geomol.inference.ligand_inputs import LigandInput
 
@@ -50,6 +52,9 @@ class AffinityPrediction:
         source: where the ligand came from (``'file [molecule i]'``).
         extra: additional columns (e.g. the pose report of a ligand posed from SMILES), written after
             :data:`COLUMNS`.
+        findings: the error and warnings as :class:`~geomol.data.chemistry.checks.Finding` s (severity,
+            stable ``code`` such as ``'clash'`` or ``'size_outside_training'``, message), for programs and
+            for grouping them (:mod:`geomol.inference.findings`).
     """
 
     name: str
@@ -63,22 +68,29 @@ class AffinityPrediction:
     receptor: str = ""
     source: str = ""
     extra: dict = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.error
 
+    def add_findings(self, found: Sequence[Finding]) -> None:
+        """Record findings: warnings join ``warnings``, errors set ``error`` (unless one is set already)."""
+        self.findings += list(found)
+        self.warnings += [str(f) for f in warnings_of(found)]
+        errors = errors_of(found)
+        if errors and not self.error:
+            self.error = "; ".join(str(f) for f in errors)
+
     def set_pk(self, pk: float, std: float, domain: ApplicabilityDomain | None = None) -> None:
         """Record the ensemble's pK and spread, unless ``domain`` finds them unphysical (then an error)."""
         if not math.isfinite(pk):
-            self.error = "the model returned a non-finite pK"
+            self.add_findings([Finding(ERROR, "pk_not_finite", "the model returned a non-finite pK")])
             return
         findings = domain.prediction_findings(pk, std) if domain is not None else []
-        errors = [f.message for f in findings if f.severity == "error"]
-        if errors:
-            self.error = "; ".join(errors)
+        self.add_findings(findings)
+        if errors_of(findings):
             return
-        self.warnings += [f.message for f in findings]
         self.pK, self.pK_std = pk, std
         self.dG_kcal_mol = dg_from_pk(pk)
         self.Kd_M = 10.0 ** -pk
@@ -96,7 +108,7 @@ class _Receptor:
     """The receptor of a prediction run: a file (read at most once), an already-read Structure, or none."""
 
     def __init__(self, receptor: str | PathLike | Structure | None, chains: Sequence[str] | None,
-                 recipe: ComplexRecipe):
+                 recipe: ComplexRecipe, side_chains_required: bool = False):
         if receptor is not None and not isinstance(receptor, (str, PathLike, Structure)):
             raise ConfigError(f"the receptor must be a PDB/mmCIF path or a Structure, not {type(receptor).__name__}")
         self.structure = receptor if isinstance(receptor, Structure) else None
@@ -104,6 +116,7 @@ class _Receptor:
         self.label = receptor.source if isinstance(receptor, Structure) else str(receptor or "")
         self.chains = list(chains) if chains else None
         self.recipe = recipe
+        self.side_chains_required = side_chains_required
         self._check_context: ReceptorContext | None = None
 
     def read(self) -> Structure:
@@ -119,8 +132,13 @@ class _Receptor:
     def check_context(self) -> ReceptorContext:
         """What the input checks need of the receptor, made at the first call (reads the receptor)."""
         if self._check_context is None:
-            self._check_context = ReceptorContext.of(self.read())
+            self._check_context = ReceptorContext.of(self.read(), self.side_chains_required)
         return self._check_context
+
+
+def _receptor_of_run(receptor, chains, model: AffinityModel, recipe: ComplexRecipe) -> _Receptor:
+    # the contact scorer reads what ligand atoms touch, mostly side chains: without them, no prediction
+    return _Receptor(receptor, chains, recipe, side_chains_required=model.is_contact_scorer)
 
 
 def _graph(item: LigandInput, receptor: _Receptor) -> BlockGraph:
@@ -156,15 +174,20 @@ def _build_chunk(items: Sequence[LigandInput], receptor: _Receptor, model: Affin
     for i, item in enumerate(items):
         record = AffinityPrediction(item.name, receptor=receptor.label, source=item.source, error=item.error,
                                     extra=dict(item.extra))
+        record.add_findings(item.findings)
+        if item.error and not errors_of(record.findings):
+            record.findings.append(Finding(ERROR, "unreadable", item.error))
         if not item.error:
             try:
-                graph, record.warnings = checked_complex(item, receptor.check_context, lambda: _graph(item, receptor),
-                                                         model.domain, receptor.recipe.keep_hydrogens)
+                graph, found = checked_complex(item, receptor.check_context, lambda: _graph(item, receptor),
+                                               model.domain, receptor.recipe.keep_hydrogens)
                 model.check_graph(graph, item.source)
+                record.add_findings(found)
                 graphs[i] = graph
                 record.n_pocket_blocks = pocket_block_count(graph)
             except GeomolError as exc:
                 record.error = str(exc)
+                record.findings += exception_findings(exc)
         records.append(record)
     return records, graphs
 
@@ -175,7 +198,7 @@ def build_complexes(receptor: str | PathLike | Structure | None, inputs: Sequenc
     """The checked complex of every input, built as :func:`predict_inputs` builds them (the model's
     recipe and input checks), without predicting: per input its record (``error`` set when it failed)
     and its graph (``None`` then)."""
-    records, graphs = _build_chunk(inputs, _Receptor(receptor, receptor_chains, model.recipe), model)
+    records, graphs = _build_chunk(inputs, _receptor_of_run(receptor, receptor_chains, model, model.recipe), model)
     return records, [graphs.get(i) for i in range(len(inputs))]
 
 
@@ -195,7 +218,7 @@ def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence
     """
     if batch_size < 1 or max_blocks < 1:
         raise ConfigError(f"batch_size and max_blocks must be ≥ 1, got {batch_size} and {max_blocks}")
-    context = _Receptor(receptor, receptor_chains, model.recipe.with_cutoff(pocket_cutoff))
+    context = _receptor_of_run(receptor, receptor_chains, model, model.recipe.with_cutoff(pocket_cutoff))
     if any(not i.error and i.graph is None and not i.in_receptor_file for i in inputs):
         context.read()  # parse once, up front: an unreadable receptor is one clear error, not one per ligand
     for start in range(0, len(inputs), batch_size):

@@ -51,6 +51,7 @@ class BondRestoring:
     Attributes:
         sweeps: sweeps used by the last call (the largest over its frames).
         residual: the largest bond-length error left after the last call (Å).
+        most_sweeps, worst_residual: the same over every call so far (a rollout's windows).
     """
 
     def __init__(self, graph: CovalentGraph, reference, tolerance: float = 1e-3, max_sweeps: int = 500):
@@ -64,6 +65,7 @@ class BondRestoring:
         self.groups = [torch.as_tensor(g) for g in bond_groups(graph.bonds, graph.num_atoms)]
         self.tolerance, self.max_sweeps = float(tolerance), int(max_sweeps)
         self.sweeps, self.residual = 0, 0.0
+        self.most_sweeps, self.worst_residual = 0, 0.0
 
     def _error(self, x: torch.Tensor) -> torch.Tensor:
         """[F] largest |d_b − L_b| per frame of x [F, N, 3]."""
@@ -86,4 +88,5 @@ class BondRestoring:
                 x[:, j] += shift
             sweeps += 1
         self.sweeps, self.residual = sweeps, float(self._error(x).max())
+        self.most_sweeps, self.worst_residual = max(self.most_sweeps, sweeps), max(self.worst_residual, self.residual)
         return x.reshape(shape).to(frames.device, dtype)

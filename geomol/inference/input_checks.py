@@ -8,7 +8,8 @@ the receptor (:func:`~geomol.data.chemistry.checks.receptor_findings`) and the t
 is reported as such rather than as an empty pocket. A ligand inside the receptor file (a residue
 name or a chain group) is checked on the built graph. Then the model's applicability domain
 (:mod:`geomol.inference.domain`) adds its warnings. Any error raises :class:`~geomol.errors.InputCheckError`
-naming each problem with its file and molecule; the warnings come back as text for the record.
+naming each problem with its file and molecule (its ``findings`` attribute holds them, codes included); the
+warnings come back as findings for the record.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from geomol.data.chemistry.checks import (
     structure_ligand_findings,
     warnings_of,
 )
+from geomol.data.chemistry.receptor_checks import side_chain_findings
 from geomol.data.io import Structure
 from geomol.data.vocab import atom_symbol
 from geomol.errors import InputCheckError
@@ -43,7 +45,9 @@ def raise_errors(findings: Sequence[Finding]) -> None:
     """Raise one :class:`InputCheckError` listing every error finding (each with its source)."""
     errors = errors_of(findings)
     if errors:
-        raise InputCheckError("; ".join(str(f) for f in errors))
+        error = InputCheckError("; ".join(str(f) for f in errors))
+        error.findings = errors
+        raise error
 
 
 def _heavy(coords: np.ndarray, elements: Sequence[str]) -> tuple[np.ndarray, list[str]]:
@@ -70,9 +74,12 @@ class ReceptorContext:
     heavy_elements: list[str]  # M element symbols
 
     @classmethod
-    def of(cls, receptor: Structure) -> "ReceptorContext":
+    def of(cls, receptor: Structure, side_chains_required: bool = False) -> "ReceptorContext":
+        """The context of ``receptor``; ``side_chains_required``: a backbone-only receptor is an error (else a
+        warning), for models that score side-chain contacts."""
         coords, elements = _heavy(receptor.coords, receptor.elements)
-        return cls(receptor_findings(receptor.resnames, receptor.source), coords, elements)
+        findings = receptor_findings(receptor.resnames, receptor.source)
+        return cls(findings + side_chain_findings(receptor, side_chains_required), coords, elements)
 
 
 def _before_building(item: LigandInput, receptor: ReceptorContext, keep_hydrogens: bool) -> list[Finding]:
@@ -103,8 +110,8 @@ def _graph_findings(graph: BlockGraph, item: LigandInput) -> list[Finding]:
 
 
 def checked_complex(item: LigandInput, receptor: Callable[[], ReceptorContext], build: Callable[[], BlockGraph],
-                    domain: ApplicabilityDomain, keep_hydrogens: bool) -> tuple[BlockGraph, list[str]]:
-    """Check one input, build its complex with ``build()``, and return it with its warnings.
+                    domain: ApplicabilityDomain, keep_hydrogens: bool) -> tuple[BlockGraph, list[Finding]]:
+    """Check one input, build its complex with ``build()``, and return it with its warning findings.
 
     Args:
         receptor: gives the receptor's :class:`ReceptorContext` (made once by the caller) for file/molecule ligands.
@@ -125,4 +132,4 @@ def checked_complex(item: LigandInput, receptor: Callable[[], ReceptorContext], 
         raise_errors(found)
     elements, n_heavy = ligand_summary(graph)
     found += domain.ligand_findings(elements, n_heavy, item.source)
-    return graph, [str(f) for f in warnings_of(found)]
+    return graph, warnings_of(found)

@@ -35,7 +35,7 @@ from geomol.errors import ConfigError, ModelLoadError
 from geomol.version import PACKAGE_DIR
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "ALIASES", "MODELS_ENV", "CheckpointContents",
-           "model_search_path", "find_model_dir", "safe_torch_load", "read_lightning_checkpoint",
+           "model_search_path", "find_model_dir", "list_shipped_models", "safe_torch_load", "read_lightning_checkpoint",
            "read_manifest", "read_member_weights", "write_model_dir", "update_manifest"]
 
 FORMAT = "geomol-model"
@@ -74,6 +74,33 @@ def find_model_dir(name: str) -> Path:
         f"{', '.join(str(f) for f in folders)}; models found there: {found or 'none'}. Set ${MODELS_ENV} to a "
         "folder of exported models, or pass a checkpoint (.ckpt) or model directory path instead",
         source=name)
+
+
+def list_shipped_models(task: str | None = None) -> list[dict[str, Any]]:
+    """The shipped models :func:`find_model_dir` can resolve by name, read from their manifests only (no weights).
+
+    A name found in several folders of the search path is listed once, from the folder that wins; a folder
+    whose manifest cannot be read is left out. Each entry: ``name``, ``task``, ``description``, ``architecture``,
+    ``members`` (ensemble size), ``aliases`` (e.g. ``["default"]``) and ``path``; sorted by name.
+
+    Args:
+        task: only models of this task (``"affinity"``, ``"dynamics"``); None lists all.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for folder in model_search_path():
+        for manifest_path in sorted(folder.glob(f"*/{MANIFEST}")) if folder.is_dir() else ():
+            name = manifest_path.parent.name
+            if name in found:
+                continue
+            try:
+                _, manifest = read_manifest(manifest_path)
+            except ModelLoadError:
+                continue
+            found[name] = {"name": name, "task": str(manifest["task"]), "description": manifest.get("description", ""),
+                           "architecture": manifest.get("architecture", ""), "members": len(manifest["members"]),
+                           "aliases": sorted(a for a, real in ALIASES.items() if real == name),
+                           "path": str(manifest_path.parent)}
+    return [entry for name, entry in sorted(found.items()) if task is None or entry["task"] == task]
 
 
 # ---------------------------------------------------------------------- safe reading

@@ -13,6 +13,11 @@ o_P). With the AdK-style offsets [3, 7, 11, 15] the predicted frames are *not* e
 (ps); DCD and PDB cannot and number frames 0, 1, 2, ...; the JSON summary lists every written
 frame's trajectory frame number and time in all cases.
 
+Every rollout measures the chemistry of its predicted frames against the start frame (bond-length
+and angle errors, broken bonds, clashes: :mod:`geomol.inference.rollout_chemistry`); with
+``restore_bonds`` the bond-restoring projection (:mod:`geomol.inference.bond_restoring`) corrects
+each window before it is written and seeds the next.
+
 Coordinate-only formats (DCD, XTC, TRR, NetCDF) hold the selected atoms only, in topology order;
 a PDB of the selection at the start frame (``<out stem>_topology.pdb``) is written beside them so
 that VMD, PyMOL and MDAnalysis open the pair.
@@ -280,7 +285,8 @@ def _report(result: TrajectoryRollout, model: DynamicsModel, inputs, comparison,
     record["chemistry"] = result.chemistry = chemistry.results()
     record["bond_restoring"] = None if restoring is None else {
         "what": "bond lengths restored to the start frame's after each window (SHAKE-like projection)",
-        "tolerance_A": restoring.tolerance, "max_sweeps": restoring.max_sweeps}
+        "tolerance_A": restoring.tolerance, "max_sweeps": restoring.max_sweeps,
+        "most_sweeps_used": restoring.most_sweeps, "largest_bond_error_left_A": restoring.worst_residual}
     record["provenance"] = provenance()
     if comparison is not None:
         record["reference"] = comparison.results()

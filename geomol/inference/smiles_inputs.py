@@ -1,13 +1,16 @@
 """Ligands given as SMILES with a reference ligand: posed (:mod:`geomol.data.posing.poses`) into prediction inputs.
 
 Accepted as ``ligands`` (alone or in a list): a ``.smi``/``.csv`` file (see
-:func:`~geomol.data.io.smiles.read_smiles_file`), a SMILES string, or a ``(name, smiles)`` pair.
+:func:`~geomol.data.io.smiles.read_smiles_file`), a SMILES string, a ``(name, smiles)`` pair, or a
+:class:`~geomol.data.io.smiles.SmilesEntry` (name, SMILES and where it came from, kept as it is).
 The reference is an SDF/MOL2 file (its first molecule) or an RDKit molecule with 3D coordinates;
 the receptor's heavy atoms (restricted to ``receptor_chains``) are what clashes are scored against.
 
-A ligand that cannot be posed becomes an input carrying its error, so the others are still
-predicted; the pose report (:data:`~geomol.data.posing.poses.POSE_COLUMNS`) travels with each input as
-extra result columns.
+A ligand that cannot be posed becomes an input carrying its error (and its code, e.g.
+``'no_common_core'``), so the others are still predicted; the pose report
+(:data:`~geomol.data.posing.poses.POSE_COLUMNS`) travels with each input as extra result columns.
+Repeated names are made unique before posing (:mod:`geomol.inference.names`), so that the poses written
+and the results carry the same unique names.
 """
 from __future__ import annotations
 
@@ -18,11 +21,14 @@ from typing import Any, Sequence
 
 from rdkit import Chem
 
+from geomol.data.chemistry.checks import ERROR, Finding
 from geomol.data.io import Structure, read_ligand, read_structure
 from geomol.data.io.smiles import SMILES_SUFFIXES, SmilesEntry, read_smiles_file
 from geomol.data.posing.poses import PosedLigand, PoseParameters, PoseTemplate
 from geomol.errors import ConfigError
-from geomol.inference.ligand_inputs import LigandInput
+from geomol.inference.findings import error_code
+from geomol.inference.ligand_inputs import LigandInput, mark_renamed
+from geomol.inference.names import unique_names
 
 __all__ = ["smiles_entries", "posed_inputs"]
 
@@ -33,9 +39,11 @@ def _is_smiles_file(text: str) -> bool:
     return bool(suffixes) and suffixes[-1] in SMILES_SUFFIXES and (path.exists() or "/" in text or os.sep in text)
 
 
-def _expand(item: Any, index: int) -> list[SmilesEntry]:
+def _expand(item: Any, index: int, columns: dict[str, str | None]) -> list[SmilesEntry]:
+    if isinstance(item, SmilesEntry):
+        return [item]
     if isinstance(item, PathLike) or (isinstance(item, str) and _is_smiles_file(item)):
-        return read_smiles_file(item)
+        return read_smiles_file(item, **columns)
     if isinstance(item, str):
         return [SmilesEntry(f"#{index}", item, f"ligand {index}")]
     if isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
@@ -44,8 +52,12 @@ def _expand(item: Any, index: int) -> list[SmilesEntry]:
                       f"files, not {type(item).__name__}")
 
 
-def smiles_entries(ligands: Any) -> list[SmilesEntry]:
+def smiles_entries(ligands: Any, *, smiles_column: str | None = None,
+                   name_column: str | None = None) -> list[SmilesEntry]:
     """Expand a ``ligands`` argument of SMILES (see the module notes) into named entries, in order.
+
+    ``smiles_column`` / ``name_column`` name the columns of CSV files (default: found by their common names,
+    :data:`~geomol.data.io.smiles.SMILES_COLUMNS`).
 
     Raises:
         ConfigError: no ligands, or an item of an unsupported type.
@@ -57,7 +69,8 @@ def smiles_entries(ligands: Any) -> list[SmilesEntry]:
     items = [ligands] if isinstance(ligands, (str, PathLike)) or one_pair else list(ligands)
     if not items:
         raise ConfigError("the list of ligands is empty")
-    return [entry for i, item in enumerate(items) for entry in _expand(item, i)]
+    columns = {"smiles_column": smiles_column, "name_column": name_column}
+    return [entry for i, item in enumerate(items) for entry in _expand(item, i, columns)]
 
 
 def _reference_molecule(reference: str | PathLike | Chem.Mol) -> Chem.Mol:
@@ -75,18 +88,31 @@ def _receptor_heavy_atoms(receptor: str | PathLike | Structure, chains: Sequence
     return structure
 
 
+def _posed_input(posed: PosedLigand) -> LigandInput:
+    findings = [Finding(ERROR, error_code(posed.error_kind or "PoseError"), posed.error)] if posed.error else []
+    return LigandInput(posed.name, posed.source, molecule=posed.molecule, error=posed.error, extra=posed.report(),
+                       findings=findings)
+
+
 def posed_inputs(receptor: str | PathLike | Structure, ligands: Any, reference: str | PathLike | Chem.Mol, *,
-                 receptor_chains: Sequence[str] | None = None, parameters: PoseParameters | None = None
+                 receptor_chains: Sequence[str] | None = None, parameters: PoseParameters | None = None,
+                 smiles_column: str | None = None, name_column: str | None = None
                  ) -> tuple[list[LigandInput], list[PosedLigand]]:
     """Pose every SMILES on the reference in the receptor; the prediction inputs and the pose reports.
+
+    ``smiles_column`` / ``name_column``: the columns of CSV files (see :func:`smiles_entries`).
 
     Raises:
         GeomolError subclasses: the receptor, the reference or a SMILES file cannot be read (a bad
             SMILES does not raise: its input carries the error).
     """
-    entries = smiles_entries(ligands)
+    entries = smiles_entries(ligands, smiles_column=smiles_column, name_column=name_column)
+    names = [entry.name for entry in entries]
+    unique, renamed = unique_names(names)
+    entries = [entry._replace(name=name) for entry, name in zip(entries, unique)]
     template = PoseTemplate(_reference_molecule(reference), _receptor_heavy_atoms(receptor, receptor_chains),
                             parameters)
     posed = template.pose_all(entries)
-    inputs = [LigandInput(p.name, p.source, molecule=p.molecule, error=p.error, extra=p.report()) for p in posed]
+    inputs = [_posed_input(p) for p in posed]
+    mark_renamed(inputs, names, unique, renamed)
     return inputs, posed

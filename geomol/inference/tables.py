@@ -160,9 +160,16 @@ def read_pairs(path: str | PathLike) -> list[PairRow]:
     return pairs
 
 
+MAX_LABELLED_POINTS = 30
+"""Up to this many ligands, each point of the plot carries the ligand's name."""
+
+
 def plot_predicted_vs_measured(records: Sequence[AffinityPrediction], measured: dict[str, float],
                                path: str | PathLike, title: str = "") -> dict[str, float]:
     """Scatter of predicted vs measured pK with the y = x line; Pearson and Spearman in the title.
+
+    ``title`` (e.g. ``'tnks2 · contact-corpus'``, target and model) heads it; with at most
+    :data:`MAX_LABELLED_POINTS` ligands every point is labelled with the ligand's name.
 
     Returns:
         ``{'n', 'pearson', 'spearman', 'rmse'}`` over the ligands predicted and measured.
@@ -176,18 +183,22 @@ def plot_predicted_vs_measured(records: Sequence[AffinityPrediction], measured: 
 
     from geomol.evaluation.metrics import pearson, rmse, spearman
 
-    pairs = [(measured[r.name], r.pK, r.pK_std) for r in records if r.ok and r.name in measured]
+    pairs = [(measured[r.name], r.pK, r.pK_std, r.name) for r in records if r.ok and r.name in measured]
     if len(pairs) < 2:
         raise DatasetError(f"only {len(pairs)} predicted ligand(s) have a measured value with the same name: "
                            "nothing to plot", source=path)
-    x, y, err = (list(v) for v in zip(*pairs))
+    x, y, err, names = (list(v) for v in zip(*pairs))
     stats = {"n": len(x), "pearson": pearson(y, x), "spearman": spearman(y, x), "rmse": rmse(y, x)}
-    fig, ax = plt.subplots(figsize=(4.8, 4.6), dpi=120)
+    labelled = len(names) <= MAX_LABELLED_POINTS
+    fig, ax = plt.subplots(figsize=(6.4, 6.0) if labelled else (4.8, 4.6), dpi=120)
     has_err = any(math.isfinite(e) for e in err)
     ax.errorbar(x, y, yerr=[e if math.isfinite(e) else 0.0 for e in err] if has_err else None, fmt="o", ms=4,
                 alpha=0.8, capsize=2, label="predicted ± ensemble std" if has_err else "predicted")
     low, high = min(x + y) - 0.5, max(x + y) + 0.5
     ax.plot([low, high], [low, high], "k--", lw=1, label="y = x")
+    if labelled:
+        for xi, yi, name in zip(x, y, names):
+            ax.annotate(name, (xi, yi), xytext=(3, 2), textcoords="offset points", fontsize=6, alpha=0.8)
     ax.set(xlim=(low, high), ylim=(low, high), xlabel="measured pK", ylabel="predicted pK", aspect="equal")
     ax.set_title(f"{title + chr(10) if title else ''}Pearson {stats['pearson']:.2f}, Spearman {stats['spearman']:.2f}"
                  f" (n = {stats['n']})", fontsize=9)

@@ -8,7 +8,14 @@ over DDP ranks themselves, so ``trainer.use_distributed_sampler`` defaults to Fa
 Where output goes: relative ``save_dir`` of loggers and ``dirpath`` of checkpoint callbacks are
 below ``trainer.default_root_dir`` (``runs`` in the shipped configs), so ``--trainer.default_root_dir
 DIR`` moves a whole run. ``validate``/``test``/``predict`` on a checkpoint of a run
-(``<run>/version_N/checkpoints/x.ckpt``) log into ``<run>/version_N/<subcommand>``.
+(``<run>/version_N/checkpoints/x.ckpt``) log into ``<run>/version_N/<subcommand>``. ``fit --ckpt_path last`` continues the interrupted run in its own
+version folder, its ``metrics.csv`` kept (:mod:`geomol.tasks.resume`).
+
+Shipped configs are named by short name (``--config get_plb``, :mod:`geomol.shipped_configs`); the data
+folders they give as ``${GEOMOL_SHARED_DATA}/...`` are resolved here (``$GEOMOL_SHARED_DATA``, ``geomol fit
+--shared-data DIR``, else the shared folder beside the checkout), in the data and model sections of any config.
+Lightning's advertisements, a deprecation warning meant for its developers and the model summary's empty
+FLOPs count are left out (:mod:`geomol.tasks.quiet`).
 
 Scripts that train (cross-validation, the shipped-model recipe) take the same path without a
 command line: :func:`build_from_config` instantiates trainer, model and data from a YAML config
@@ -30,8 +37,12 @@ from lightning.pytorch.cli import LightningCLI
 
 from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ConfigError, GeomolError
+from geomol.shipped_configs import expand_shared_data, resolve_config
+from geomol.tasks.quiet import quiet_lightning, replace_model_summary
+from geomol.tasks.resume import continue_run
 
-__all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config"]
+__all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config",
+           "expand_shared_data_paths"]
 
 EVALUATION_SUBCOMMANDS = ("validate", "test", "predict")
 
@@ -57,15 +68,22 @@ class GeomolCLI(LightningCLI):
         if init_args is not None and "n_block_types" in init_args and init_args.get("n_block_types") is None:
             data = config.get("data")
             init_args["n_block_types"] = _block_types(data.get("init_args") if data is not None else None)
+        for section in ("data", "model"):
+            expand_shared_data_paths(config.get(section))
         trainer = config.get("trainer")
+        self._earlier_logs = []
         if trainer is not None:
             _place_outputs(trainer)
             if self.subcommand in EVALUATION_SUBCOMMANDS:
                 _evaluation_outputs(trainer, config.get("ckpt_path"), str(self.subcommand))
+            if self.subcommand == "fit" and str(config.get("ckpt_path")) == "last":
+                self._earlier_logs = continue_run(trainer)
 
     def instantiate_classes(self) -> None:
         with self._hint_on_error():
             super().instantiate_classes()
+        self.trainer.callbacks.extend(getattr(self, "_earlier_logs", []))
+        replace_model_summary(self.trainer.callbacks)
 
     def _run_subcommand(self, subcommand: str) -> None:
         with self._hint_on_error():
@@ -73,6 +91,21 @@ class GeomolCLI(LightningCLI):
 
     def _hint_on_error(self):
         return _DataHint(self.config.get(str(self.subcommand), self.config) if self.subcommand else self.config)
+
+
+def expand_shared_data_paths(section) -> None:
+    """``${GEOMOL_SHARED_DATA}`` in the strings (and lists of strings) of a config section (a dict, nested dicts
+    included, or a jsonargparse Namespace), resolved in place (:func:`geomol.shipped_configs.expand_shared_data`).
+    Configs and recorded results keep the token; only what is instantiated gets the folder."""
+    if section is None or not hasattr(section, "items"):
+        return
+    for key, value in list(section.items()):
+        if isinstance(value, str):
+            section[key] = expand_shared_data(value)
+        elif isinstance(value, list) and any(isinstance(v, str) for v in value):
+            section[key] = [expand_shared_data(v) if isinstance(v, str) else v for v in value]
+        elif isinstance(value, dict):
+            expand_shared_data_paths(value)
 
 
 class _DataHint:
@@ -187,7 +220,8 @@ def build_from_config(config: str | PathLike | Mapping[str, Any],
     """Trainer, model and data module of a ``geomol fit`` config (a YAML path or a dict), with ``overrides``
     deep-merged in (:func:`merge_config`), instantiated as ``geomol fit`` does (seed, block types, Trainer
     defaults) but not run: ``cli.trainer.fit(cli.model, cli.datamodule)``."""
-    base = read_config(config) if isinstance(config, (str, PathLike)) else config
+    quiet_lightning()
+    base = read_config(resolve_config(str(config))) if isinstance(config, (str, PathLike)) else config
     return GeomolCLI(pl.LightningModule, pl.LightningDataModule, args=merge_config(base, overrides), run=False,
                      **_CLI_OPTIONS)
 
@@ -198,6 +232,7 @@ def run_lightning(argv: list[str]) -> int:
     The arguments go through ``sys.argv``: Lightning's DDP launcher starts the other ranks by
     re-running this process's command line.
     """
+    quiet_lightning()
     saved = sys.argv
     sys.argv = [saved[0], *argv]
     try:

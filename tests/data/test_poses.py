@@ -116,7 +116,7 @@ def test_smi_file_with_header_comments_names_and_gzip(tmp_path):
     path.write_bytes(gzip.compress(b"smiles name\n# a comment\nCCO ethanol\n\nc1ccccc1\nC1CC(N broken one\n"))
     entries = read_smiles_file(path)
     assert [(e.name, e.smiles) for e in entries] == [("ethanol", "CCO"), ("#1", "c1ccccc1"), ("broken one", "C1CC(N")]
-    assert entries[2].source.endswith("[line 6]")
+    assert entries[1].source.endswith("[line 5]") and entries[2].source.endswith("[line 6 'broken one']")
 
 
 def test_csv_file_by_column_name_and_its_errors(tmp_path):
@@ -125,7 +125,7 @@ def test_csv_file_by_column_name_and_its_errors(tmp_path):
     entries = read_smiles_file(path)
     assert [(e.name, e.smiles) for e in entries] == [("lig1", "CCO"), ("lig2", "")]
     (tmp_path / "no_smiles.csv").write_text("name,dG\nlig1,-9\n")
-    with pytest.raises(StructureReadError, match="no 'smiles' column"):
+    with pytest.raises(StructureReadError, match="no SMILES column"):
         read_smiles_file(tmp_path / "no_smiles.csv")
     (tmp_path / "series.txt").write_text("CCO\n")
     with pytest.raises(StructureReadError, match="expected a SMILES list"):

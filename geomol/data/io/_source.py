@@ -22,7 +22,7 @@ from rdkit import rdBase
 
 from geomol.errors import GeomolError, StructureReadError
 
-__all__ = ["StructureWarning", "read_text", "detect_format", "third_party_errors", "rdkit_messages",
+__all__ = ["StructureWarning", "read_text", "iter_text_lines", "detect_format", "third_party_errors", "rdkit_messages",
            "rdkit_reason", "warn_counted", "FORMATS"]
 
 FORMATS = ("pdb", "cif", "sdf", "mol2")
@@ -46,11 +46,7 @@ def read_text(path: str | PathLike) -> str:
         StructureReadError: the file is missing, not a regular file, unreadable, a corrupt or
             truncated compressed stream, or empty (only whitespace).
     """
-    p = Path(path)
-    if not p.exists():
-        raise StructureReadError("file not found", source=path)
-    if not p.is_file():
-        raise StructureReadError("not a regular file", source=path)
+    p = _checked_file(path)
     try:
         data = p.read_bytes()
     except OSError as exc:
@@ -64,6 +60,36 @@ def read_text(path: str | PathLike) -> str:
     if not data.strip():
         raise StructureReadError("file is empty", source=path)
     return data.decode("latin-1")
+
+
+def _checked_file(path: str | PathLike) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise StructureReadError("file not found", source=path)
+    if not p.is_file():
+        raise StructureReadError("not a regular file", source=path)
+    return p
+
+
+def iter_text_lines(path: str | PathLike) -> Iterator[str]:
+    """The lines of a file one at a time (without line ends), gzip or bzip2 decompressed on the fly.
+
+    :func:`read_text` for files too large to hold in memory (screening libraries): compression is
+    recognised by content, text is decoded as Latin-1, and a missing, unreadable or corrupt file
+    raises a :class:`StructureReadError` naming it (a corrupt stream when the reading reaches it).
+    """
+    p = _checked_file(path)
+    try:
+        with open(p, "rb") as raw:
+            head = raw.read(16)
+            raw.seek(0)
+            opener = next((o for magic, o in ((_GZIP_MAGIC, gzip.open), (_BZIP2_MAGIC, bz2.open)) if magic.match(head)),
+                          None)
+            stream = opener(raw, "rb") if opener else raw
+            for line in stream:
+                yield line.decode("latin-1").rstrip("\r\n")
+    except (OSError, EOFError, ValueError, zlib.error) as exc:
+        raise StructureReadError(f"cannot read file ({getattr(exc, 'strerror', None) or exc})", source=path) from exc
 
 
 def detect_format(path: str | PathLike, text: str | None = None) -> str:

@@ -127,6 +127,7 @@ class PosedLigand:
         clashes: ligand–receptor heavy-atom pairs closer than the clash distance.
         (core_atoms and clashes are None, the distances NaN, for a ligand that could not be posed.)
         error: why the ligand could not be posed ('' when it was).
+        error_kind: the :class:`~geomol.errors.PoseError` subclass that said so (``'NoCommonCoreError'``, ...).
     """
 
     name: str
@@ -138,6 +139,7 @@ class PosedLigand:
     min_receptor_distance: float = math.nan
     clashes: int | None = None
     error: str = ""
+    error_kind: str = ""
 
     @property
     def ok(self) -> bool:
@@ -267,7 +269,8 @@ class PoseTemplate:
             try:
                 results.append(self.pose(smiles, name, source))
             except PoseError as exc:
-                results.append(PosedLigand(name, smiles, source or f"ligand {name!r}", error=str(exc)))
+                results.append(PosedLigand(name, smiles, source or f"ligand {name!r}", error=str(exc),
+                                           error_kind=type(exc).__name__))
         return results
 
     # ------------------------------------------------------------------ steps

@@ -43,6 +43,7 @@ __all__ = [
     "encode_graphs",
     "decode_graphs",
     "atomic_write_text",
+    "atomic_write_bytes",
     "shared_environment",
     "close_environment",
 ]
@@ -206,16 +207,21 @@ def decode_graphs(blob: bytes, *, source: str | None = None) -> tuple[dict[str, 
     return graphs, header["meta"]
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write a text file so that readers see the old or the new content, never a partial one."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write a file so that readers see the old or the new content, never a partial one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    with open(tmp, "wb") as handle:
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write a text file (UTF-8) so that readers see the old or the new content, never a partial one."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 # ------------------------------------------------------------------------------ store

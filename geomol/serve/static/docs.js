@@ -1,0 +1,5 @@
+"use strict";
+// Swagger UI (from the swagger-ui-bundle package, served by this server) on this server's OpenAPI document.
+if (window.SwaggerUIBundle) {
+  window.SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger" });
+}

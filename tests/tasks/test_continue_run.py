@@ -1,0 +1,76 @@
+"""``geomol fit --ckpt_path last`` after an interruption continues the same run: the same version folder,
+the same checkpoints, and a ``metrics.csv`` equal to an uninterrupted run's."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from geomol.tasks.callbacks import ValidationReport
+from geomol.tasks.resume import EarlierLog, newest_resumable_version
+from tests.test_cli_journeys import _nbody
+
+RUN = ["--trainer.max_epochs", "3", "--trainer.check_val_every_n_epoch", "1", "--trainer.log_every_n_steps", "1",
+       "--seed_everything", "3"]
+
+
+class SimulatedKill(Exception):
+    pass
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _same(a: dict[str, str], b: dict[str, str]) -> bool:
+    if set(a) != set(b):
+        return False
+    for key in a:
+        if (a[key] == "") != (b[key] == ""):
+            return False
+        if a[key] and not math.isclose(float(a[key]), float(b[key]), rel_tol=1e-5, abs_tol=1e-7):
+            return False
+    return True
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_interrupted_fit_resumed_with_ckpt_path_last_equals_an_uninterrupted_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _nbody("fit", tmp_path / "whole", *RUN) == 0
+    whole = _rows(tmp_path / "whole" / "egno_nbody" / "version_0" / "metrics.csv")
+
+    def kill_in_epoch_two(self, trainer, module, batch, batch_idx):
+        if trainer.global_step == 4:  # 3 steps per epoch: last.ckpt of step 3 exists, one more batch ran
+            raise SimulatedKill
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ValidationReport, "on_train_batch_start", kill_in_epoch_two, raising=False)
+        with pytest.raises(SimulatedKill):
+            _nbody("fit", tmp_path / "cut", *RUN)
+    run = tmp_path / "cut" / "egno_nbody"
+    assert newest_resumable_version(run) == "version_0"
+    assert torch.load(run / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+
+    assert _nbody("fit", tmp_path / "cut", *RUN, "--ckpt_path", "last") == 0
+    assert sorted(p.name for p in run.iterdir()) == ["version_0"]  # no second version
+    resumed = _rows(run / "version_0" / "metrics.csv")
+    assert len(resumed) == len(whole) and all(_same(a, b) for a, b in zip(whole, resumed))
+    assert torch.load(run / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 9
+
+
+def test_earlier_log_keeps_the_rows_of_steps_before_the_checkpoint(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("epoch,step,train/loss,val/loss\n0,0,1.5,\n0,2,,0.9\n1,3,1.1,\n1,4,1.0,\n")
+    earlier = EarlierLog.read(path)
+    assert earlier.header == ["epoch", "step", "train/loss", "val/loss"]
+    assert [row["step"] for row in earlier.kept_rows(3)] == ["0", "2"]
+
+
+def test_no_resumable_version_without_a_last_checkpoint(tmp_path):
+    (tmp_path / "run" / "version_0" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "version_0" / "checkpoints" / "best.ckpt").write_bytes(b"")
+    assert newest_resumable_version(tmp_path / "run") is None
