@@ -1,11 +1,11 @@
 """Ship the contact scorer trained on the affinity corpus, with its model card written from the result files.
 
-The model is built by the library exactly as ``geomol train-affinity --config configs/ensembles/contact_corpus.yaml`` builds
+The model is built by the library exactly as ``geomol train-affinity --config models/contact-corpus.yaml`` builds
 it (:func:`geomol.commands.train_affinity.build`: member ``k`` trained as seed 0 of fold ``k`` of the corpus
 cross-validation, then calibrated to pK); this script adds the card (nothing typed in: the corpus counts, the
 cross-validation's variants table and verdict, the per-target table and plot, the few-shot gain, the speed)::
 
-    python scripts/ship_contact_affinity.py --config configs/ensembles/contact_corpus.yaml --cv benchmarks/results/affinity_corpus_cv.json \\
+    python scripts/ship_contact_affinity.py --config models/contact-corpus.yaml --cv benchmarks/results/affinity_corpus_cv.json \\
         --row contact_roles_h64 --fewshot benchmarks/results/corpus_cv/contact_roles_h64/fewshot.json \\
         --speed benchmarks/results/affinity_speed_contact.json
 """
@@ -121,7 +121,7 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 
 def main(argv=None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(REPO / "configs" / "ensembles" / "contact_corpus.yaml"), help="the model's config")
+    parser.add_argument("--config", default=str(REPO / "models" / "contact-corpus.yaml"), help="the model's config")
     parser.add_argument("--row", default="contact", help="this variant's row name in the --cv table")
     parser.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_corpus_cv.json"))
     parser.add_argument("--corpus", default=str(REPO / "benchmarks" / "results" / "corpus.json"))

@@ -333,7 +333,7 @@ def test_train_affinity_builds_the_shipped_kind_of_model_from_a_config(slice_run
     from geomol.data import read_ligands, read_structure
     from tests.conftest import REPO
 
-    config = yaml.safe_load((REPO / "configs" / "ensembles" / "contact_corpus.yaml").read_text())
+    config = yaml.safe_load((REPO / "models" / "contact-corpus.yaml").read_text())
     config["data"]["init_args"].update(sources=["plb"], series=SERIES, n_folds=2, valid_fraction=0.5,
                                        cache_dir=str(slice_run[1] / "cache"))
     config["members"].update(model={"hidden": 8}, fit={"loss": "ranking", "epochs": 2, "seed": 0})

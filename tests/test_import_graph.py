@@ -12,8 +12,9 @@ from pathlib import Path
 from tests.conftest import REPO
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("geomol.errors", "geomol.version", "geomol.units", "geomol.timing", "geomol.provenance", "geomol.data.vocab",
-     "geomol.data.blocks", "geomol.data.paths"),
+    ("geomol.errors", "geomol.version", "geomol.units", "geomol.timing", "geomol.provenance",
+     "geomol.deferred_imports", "geomol.shipped_configs", "geomol.data.vocab", "geomol.data.blocks",
+     "geomol.data.paths"),
     ("geomol.nn",),
     ("geomol.evaluation.metrics", "geomol.evaluation.targets"),
     ("geomol.data", "geomol.simulate"),
@@ -23,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("geomol.tasks",),
     ("geomol.evaluation", "geomol.screen"),
     ("geomol.api", "geomol.testing"),
-    ("geomol.commands", "geomol.cli", "geomol.__main__", "geomol"),
+    ("geomol.commands", "geomol.serve", "geomol.cli", "geomol.__main__", "geomol"),
 )
 """Lowest first. A module belongs to the layer of the longest prefix that names it (``geomol.evaluation.metrics``
 sits low, the rest of ``geomol.evaluation`` high); it may import its own layer and those below."""

@@ -17,7 +17,7 @@ the affinity corpus by default or your own corpus root) and the members::
 Member ``k`` is trained on the training clusters of leave-cluster-out fold ``k`` (the epoch chosen on the fold's
 validation slice, seed ``seed + 100 k``) and calibrated to pK (:func:`geomol.evaluation.contact_cv.fold_members`);
 the model directory records the contact recipe, the complex recipe and the applicability domain, and loads with
-``geomol.load_model``. ``configs/ensembles/contact_corpus.yaml`` rebuilds the shipped ``contact-corpus``.
+``geomol.load_model``. ``models/contact-corpus.yaml`` rebuilds the shipped ``contact-corpus``.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ FIT_KEYS = {"loss", "epochs", "seed", "compare_within", "train_sources"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="the ensemble's config (YAML; see 'configs/ensembles/contact_corpus.yaml')")
+    parser.add_argument("--config", required=True, help="the ensemble's config (YAML; see 'models/contact-corpus.yaml')")
     parser.add_argument("--out", required=True, help="model directory to write")
     parser.add_argument("--card", default=None, help="model card (Markdown) to ship with it (default: the facts)")
     parser.add_argument("--cache-dir", default=None, help="processed-data store (default: the config's, $GEOMOL_CACHE)")
