@@ -39,12 +39,14 @@ class AffinityMember:
     Class attributes:
         kind: the manifest's ``architecture`` (the class name).
         card_name: the first line of a model card written from the manifest alone.
+        needs_side_chains: it reads the receptor's side-chain atoms (a backbone-only receptor is an error).
         finetune_loss: ``"centred"`` (fit the ranking within the target, then refit the level) or ``"mse"``
             (fit the ranking and the level together).
     """
 
     kind: ClassVar[str] = ""
     card_name: ClassVar[str] = ""
+    needs_side_chains: ClassVar[bool] = False
     finetune_loss: ClassVar[Literal["centred", "mse"]] = "centred"
 
     @classmethod

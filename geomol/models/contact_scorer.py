@@ -114,6 +114,7 @@ class ContactScorer(nn.Module, AffinityMember):
 
     kind = "ContactScorer"
     card_name = "Contact-scorer binding-affinity model (pK)."
+    needs_side_chains = True  # what ligand atoms touch is mostly side chains
     finetune_loss = "centred"
 
     def __init__(self, hidden: int = 32, n_atom_features: int | None = None,
