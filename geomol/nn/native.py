@@ -491,7 +491,8 @@ def constant(value: float, dtype: torch.dtype) -> torch.Tensor:
     number of the tensors' dtype through a pointer."""
     key = (value, dtype)
     if key not in _constants:
-        _constants[key] = torch.tensor([value], dtype=dtype)
+        with torch.inference_mode(False):  # cached: an inference tensor could not be saved for backward later
+            _constants[key] = torch.tensor([value], dtype=dtype)
     return _constants[key]
 
 
