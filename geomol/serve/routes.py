@@ -84,9 +84,10 @@ async def _models(runtime: Runtime) -> list[dict]:
 @router.get("/v1/models", summary="The affinity models jobs may name")
 async def models(request: Request) -> list[dict]:
     runtime = _runtime(request)
-    default = _resolve_model(runtime.settings.model, await _models(runtime))
+    available = await _models(runtime)
+    default = _resolve_model(runtime.settings.model, available)
     return [{key: m[key] for key in ("name", "description", "architecture", "members", "aliases")}
-            | {"default": m["name"] == default} for m in await _models(runtime)]
+            | {"default": m["name"] == default} for m in available]
 
 
 def _resolve_model(name: str, available: list[dict]) -> str:
