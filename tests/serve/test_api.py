@@ -21,6 +21,9 @@ def test_health_models_and_offline_api_docs(served):
     assert [m["name"] for m in models if m["default"]] == ["contact-corpus"]
     spec = served.client.get("/openapi.json").json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/models", "/healthz"} <= set(spec["paths"])
+    refusals = spec["paths"]["/v1/jobs"]["post"]["responses"]
+    assert refusals["503"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+    assert refusals["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
     docs = served.client.get("/docs")
     assert docs.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in docs.text and "http" not in docs.text
     pytest.importorskip("swagger_ui_bundle")
