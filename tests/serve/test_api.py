@@ -10,7 +10,9 @@ import time
 import pytest
 
 from geomol.serve.store import JOB_ID
-from tests.serve.conftest import EXAMPLE, example_upload, wait_for_job
+from tests.serve.conftest import EXAMPLE, example_upload, needs_serve_extra, wait_for_job
+
+needs_serve_extra()
 
 
 def test_health_models_and_offline_api_docs(served):
