@@ -124,9 +124,16 @@ def test_unknown_and_malformed_job_ids_are_404(served):
         assert response.status_code == 404 and response.json()["error"]["type"] == "NotFound"
 
 
+def _long_job() -> dict:
+    """The example receptor with its six ligands ten times over (60 ligands: a job of seconds, not a fraction)."""
+    files = example_upload("receptor")
+    files["ligands"] = ("ligands.sdf", (EXAMPLE / "tnks2_ligands.sdf").read_bytes() * 10)
+    return files
+
+
 def test_a_killed_worker_fails_its_job_and_is_replaced(served):
     pool = served.runtime.pool
-    files = example_upload("receptor", "ligands")
+    files = _long_job()
     job_id = served.client.post("/v1/jobs", files=files).json()["id"]
     wait_for_job(served.client, job_id, states=("running", "done", "failed"))
     worker = next((w for w in pool._workers if w.job == job_id), None)
@@ -145,7 +152,7 @@ def test_a_job_over_the_time_limit_is_stopped_with_the_reason(served):
     pool = served.runtime.pool
     pool.settings = served.settings.with_limits(job_seconds=0.05)
     try:
-        job_id = served.client.post("/v1/jobs", files=example_upload("receptor", "ligands")).json()["id"]
+        job_id = served.client.post("/v1/jobs", files=_long_job()).json()["id"]
         job = wait_for_job(served.client, job_id)
     finally:
         pool.settings = served.settings
