@@ -47,15 +47,16 @@ def member_overrides(args) -> dict:
     saver = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
              "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": "final", "save_top_k": 0,
                            "save_last": True}}
-    # resume.ckpt after every epoch, with torch's random state (dropout), so that an interrupted member continues
+    # resume.ckpt after every epoch (the one of the highest step kept; AffinityModule's RandomStateCheckpoint adds
+    # torch's random state, for dropout), so that an interrupted member continues
     resumer = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-               "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": RESUME, "save_top_k": 1,
-                             "save_on_train_epoch_end": True, "enable_version_counter": False}}
-    random_state = {"class_path": "geomol.tasks.callbacks.RandomStateCheckpoint"}
+               "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": RESUME, "monitor": "step",
+                             "mode": "max", "save_top_k": 1, "save_on_train_epoch_end": True,
+                             "enable_version_counter": False}}
     logger = {"class_path": "lightning.pytorch.loggers.CSVLogger",
               "init_args": {"save_dir": str(out), "name": f"seed{args.seed}"}}
     trainer = {"max_epochs": args.epochs, "limit_val_batches": 0, "logger": logger,
-               "callbacks": [saver, resumer, random_state],
+               "callbacks": [saver, resumer],
                "enable_progress_bar": False, "enable_model_summary": False}
     return {"seed_everything": args.seed, "trainer": trainer, "data": {"init_args": data}}
 
