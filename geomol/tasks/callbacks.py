@@ -6,6 +6,7 @@
 * :class:`FinalCheckpoint` makes every fit end with a checkpoint of its last step, also when a
   short run (``max_steps``, ``limit_val_batches: 0``, ``check_val_every_n_epoch`` larger than the
   run) never validated, and says where the checkpoints are;
+* :class:`CPUTime` logs the CPU hours a fit has used, summed over the runs that resumed it (a long run's cost);
 * :class:`PredictionWriter` writes ``geomol predict``'s outputs, one row per item with its name,
   as ``predictions.csv`` and ``predictions.json`` in the run's log directory.
 """
@@ -15,6 +16,7 @@ import csv
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from geomol.tasks.gather import gather_objects
 
-__all__ = ["RandomStateCheckpoint", "ValidationReport", "FinalCheckpoint", "PredictionWriter", "prediction_rows"]
+__all__ = ["RandomStateCheckpoint", "ValidationReport", "FinalCheckpoint", "CPUTime", "PredictionWriter",
+           "prediction_rows"]
 
 
 class RandomStateCheckpoint(Callback):
@@ -109,6 +112,37 @@ class FinalCheckpoint(Callback):
                 pl_module.print(f"best checkpoint ({cb.monitor} {score:.4g}): {cb.best_model_path}")
             elif cb.monitor is None and (cb.last_model_path or cb.best_model_path):
                 pl_module.print(f"last checkpoint: {cb.last_model_path or cb.best_model_path}")
+
+
+class CPUTime(Callback):
+    """Log ``time/cpu_hours``: the CPU time of the training process since the fit began, at every validation.
+
+    The total is kept in checkpoints, so a run resumed with ``--ckpt_path`` continues the count of the runs
+    before it (time spent after the checkpoint by an interrupted run is not counted). It counts this process
+    only (all its threads; not data-loader worker processes) and reads ``time.process_time``: CPU seconds,
+    not wall time.
+    """
+
+    def __init__(self):
+        self._earlier_seconds = 0.0
+        self._start = time.process_time()
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds of this fit, runs before a resume included."""
+        return self._earlier_seconds + time.process_time() - self._start
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start = time.process_time()
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking and trainer.state.fn == "fit":
+            pl_module.log("time/cpu_hours", self.cpu_seconds() / 3600.0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"cpu_seconds": self.cpu_seconds()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._earlier_seconds, self._start = float(state_dict["cpu_seconds"]), time.process_time()
 
 
 def _per_item(value: Any, size: int) -> list[Any] | None:
