@@ -4,7 +4,7 @@ Pairs the members of a rebuilt model directory with the shipped model's (member 
 shipped members named by ``--shipped-members``), and compares, on every complex of a config's data module (its
 ``data`` section, built from the processed store; e.g. the whole affinity corpus for ``contact-corpus``, PLB + FEP+
 for ``get-plb``): each member pair's pK, the ensembles' pK (mean over the paired members), and their weights. Also
-the tnks2 example through the user's path (``geomol.predict_affinity``). Prints a table and writes JSON with
+the tnks2 example through the user's path (``geomol.predict_affinity``; the shipped side: its paired members). Prints a table and writes JSON with
 provenance::
 
     python -m geomol train-affinity --config models/contact-corpus.yaml --out runs/contact-corpus
@@ -26,6 +26,7 @@ import torch
 
 from geomol.api import load_model, predict_affinity
 from geomol.evaluation.metrics import spearman
+from geomol.inference.affinity_model import AffinityModel
 from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,8 +82,9 @@ def main(argv=None) -> None:
     graphs = [dataset[i] for i in range(0, len(dataset), args.every)]
     ours, theirs = member_predictions(shipped_members, graphs, args.batch), member_predictions(rebuilt.members,
                                                                                                graphs, args.batch)
+    paired_model = AffinityModel(shipped_members, shipped.arguments, shipped.recipe, domain=shipped.domain)
     example = {name: [round(float(r.pK), 4) for r in predict_affinity(*EXAMPLE, model=model)]
-               for name, model in (("shipped", shipped), ("rebuilt", rebuilt))}
+               for name, model in (("shipped", paired_model), ("rebuilt", rebuilt))}
     result = {
         "model": args.model, "rebuilt": args.rebuilt, "shipped_members": paired, "complexes": len(graphs),
         "config": args.config,

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from geomol.data.paths import shared_data_dir
+from geomol.evaluation.model_cards import rebuild_section
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "get_affinity_default.yaml"
@@ -86,7 +87,8 @@ accuracy on the proteins it never saw is what the table below reports:
     python benchmarks/affinity_cv.py train --fold <k> --variant base --epochs {epochs} --out-dir <dir>
     python scripts/train_default_affinity.py export --from-cv <dir> --cv benchmarks/results/affinity_cv.json"""
     return f"""Every complex used for training, {epochs} epochs per member, seeds 0…{members - 1}. One command
-rebuilds it (members one after another; an interrupted member resumes from its last finished epoch):
+rebuilds it (members one after another, about 17 CPU minutes each on one thread; an interrupted member resumes
+from its last finished epoch):
 
     python scripts/train_default_affinity.py rebuild --out-dir runs/default --epochs {epochs} --spread-every 2
 
@@ -132,7 +134,8 @@ Best: {best['variant']} ({best['mean_target_spearman']:.3f}); the heavy-atom cou
 """
 
 
-def _card(cv: dict, members: int, epochs: int, from_cv: bool = False, variants: dict | None = None) -> str:
+def _card(cv: dict, members: int, epochs: int, from_cv: bool = False, variants: dict | None = None,
+          agreement: dict | None = None) -> str:
     s = cv["summary"]
     rows = "\n".join(f"| {p} | {t['n']} | {t['pearson']:.2f} | {t['spearman']:.2f} | {t['hac_spearman']:.2f} |"
                      for p, t in sorted(cv["per_target"].items()))
@@ -180,6 +183,8 @@ Per target (the test fold of its protein):
 |---|---|---|---|---|
 {rows}
 
+{rebuild_section(f"python scripts/train_default_affinity.py rebuild --out-dir runs/default --epochs {epochs} "
+                 "--spread-every 2", agreement)}
 ## Limitations
 - Trained on about 1,400 complexes of about 45 proteins, mostly congeneric series of kinases,
   proteases, phosphatases and bromodomains; it has not seen nucleic-acid receptors, protein–protein
@@ -251,7 +256,9 @@ def export(args) -> None:
     epochs = int(cv.get("epochs") or saved_epoch + 1) if args.from_cv else saved_epoch
     metrics = {"cross_validation": cv["summary"], "cv_description": cv["description"]}
     variants = json.loads(Path(args.variants).read_text()) if args.variants and Path(args.variants).exists() else None
-    card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv), variants=variants)
+    agreement = (json.loads(Path(args.agreement).read_text())
+                 if getattr(args, "agreement", None) and Path(args.agreement).exists() else None)
+    card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv), variants=variants, agreement=agreement)
     model = load_model(checkpoints)
     model.domain = _domain(model, args)
     model_dir = Path(getattr(args, "model_dir", None) or MODEL_DIR)
@@ -281,6 +288,8 @@ def main() -> None:
         command.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
         command.add_argument("--variants", default=str(REPO / "benchmarks" / "results" / "affinity_cv_variants.json"),
                              help="table of `benchmarks/affinity_cv.py compare` for the card (skipped when absent)")
+        command.add_argument("--agreement", default=str(REPO / "benchmarks" / "results" / "rebuild_agreement_get-plb.json"),
+                             help="benchmarks/rebuild_agreement.py result of a rebuild (skipped when absent)")
     for command in (r, e, sub.add_parser("domain", help="recompute the applicability domain of the exported model")):
         command.add_argument("--spread-every", type=int, default=1,
                              help="measure the ensemble spread on every k-th training complex (default 1: all)")
