@@ -80,7 +80,10 @@ def test_stretched_bonds_fragments_and_bad_valence():
     coords[0] += 4.0  # a methyl carbon pulled 7 Å away from its neighbour
     assert codes(molecule_findings(with_coords(LIGAND, coords)))["bond_lengths"] == "error"
     salt = embedded("C[NH3+].[Cl-]")
-    assert codes(molecule_findings(salt)) == {"fragments": "warning"}
+    salt_coords = salt.GetConformer().GetPositions()
+    assert codes(molecule_findings(salt)) == {"fragments": "warning", "overlapping_atoms": "error"}  # Cl⁻ at 0,0,0
+    salt_coords[2] = salt_coords[1] + [0.0, 0.0, 3.1]  # the chloride 3.1 Å from the ammonium N
+    assert codes(molecule_findings(with_coords(salt, salt_coords))) == {"fragments": "warning"}
     bad = Chem.RWMol(LIGAND)
     bad.GetAtomWithIdx(1).SetFormalCharge(-3)
     found = molecule_findings(bad.GetMol())
