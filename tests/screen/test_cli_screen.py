@@ -24,8 +24,6 @@ def test_the_command_screens_on_an_existing_cluster_and_prints_the_summary(jnk1,
     printed = capsys.readouterr()
     assert "screen summary" in printed.out and "top 3 by predicted pK" in printed.out
     assert "10 ligands:" in printed.err
-    assert "screened 10/10 ligands (0 from an earlier run)" in printed.err  # progress: a plain line off a terminal
-    assert "ligands/s" in printed.err and "failed, ETA" in printed.err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["counts"]["ligands"] == 10 and summary["run"]["shards"] == 3
     assert len((tmp_path / "out" / "top.csv").read_text().splitlines()) == 4
