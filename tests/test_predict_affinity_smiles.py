@@ -77,6 +77,7 @@ def test_api_from_smiles_strings_and_pairs(model_dir):
 @pytest.mark.parametrize("args, message", [
     (["--pairs", "pairs.csv", "--reference", "ref.sdf"], "--reference needs --receptor"),
     (["--receptor", "r.pdb", "--ligands", "l.sdf", "--write-poses", "p.sdf"], "--write-poses needs --reference"),
+    (["--receptor", "r.pdb", "--ligands", "l.sdf", "--no-refine"], "--no-refine needs --reference"),
 ])
 def test_option_misuse_is_named(model_dir, capsys, args, message):
     assert main(["predict-affinity", *args, "--model", str(model_dir)]) == 1

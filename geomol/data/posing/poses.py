@@ -55,10 +55,10 @@ from rdkit import Chem
 from rdkit.Chem import rdFMCS, rdMolAlign
 from scipy.spatial import cKDTree
 
-from geomol.data.chemistry.checks import CLASH_DISTANCE
 from geomol.data.posing.common_core import find_mcs, rascal_seed
 from geomol.data.posing.embedding import add_mirror_image, embed_on_core, rdkit_seed, without_stereocentres
-from geomol.data.posing.refinement import Pocket, RefinementParameters, best_refined, clash_reason
+from geomol.data.posing.refinement import (Pocket, RefinementParameters, best_refined, clash_reason,
+                                           reference_core_clash)
 from geomol.data.io._source import rdkit_messages, rdkit_reason
 from geomol.data.io.structure import Structure
 from geomol.errors import (ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseClashError,
@@ -238,8 +238,10 @@ class PoseTemplate:
         if self.parameters.embed_hydrogens:
             ligand = Chem.AddHs(ligand)
         reference_match, ligand_matches = self._common_core(ligand, source)
-        if self.parameters.refinement is not None:
-            self._refuse_clashing_core(reference_match, source)
+        if self.parameters.refinement is not None and self._pocket is not None:
+            reason = reference_core_clash(self._pocket, self.reference, reference_match)
+            if reason:
+                raise PoseClashError(reason, source=source)
         mappings = [list(zip(match, reference_match)) for match in self._distinct_mappings(ligand, ligand_matches)]
         candidates = self._candidates(ligand, mappings, self.parameters.conformers, first_seed=0)
         if not candidates:
@@ -358,25 +360,6 @@ class PoseTemplate:
             held = {atom: self._reference_xyz[r] for atom, r in chosen.mapping}
             raise PoseClashError(clash_reason(pose, contacts, self._pocket, tried, held), source=source)
         return chosen, pose
-
-    def _refuse_clashing_core(self, reference_match: Sequence[int], source: str) -> None:
-        """Raise :class:`~geomol.errors.PoseClashError` when the reference's own core atoms clash with the receptor.
-
-        The core is held on the reference, so no refinement can move it off the receptor: the
-        ligand is refused at once, naming the reference atom, instead of after every pose is tried.
-        """
-        if self._pocket is None:
-            return
-        distances, nearest = self._pocket.tree.query(self._reference_xyz[list(reference_match)])
-        k = int(np.argmin(distances))
-        if distances[k] < CLASH_DISTANCE:
-            atom = reference_match[k]
-            symbol = self.reference.GetAtomWithIdx(atom).GetSymbol()
-            raise PoseClashError(f"the reference ligand's core atom {symbol}{atom + 1} is {distances[k]:.2f} Å from "
-                                 f"{self._pocket.label(int(nearest[k]))} (under {CLASH_DISTANCE} Å), and the core is "
-                                 "held where the reference has it: the reference pose clashes with this receptor "
-                                 "structure. Minimise the reference in the receptor, or choose another reference",
-                                 source=source)
 
     def _receptor_contacts(self, heavy_xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """([n] distance from each of n heavy-atom positions to the nearest receptor heavy atom, distances of the

@@ -44,7 +44,7 @@ from geomol.data.io.structure import Structure
 from geomol.errors import ConfigError
 
 __all__ = ["RefinementParameters", "Pocket", "PoseContacts", "pose_contacts", "refine_in_pocket", "best_refined",
-           "clash_reason"]
+           "clash_reason", "reference_core_clash"]
 
 _POLAR = frozenset({"N", "O"})
 _DISTANCE_DEPENDENT_DIELECTRIC = 2  # RDKit's MMFF dielectric model code (1: constant, 2: distance-dependent)
@@ -233,7 +233,11 @@ def refine_in_pocket(mol: Chem.Mol, fixed_atoms: Sequence[int], pocket: Pocket |
         parameters for it).
     """
     refined = Chem.Mol(mol)
-    field, add_wall = _force_field(refined, parameters)
+    # MMFF94's typing re-perceives aromaticity by its own model on the molecule it is given (it de-aromatises
+    # e.g. an imidazopyrazine): the force field gets a copy (kept alive while the field points into its
+    # conformer), and only the coordinates come back
+    typed = Chem.Mol(mol)
+    field, add_wall = _force_field(typed, parameters)
     if field is None:
         return refined
     n_atoms = refined.GetNumAtoms()
@@ -253,6 +257,7 @@ def refine_in_pocket(mol: Chem.Mol, fixed_atoms: Sequence[int], pocket: Pocket |
         field.AddFixedPoint(i)
     field.Minimize(maxIts=parameters.iterations)
     positions = np.asarray(field.Positions()).reshape(-1, 3)[:n_atoms]
+    del field, typed
     conformer = refined.GetConformer()
     for i, position in enumerate(positions.tolist()):
         conformer.SetAtomPosition(i, position)
@@ -308,3 +313,25 @@ def clash_reason(pose: Chem.Mol, contacts: PoseContacts, pocket: Pocket | None, 
         reason = (f"ligand atoms {atom(i)} and {atom(j)} are {contacts.overlap_distance:.2f} Å apart without a bond "
                   f"(overlapping atoms, under {OVERLAP_DISTANCE} Å)")
     return f"every pose tried ({tried}, each refined in the pocket) still clashes: {reason}"
+
+
+def reference_core_clash(pocket: Pocket, reference: Chem.Mol, core: Sequence[int]) -> str | None:
+    """Why no pose held on this core can be accepted, when a core atom of the reference itself clashes; else None.
+
+    The core is held where the reference has it, so a reference core atom under ``CLASH_DISTANCE``
+    from a receptor heavy atom stays there whatever the refinement does: the ligand is refused at
+    once, naming the atom, rather than after every pose has been tried.
+
+    Args:
+        reference: the reference ligand (heavy atoms, with its conformer, Å).
+        core: the reference's atoms in the common core.
+    """
+    distances, nearest = pocket.tree.query(reference.GetConformer().GetPositions()[list(core)])
+    k = int(np.argmin(distances))
+    if distances[k] >= CLASH_DISTANCE:
+        return None
+    atom = core[k]
+    return (f"the reference ligand's core atom {reference.GetAtomWithIdx(atom).GetSymbol()}{atom + 1} is "
+            f"{distances[k]:.2f} Å from {pocket.label(int(nearest[k]))} (under {CLASH_DISTANCE} Å), and the core is "
+            "held where the reference has it: the reference pose clashes with this receptor structure. Minimise the "
+            "reference in the receptor, or choose another reference")
