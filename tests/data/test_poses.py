@@ -182,7 +182,7 @@ def test_a_rascal_core_with_part_of_a_ring_is_trimmed_to_a_seed_rdfmcs_accepts()
     assert template.pose(smiles_of(experts[4])).core_atoms == 21
 
 
-def test_mirror_images_join_only_for_ligandswithout_stereocentres():
+def test_mirror_images_join_only_for_ligands_without_stereocentres():
     from rdkit.Chem import AllChem
 
     from geomol.data.posing.embedding import add_mirror_image, without_stereocentres
