@@ -25,7 +25,7 @@ the measured −ΔG is compared on the ligands all three predict (series with �
 
 Usage::
 
-    python benchmarks/poses.py --output benchmarks/results/poses_all_series.json   # all 83 series
+    python benchmarks/poses.py --output benchmarks/results/poses_refinement.json   # all 83 series
     python benchmarks/poses.py --limit 10            # 10 series evenly spaced over the metadata
     python benchmarks/poses.py --series jacs_set/cdk2 jacs_set/ptp1b --no-affinity --parameter conformers=16
 """
