@@ -16,40 +16,23 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from affinity_corpus_contact import corpus_contacts, fewshot_scores, training_items  # noqa: E402
-from geomol.training.contact_scorer import calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
-from geomol.inference.finetune import FinetuneSettings  # noqa: E402
-from geomol.evaluation.metrics import mean_of  # noqa: E402
-from geomol.provenance import provenance  # noqa: E402
+from geomol.data.chemistry.contact_recipe import ContactRecipe
+from geomol.evaluation.contact_cv import compare_fewshot_settings, corpus_contacts
+from geomol.evaluation.fewshot import write_result
+from geomol.provenance import provenance
+from geomol.training.finetune import FinetuneSettings
 
 
 def run(args) -> dict:
     torch.set_num_threads(1)
-    contacts = corpus_contacts(sources=args.sources, series=args.series, cache_dir=args.cache_dir,
-                               n_folds=args.folds, valid_fraction=args.valid_fraction, chemistry=args.chemistry)
-    data, folds = contacts.data, contacts.folds
+    contacts = corpus_contacts(ContactRecipe(roles=args.chemistry), sources=args.sources, series=args.series,
+                               cache_dir=args.cache_dir, n_folds=args.folds, valid_fraction=args.valid_fraction)
     grid = [FinetuneSettings(anchor=a, lr=lr) for a in args.anchors for lr in args.lrs]
-    gains = {(s.anchor, s.lr, k): [] for s in grid for k in args.k}
     clock = time.process_time()
-    for f, fold in enumerate(folds):
-        train = training_items(data, fold)
-        model = fit_contact_scorer(data, train, fold["valid"], hidden=args.hidden, seed=100 * f).model
-        calibrate_contact_scorer(model, data, train)
-        valid = np.asarray(fold["valid"])
-        keys = [k for k in sorted(set(data.keys[valid].tolist())) if (data.keys[valid] == k).sum() >= args.min_ligands]
-        for key in keys[:args.max_targets]:
-            items = valid[data.keys[valid] == key]
-            for settings in grid:
-                for k in args.k:
-                    scores = fewshot_scores(model, data, items, k, args.draws, np.random.default_rng(f), settings)
-                    gains[settings.anchor, settings.lr, k].append(scores["finetuned"] - scores["base"])
-        print(f"fold {f}: {min(len(keys), args.max_targets)} validation targets", flush=True)
-    rows = [{"anchor": a, "lr": lr, "k": k, "targets": len(v), "mean_gain": round(mean_of(v), 4)}
-            for (a, lr, k), v in gains.items()]
+    rows = compare_fewshot_settings(contacts, grid, args.k, hidden=args.hidden, draws=args.draws,
+                                    min_ligands=args.min_ligands, max_targets=args.max_targets)
     print(f"{'anchor':>8}{'lr':>8}" + "".join(f"{'k=' + str(k):>9}" for k in args.k))
     for s in grid:
         print(f"{s.anchor:>8g}{s.lr:>8g}" + "".join(
@@ -82,12 +65,10 @@ def build_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> dict:
-    from affinity_fewshot import save_result
-
     args = build_args(argv)
     result = run(args)
     if args.output:
-        save_result(result, args.output)
+        write_result(result, args.output)
     return result
 
 

@@ -37,7 +37,7 @@ from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel
-from geomol.inference.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
+from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
@@ -165,7 +165,7 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
     Every member's encoder stays as it is (a contact scorer: its hidden layers); its read-out (a contact
     scorer: its last per-atom layer and descriptor term) takes ``steps`` small Adam steps on the measured
     pK, pulled towards its shipped weights (``anchor``), and its constant offset is refitted
-    (:mod:`geomol.inference.finetune`).
+    (:mod:`geomol.training.finetune`).
 
     Args:
         receptor: the target's receptor, as for :func:`predict_affinity`.
@@ -176,7 +176,7 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
         out: write the adapted model as a model directory here (card included), for
             ``predict_affinity(..., model=out)`` and ``geomol predict-affinity --model out``.
         name: the new model's name (default ``<base>-finetuned``).
-        steps, lr, anchor: :class:`~geomol.inference.finetune.FinetuneSettings`.
+        steps, lr, anchor: :class:`~geomol.training.finetune.FinetuneSettings`.
 
     Returns:
         The adapted model; ``model.metrics["finetune"]`` records the ligands, settings and the fit.

@@ -1,48 +1,29 @@
-"""Ship the contact scorer trained on the affinity corpus: one member per cross-validation fold.
+"""Ship the contact scorer trained on the affinity corpus, with its model card written from the result files.
 
-Member ``k`` is trained exactly as seed 0 of fold ``k`` in ``benchmarks/affinity_corpus_contact.py`` (the
-fold's training clusters, the epoch chosen on its validation slice, seed ``100 k``), then calibrated to pK
-(:meth:`~geomol.models.contact_scorer.ContactScorer.calibrate` on its training items). Together the members
-have seen every protein cluster of the corpus, and each member's accuracy on the clusters it never saw is
-what the cross-validation reports. The card is generated from the result files (nothing typed in)::
+The model is built by the library exactly as ``geomol train-affinity --config models/contact-corpus.yaml`` builds
+it (:func:`geomol.commands.train_affinity.build`: member ``k`` trained as seed 0 of fold ``k`` of the corpus
+cross-validation, then calibrated to pK); this script adds the card (nothing typed in: the corpus counts, the
+cross-validation's variants table and verdict, the per-target table and plot, the few-shot gain, the speed)::
 
-    python scripts/ship_contact_affinity.py --cv benchmarks/results/affinity_corpus_cv.json --row contact \\
-        --speed benchmarks/results/affinity_speed_contact.json --name contact-corpus
+    python scripts/ship_contact_affinity.py --config models/contact-corpus.yaml --cv benchmarks/results/affinity_corpus_cv.json \\
+        --row contact_roles_h64 --fewshot benchmarks/results/corpus_cv/contact_roles_h64/fewshot.json \\
+        --speed benchmarks/results/affinity_speed_contact.json
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
-import torch
+from geomol.commands.train_affinity import build
+from geomol.evaluation.model_cards import (data_section, per_target_plot, per_target_table, rebuild_section,
+                                           variants_table, verdict)
+from geomol.evaluation.model_cards import figure as _f
+from geomol.inference.affinity_model import AffinityModel
+from geomol.tasks.cli import read_config
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "scripts")]  # the CV's data and folds; the GET card's tables
-from affinity_corpus_contact import corpus_contacts, training_items  # noqa: E402
-from ship_corpus_affinity import (_f, corpus_domain_and_metrics, data_section, per_target_plot,  # noqa: E402
-                                  per_target_table, variants_table, verdict)
-
-from geomol.training.contact_scorer import ContactData, calibrate_contact_scorer, fit_contact_scorer  # noqa: E402
-from geomol.data.complexes.recipe import ComplexRecipe  # noqa: E402
-from geomol.inference.affinity_model import AffinityModel  # noqa: E402
-
-POCKET_CUTOFF = 10.0  # Å, the corpus store's recipe (configs/get_affinity_corpus.yaml)
-
-
-def train_member(data: ContactData, fold: dict, k: int, args) -> tuple[torch.nn.Module, dict]:
-    """Fold ``k``'s member, calibrated to pK on its training items, and what it was trained on."""
-    train = training_items(data, fold, args.train_sources)
-    fit = fit_contact_scorer(data, train, fold["valid"], loss=args.loss, epochs=args.epochs, seed=100 * k,
-                             hidden=args.hidden)
-    calibrate_contact_scorer(fit.model, data, train)
-    origin = {"fold": k, "epoch": fit.epoch, "valid_mean_target_spearman": round(fit.score, 4),
-              "train_items": len(train), "valid_items": len(fold["valid"]),
-              "scale": round(float(fit.model.scale), 4), "offset": round(float(fit.model.offset), 4)}
-    print(f"member {k}: epoch {fit.epoch}, validation {fit.score:.3f}, scale {float(fit.model.scale):.3f}", flush=True)
-    return fit.model, origin
 
 
 ROLES_TEXT = ("; and each atom's interaction roles (`geomol.data.chemistry.atom_roles`): hydrogen-bond donor or acceptor, "
@@ -65,6 +46,9 @@ def fewshot_text(path: str | None) -> str:
 
 
 def card(args, model: AffinityModel, cv: dict, corpus: dict, speed: dict | None, cpu_seconds: float) -> str:
+    fit = read_config(args.config)["members"].get("fit", {})
+    args.loss, args.epochs = fit.get("loss", "ranking"), fit.get("epochs", 20)
+    args.chemistry = model.members[0].recipe.roles
     row = {r["variant"]: r for r in cv["variants"]}[args.row]
     origins = model.origins
     speed_text = (f"{speed['cpu_seconds_per_ligand']:.3f} CPU s per posed ligand end to end on one thread "
@@ -80,7 +64,7 @@ terms, burial, its bonds{ROLES_TEXT if args.chemistry else ''}; `geomol.data.che
 rotatable bonds, ...) is added. Trained to order the ligands of each series (a pairwise {args.loss} loss within
 series), so it learns what makes one analogue bind better than another, not a protein's pK level; each member
 was then calibrated (a scale so that differences within a series are pK differences, an offset to the corpus'
-mean pK). Complexes are built as for GET (pocket: residues with a heavy atom within {POCKET_CUTOFF:g} Å of the ligand;
+mean pK). Complexes are built as for GET (pocket: residues with a heavy atom within {model.recipe.pocket_cutoff:g} Å of the ligand;
 hydrogens dropped). `pK_std` is the spread over the members.
 
 ## Data
@@ -119,6 +103,9 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 ## Speed
 {speed_text}.
 
+{rebuild_section(f"geomol train-affinity --config models/{args.name}.yaml --out models/{args.name} --overwrite",
+                 args.agreement)}
+
 ## Limitations
 - The acceptance bar of issue 17 is not reached (table above): on a protein it has not seen it ranks a series
   better than ligand size on {_f(100 * row['expert_pose']['beats_hac_fraction'], 0)} % of the expert-pose targets, with a mean Spearman
@@ -137,41 +124,30 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 
 def main(argv=None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(REPO / "models" / "contact-corpus.yaml"), help="the model's config")
     parser.add_argument("--row", default="contact", help="this variant's row name in the --cv table")
     parser.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_corpus_cv.json"))
     parser.add_argument("--corpus", default=str(REPO / "benchmarks" / "results" / "corpus.json"))
     parser.add_argument("--speed", default=None, help="a benchmarks/affinity.py speed result of this model")
-    parser.add_argument("--name", default="contact-corpus")
-    parser.add_argument("--out", default=None, help="model directory (default models/<name>)")
-    parser.add_argument("--loss", default="ranking")
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--chemistry", action="store_true", help="members read the atoms' interaction roles too")
-    parser.add_argument("--train-sources", nargs="+", default=None, help="train on these sources' items only")
+    parser.add_argument("--out", default=None, help="model directory (default models/<the config's name>)")
     parser.add_argument("--fewshot", default=None, help="fewshot.json of this variant's cross-validation")
-    parser.add_argument("--spread-every", type=int, default=20, help="ensemble spread on every k-th training complex")
     parser.add_argument("--cache-dir", default=None, help="processed store (default $GEOMOL_CACHE)")
+    parser.add_argument("--agreement", default=str(REPO / "benchmarks" / "results" / "rebuild_agreement_contact-corpus.json"),
+                        help="benchmarks/rebuild_agreement.py result of a rebuild (skipped when absent)")
     args = parser.parse_args(argv)
     args.command = " ".join(["python", "scripts/ship_contact_affinity.py", *(argv if argv is not None else sys.argv[1:])])
-    torch.set_num_threads(1)
     read = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
     cv, corpus, speed = read(args.cv), read(args.corpus), read(args.speed)
-    clock = time.process_time()
-    contacts = corpus_contacts(cache_dir=args.cache_dir, chemistry=args.chemistry)
-    data, folds = contacts.data, contacts.folds
-    members, origins = zip(*(train_member(data, fold, k, args) for k, fold in enumerate(folds)))
-    cpu_seconds = time.process_time() - clock
-    arguments = {"hidden": args.hidden, "n_atom_features": int(data.atoms.shape[1]),
-                 "n_descriptors": int(data.descriptors.shape[1])}
-    model = AffinityModel(list(members), arguments, ComplexRecipe(pocket_cutoff=POCKET_CUTOFF), origins=origins,
-                          name=args.name)
-    metrics = corpus_domain_and_metrics(model, cv, args.row, args.spread_every)
-    out = Path(args.out) if args.out else REPO / "models" / args.name
-    model.save(out, card=card(args, model, cv, corpus, speed, cpu_seconds), name=args.name,
-               description="contact-scorer affinity ensemble trained on the affinity corpus (plb, FEP+, Uni-FEP, "
-                           "BindingDB): ranks the ligands of one receptor", metrics=metrics, overwrite=True)
-    per_target_plot(cv, args.row, out / "per_target.png", label=args.name)
-    print(f"{len(members)} members → {out}")
+    args.agreement = read(args.agreement) if args.agreement and Path(args.agreement).exists() else None
+    model, cpu_minutes = build(args.config, args.cache_dir)
+    args.name = model.name
+    row = {r["variant"]: r for r in cv["variants"]}[args.row]
+    metrics = {"cross_validation": {"expert_pose": row["expert_pose"], "all": row["all"]},
+               "cv_description": cv["description"]}
+    out = Path(args.out) if args.out else REPO / "models" / model.name
+    model.save(out, card=card(args, model, cv, corpus, speed, 60 * cpu_minutes), metrics=metrics, overwrite=True)
+    per_target_plot(cv, args.row, out / "per_target.png", label=model.name)
+    print(f"{len(model.members)} members → {out}")
     return out
 
 

@@ -20,7 +20,7 @@ def test_default_model_predicts_the_example(tmp_path, monkeypatch):
         state = torch.load(member, weights_only=True)  # tensors only
         assert all(isinstance(v, torch.Tensor) for v in state.values())
     model = geomol.load_model("default")
-    assert model.is_contact_scorer and model.members[0].reads_chemistry  # contact-corpus reads the atoms' roles
+    assert model.architecture == "ContactScorer" and model.members[0].recipe.roles  # contact-corpus reads the roles
     records = geomol.predict_affinity(EXAMPLE / "tnks2_protein.pdb", EXAMPLE / "tnks2_ligands.sdf", model=model)
     measured = {row["name"]: float(row["pK"]) for row in csv.DictReader(open(EXAMPLE / "tnks2_measured.csv"))}
     assert [r.name for r in records] == list(measured)

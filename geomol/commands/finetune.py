@@ -16,7 +16,7 @@ import argparse
 
 from geomol.api import finetune_affinity
 from geomol.errors import ConfigError
-from geomol.inference.finetune import FinetuneSettings
+from geomol.training.finetune import FinetuneSettings
 from geomol.inference.tables import read_measured
 
 _DEFAULTS = FinetuneSettings()

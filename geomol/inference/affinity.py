@@ -137,8 +137,8 @@ class _Receptor:
 
 
 def _receptor_of_run(receptor, chains, model: AffinityModel, recipe: ComplexRecipe) -> _Receptor:
-    # the contact scorer reads what ligand atoms touch, mostly side chains: without them, no prediction
-    return _Receptor(receptor, chains, recipe, side_chains_required=model.is_contact_scorer)
+    # a member that reads what ligand atoms touch (the contact scorer) needs side chains: without them, no prediction
+    return _Receptor(receptor, chains, recipe, side_chains_required=model.members[0].needs_side_chains)
 
 
 def _graph(item: LigandInput, receptor: _Receptor) -> BlockGraph:

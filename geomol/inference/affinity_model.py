@@ -1,10 +1,10 @@
 """An ensemble of affinity networks, with the graph recipe they were trained with.
 
-:class:`AffinityModel` is what :func:`geomol.load_model` returns for an affinity model: one or
-more members of identical architecture, either :class:`~geomol.models.get.GETAffinity`
-(:class:`~geomol.models.get.GETConfig`) or the contact scorer
-(:class:`~geomol.models.contact_scorer.ContactScorer`, per-atom contacts of the same complex graphs), the
-:class:`~geomol.data.complexes.recipe.ComplexRecipe` that built their training graphs (pocket cutoff, hydrogens, ligand fragments), the applicability domain of its
+:class:`AffinityModel` is what :func:`geomol.load_model` returns for an affinity model: one or more members
+of one kind and configuration — any :class:`~geomol.models.affinity_member.AffinityMember` (GET, the contact
+scorer, the ligand-only trees), resolved from the manifest's ``architecture`` through
+:data:`~geomol.models.affinity_member.MEMBER_KINDS` — the :class:`~geomol.data.complexes.recipe.ComplexRecipe`
+that built their training graphs (pocket cutoff, hydrogens, ligand fragments), the applicability domain of its
 training complexes (:mod:`geomol.inference.domain`, in the manifest's ``domain``) and descriptive metadata
 (name, description, metrics). ``predict`` gives the mean and the spread of the members' pK; building and
 saving are those of every shipped model (:class:`~geomol.inference.shipped.ShippedModel`).
@@ -18,25 +18,21 @@ import torch
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.complexes.recipe import ComplexRecipe
-from geomol.errors import ConfigError, ModelLoadError
 from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.shipped import ShippedModel
-from geomol.models.contact_scorer import NO_CHEMISTRY, ContactScorer, contact_inputs, has_ligand_chemistry
-from geomol.models.get import GETAffinity, GETConfig, as_batch
+from geomol.models import contact_scorer, get, ligand_trees  # noqa: F401 (the built-in member kinds register)
+from geomol.models.affinity_member import AffinityMember, member_kind
 
-__all__ = ["AffinityModel", "ARCHITECTURES"]
-
-ARCHITECTURES = ("GETAffinity", "ContactScorer")
-CONTACT_ARGUMENTS = ("hidden", "n_atom_features", "n_descriptors")
+__all__ = ["AffinityModel"]
 
 
 class AffinityModel(ShippedModel):
-    """An ensemble of GETAffinity or ContactScorer members sharing one architecture and one graph recipe.
+    """An ensemble of affinity members of one kind and configuration, sharing one graph recipe.
 
     Args:
-        members: the trained models (≥ 1), same constructor arguments.
-        arguments: their :class:`~geomol.models.get.GETConfig` fields (``n_block_types`` included), or
-            the ContactScorer's (``hidden``, ``n_atom_features``, ``n_descriptors``).
+        members: the trained models (≥ 1), :class:`~geomol.models.affinity_member.AffinityMember` s of one
+            configuration.
+        arguments: their configuration (``members[0].to_config()``: the manifest's ``hyperparameters``).
         recipe: how their training graphs were built.
         domain: what the training complexes covered (:mod:`geomol.inference.domain`); None: defaults.
         name, description, metrics, origins: see :class:`~geomol.inference.shipped.ShippedModel`.
@@ -46,9 +42,10 @@ class AffinityModel(ShippedModel):
     recipe_type = ComplexRecipe
     default_architecture = "GETAffinity"
 
-    def __init__(self, members: Sequence[GETAffinity], arguments: Mapping[str, Any], recipe: ComplexRecipe, *,
+    def __init__(self, members: Sequence[AffinityMember], arguments: Mapping[str, Any], recipe: ComplexRecipe, *,
                  domain: ApplicabilityDomain | None = None, **metadata: Any):
         super().__init__(members, arguments, recipe, **metadata)
+        type(self.members[0]).check_recipe(self.arguments, recipe, self.name or None)
         self.domain = domain or ApplicabilityDomain.defaults()
 
     def __repr__(self) -> str:
@@ -59,49 +56,17 @@ class AffinityModel(ShippedModel):
     # ------------------------------------------------------------------ building
     @classmethod
     def architecture_of(cls, hyperparameters: Mapping[str, Any], source) -> str:
-        return "GETAffinity"
+        return "GETAffinity"  # what Lightning checkpoints of the affinity task hold
 
     @classmethod
-    def build_network(cls, architecture: str, hyperparameters: Mapping[str, Any], source) -> tuple[GETAffinity, dict]:
-        if architecture == "ContactScorer":
-            return cls._contact_network(hyperparameters, source)
-        if architecture != "GETAffinity":
-            raise ModelLoadError(f"architecture {architecture!r} is none of {ARCHITECTURES}", source=source)
-        if not isinstance(hyperparameters.get("n_block_types"), int):
-            raise ModelLoadError("hyperparameters lack n_block_types (the block vocabulary size): not a trained "
-                                 "GET affinity model", source=source)
-        try:
-            config = GETConfig.from_mapping(hyperparameters)
-            return GETAffinity(config), config.to_dict()
-        except (TypeError, ValueError) as exc:
-            raise ModelLoadError(f"cannot build GETAffinity({dict(hyperparameters)}): {exc}", source=source) from None
-
-    @staticmethod
-    def _contact_network(hyperparameters: Mapping[str, Any], source) -> tuple[ContactScorer, dict]:
-        arguments = {key: hyperparameters.get(key) for key in CONTACT_ARGUMENTS}
-        if "pooled" in hyperparameters:  # the optional non-additive term (absent: none)
-            arguments["pooled"] = hyperparameters["pooled"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in arguments.values()):
-            raise ModelLoadError(f"a ContactScorer needs integer {CONTACT_ARGUMENTS}, got {dict(hyperparameters)}",
-                                 source=source)
-        return ContactScorer(**arguments), arguments
-
-    @property
-    def is_contact_scorer(self) -> bool:
-        return isinstance(self.members[0], ContactScorer)
-
-    def contact_inputs(self, graphs: Sequence[BlockGraph]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The members' input for complexes (a contact-scorer model): :func:`~geomol.models.contact_scorer.contact_inputs`
-        with the interaction-role columns when the members read them."""
-        return contact_inputs(list(graphs), self.members[0].reads_chemistry)
+    def build_network(cls, architecture: str, hyperparameters: Mapping[str, Any], source) -> tuple[AffinityMember,
+                                                                                                  dict]:
+        member = member_kind(architecture, source).from_config(hyperparameters, source)
+        return member, member.to_config()
 
     @classmethod
-    def check_recipe(cls, arguments: Mapping[str, Any], recipe: ComplexRecipe, source) -> None:
-        if "n_block_types" not in arguments:  # a contact scorer reads atoms, not block types
-            return
-        if arguments["n_block_types"] < recipe.num_block_types:
-            raise ModelLoadError(f"the model has {arguments['n_block_types']} block types but its preprocessing "
-                                 f"(fragments) defines {recipe.num_block_types}", source=source)
+    def check_recipe(cls, arguments: Mapping[str, Any], recipe: ComplexRecipe, source, architecture: str) -> None:
+        member_kind(architecture, source).check_recipe(arguments, recipe, source)
 
     @classmethod
     def manifest_metadata(cls, manifest: Mapping[str, Any], model_dir) -> dict[str, Any]:
@@ -112,8 +77,8 @@ class AffinityModel(ShippedModel):
 
     def card_facts(self, manifest: Mapping[str, Any]) -> list[str]:
         recipe = manifest["preprocessing"]
-        kind = ("Contact-scorer" if manifest["architecture"] == "ContactScorer" else "GET") + " binding-affinity model (pK)."
-        return [kind, f"- ensemble members: {len(manifest['members'])}",
+        kind = member_kind(manifest["architecture"], manifest.get("name"))
+        return [kind.card_name, f"- ensemble members: {len(manifest['members'])}",
                 f"- architecture: {manifest['architecture']} " + ", ".join(
                     f"{k}={v}" for k, v in manifest["hyperparameters"].items()),
                 f"- pocket cutoff: {recipe['pocket_cutoff']:g} Å; hydrogens "
@@ -122,20 +87,13 @@ class AffinityModel(ShippedModel):
 
     # ------------------------------------------------------------------ use
     def check_graph(self, graph: BlockGraph, source: str) -> None:
-        """Refuse a complex the members cannot read: block types GET does not embed, or (contact scorer)
-        a ligand without the descriptors of its chemistry.
+        """Refuse a complex the members cannot read (e.g. block types GET does not embed, or a ligand without
+        the chemistry the contact scorer reads).
 
         Raises:
             ConfigError: naming ``source``.
         """
-        if self.is_contact_scorer:
-            if not has_ligand_chemistry(graph):
-                raise ConfigError(NO_CHEMISTRY, source=source)
-            return
-        n_block_types = self.arguments["n_block_types"]
-        if int(graph.B.max()) >= n_block_types:
-            raise ConfigError(f"the complex has block type {int(graph.B.max())} but the model knows {n_block_types} "
-                              "(a graph built with another block vocabulary)", source=source)
+        self.members[0].check_complex(graph, source)
 
     @torch.inference_mode()
     def predict(self, graphs: BlockGraph | Sequence[BlockGraph]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,14 +103,9 @@ class AffinityModel(ShippedModel):
             (pK [B], pK_std [B]) on the CPU: the mean over members and their standard deviation
             (with Bessel's correction; NaN for a single member, which has no spread).
         """
-        if self.is_contact_scorer:
-            graphs = [graphs] if isinstance(graphs, BlockGraph) else list(graphs)
-            atoms, owner, descriptors = (t.to(self.device) for t in self.contact_inputs(graphs))
-            per_member = torch.stack([m(atoms, owner, descriptors, n_ligands=len(graphs)) for m in self.members])
-        else:
-            # Members share k_neighbors, sparse_k and dtype, so the edges and atom pairs built once serve them all.
-            inputs = self.members[0].prepare(as_batch(graphs).to(self.device))
-            per_member = torch.stack([member(inputs) for member in self.members])  # [M, B]
+        graphs = [graphs] if isinstance(graphs, BlockGraph) else list(graphs)
+        inputs = self.members[0].inputs(graphs)  # members share their configuration, so their inputs too
+        per_member = torch.stack([member(inputs) for member in self.members])  # [M, B]
         mean = per_member.mean(0)
         std = per_member.std(0) if len(self.members) > 1 else torch.full_like(mean, math.nan)
         return mean.float().cpu(), std.float().cpu()

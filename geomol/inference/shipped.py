@@ -81,11 +81,16 @@ class ShippedModel(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        return next(self.parameters()).device
+        return self._first_tensor().device
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
+        """The members' floating-point dtype (of their first parameter, or buffer for members without any)."""
+        return self._first_tensor().dtype
+
+    def _first_tensor(self) -> torch.Tensor:
+        floating = (t for t in (*self.parameters(), *self.buffers()) if t.is_floating_point())
+        return next(floating)
 
     # ------------------------------------------------------------------ what a task says
     @classmethod
@@ -104,8 +109,8 @@ class ShippedModel(nn.Module):
         raise NotImplementedError
 
     @classmethod
-    def check_recipe(cls, arguments: Mapping[str, Any], recipe, source) -> None:
-        """Refuse a recipe the networks cannot take (e.g. more block types than embedded)."""
+    def check_recipe(cls, arguments: Mapping[str, Any], recipe, source, architecture: str) -> None:
+        """Refuse a recipe the networks of ``architecture`` cannot take (e.g. more block types than embedded)."""
 
     @classmethod
     def manifest_metadata(cls, manifest: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
@@ -131,7 +136,7 @@ class ShippedModel(nn.Module):
         for state, member_source in states:
             network, arguments = cls.build_network(architecture, hyperparameters, member_source)
             members.append(load_weights(network, state, f"{architecture}({arguments})", member_source))
-        cls.check_recipe(arguments, recipe, source)
+        cls.check_recipe(arguments, recipe, source, architecture)
         return cls(members, arguments, recipe, **metadata)
 
     @classmethod

@@ -12,27 +12,34 @@ elements only, it is invariant to rotations, reflections and translations of the
 
 The normalisation (log1p of the count columns, then means and spreads over training atoms and
 ligands) and the calibration to pK (``scale`` and ``offset``, :meth:`ContactScorer.calibrate`) live in
-buffers, so a ``state_dict`` is the whole model (``torch.load(weights_only=True)``).
+buffers, so a ``state_dict`` is the whole model (``torch.load(weights_only=True)``). How a complex graph
+becomes the per-atom rows is the scorer's :class:`~geomol.data.chemistry.contact_recipe.ContactRecipe`, part of
+its configuration (:meth:`ContactScorer.to_config`), so a scorer with any featurisation can be saved, loaded and
+used for prediction and fine-tuning (the :class:`~geomol.models.affinity_member.AffinityMember` contract).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from geomol.data.chemistry.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES,
-                                          graph_atom_contacts)
+                                                    graph_ligand_bonds)
+from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES
-from geomol.errors import ConfigError
+from geomol.errors import ConfigError, ModelLoadError
+from geomol.models.affinity_member import AffinityMember, register_member_kind
 from geomol.nn.scatter import scatter_mean
 
-__all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactScorer", "contact_inputs", "has_ligand_chemistry"]
+__all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactBatch", "ContactScorer", "has_ligand_chemistry"]
 
 WITH_CHEMISTRY = len(ATOM_CONTACT_FEATURES) + len(CHEMISTRY_CONTACT_FEATURES)
-"""Per-atom input width of a scorer that reads the interaction roles too (``graph_atom_contacts(chemistry=True)``)."""
-NO_CHEMISTRY = "the contact scorer needs the ligand's chemistry (its descriptors): give the ligand as SDF, MOL2 or SMILES"
+"""Per-atom input width of a scorer that reads the interaction roles too (``ContactRecipe(roles=True)``)."""
+NO_CHEMISTRY = ("the contact scorer needs the ligand's chemistry (its descriptors): give the ligand as SDF, MOL2 or "
+                "SMILES")
 
 
 def has_ligand_chemistry(graph) -> bool:
@@ -41,48 +48,86 @@ def has_ligand_chemistry(graph) -> bool:
     return values is not None and bool(torch.isfinite(values).all())
 
 
-def contact_inputs(graphs: Sequence, chemistry: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(atoms (N, F), owner (N,), descriptors (B, D))`` of complex graphs, for :meth:`ContactScorer.forward`.
+@dataclass
+class ContactBatch:
+    """The contact scorer's input for ``n_ligands`` complexes, in ``views`` views each (rigidly moved poses read
+    as separate views, :attr:`~geomol.data.chemistry.contact_recipe.ContactRecipe.n_views`; scores are averaged
+    over the views).
 
-    Args:
-        graphs: :class:`~geomol.data.blocks.BlockGraph` complexes (receptor segment 0, ligand segment 1)
-            carrying ``ligand_descriptors`` (every graph geomol builds from a ligand molecule does).
-        chemistry: with the interaction-role columns (for a scorer with :attr:`ContactScorer.reads_chemistry`).
-
-    Raises:
-        ConfigError: a graph whose ligand has no descriptors (built without its chemistry, e.g. from PDB
-            records), naming the graph.
+    Attributes:
+        atoms: ``(N, F)`` finished contact rows of every ligand atom, view after view.
+        owner: ``(N,)`` long, the row's ligand in its view plus ``view × n_ligands`` (0 … views·n_ligands − 1).
+        descriptors: ``(n_ligands, D)`` ligand descriptors, or None (a scorer without the descriptor term).
+        n_ligands: the complexes scored.
+        bonds: ``(E, 2)`` long bonded rows of ``atoms`` (within one ligand and view), or None.
+        views: views per complex.
     """
-    if not graphs:
-        raise ConfigError("no complexes to score")
-    rows, descriptors = [], []
-    for graph in graphs:
-        if not has_ligand_chemistry(graph):
-            raise ConfigError(NO_CHEMISTRY, source=getattr(graph, "name", None))
-        rows.append(graph_atom_contacts(graph, chemistry=chemistry))
-        descriptors.append(graph.ligand_descriptors.reshape(-1))
-    owner = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
-    return (torch.from_numpy(np.concatenate(rows)), torch.from_numpy(owner),
-            torch.stack(descriptors).to(torch.float64))
+
+    atoms: torch.Tensor
+    owner: torch.Tensor
+    descriptors: torch.Tensor | None
+    n_ligands: int
+    bonds: torch.Tensor | None = None
+    views: int = 1
+
+    def to(self, device) -> "ContactBatch":
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return replace(self, atoms=move(self.atoms), owner=move(self.owner), descriptors=move(self.descriptors),
+                       bonds=move(self.bonds))
+
+    @classmethod
+    def from_rows(cls, views: Sequence[Sequence[np.ndarray]], descriptors: torch.Tensor | None,
+                  bonds: Sequence[np.ndarray] | None = None) -> "ContactBatch":
+        """From ``views[v][i]``, the ``(L_i, F)`` rows of ligand ``i`` in view ``v``, and optionally each ligand's
+        ``(B_i, 2)`` bonded row pairs (the same in every view: rigid moves keep the bonds)."""
+        n_ligands = len(views[0])
+        rows = [r for view in views for r in view]
+        lengths = np.array([len(r) for r in rows])
+        owner = np.repeat(np.arange(len(rows)), lengths)
+        edges = None
+        if bonds is not None:
+            starts = np.cumsum(lengths) - lengths
+            edges = torch.from_numpy(np.concatenate(
+                [np.asarray(bonds[i % n_ligands], dtype=np.int64).reshape(-1, 2) + start
+                 for i, start in enumerate(starts)]))
+        return cls(torch.from_numpy(np.concatenate(rows)), torch.from_numpy(owner), descriptors, n_ligands, edges,
+                   len(views))
 
 
-class ContactScorer(nn.Module):
+@register_member_kind
+class ContactScorer(nn.Module, AffinityMember):
     """Per-atom MLP summed over each ligand, plus a linear ligand-descriptor term.
 
     Args:
         hidden: width of the per-atom MLP's two hidden layers.
-        n_atom_features: columns of the per-atom input (default :data:`ATOM_CONTACT_FEATURES`).
+        n_atom_features: columns of the per-atom input (default: the ``recipe``'s width).
         n_descriptors: columns of the descriptor input (default :data:`DESCRIPTOR_NAMES`); 0 for none.
         pooled: width of an optional non-additive term (0: none): an MLP of the ligand's mean per-atom hidden
             state (the atom MLP's last hidden layer) and its normalised descriptors, added to the score.
         message_steps: rounds of messages along the ligand's bonds (0: none) before the per-atom read-out: each
             updates an atom's hidden state by ``h += SiLU(W [h, mean of its bonded neighbours' h])``, so an atom's
             term also reads what the atoms around it touch.
+        recipe: how complex graphs become its rows (:class:`ContactRecipe`; default: the recipe of
+            ``n_atom_features`` columns when it is the plain or the role width, else none, and the scorer then
+            reads given rows only).
     """
 
-    def __init__(self, hidden: int = 32, n_atom_features: int = len(ATOM_CONTACT_FEATURES),
-                 n_descriptors: int = len(DESCRIPTOR_NAMES), pooled: int = 0, message_steps: int = 0):
+    kind = "ContactScorer"
+    card_name = "Contact-scorer binding-affinity model (pK)."
+    needs_side_chains = True  # what ligand atoms touch is mostly side chains
+    finetune_loss = "centred"
+
+    def __init__(self, hidden: int = 32, n_atom_features: int | None = None,
+                 n_descriptors: int = len(DESCRIPTOR_NAMES), pooled: int = 0, message_steps: int = 0,
+                 recipe: ContactRecipe | None = None):
         super().__init__()
+        if n_atom_features is None:
+            n_atom_features = (recipe or ContactRecipe()).width
+        if recipe is None and n_atom_features in (ContactRecipe().width, ContactRecipe(roles=True).width):
+            recipe = ContactRecipe.for_width(n_atom_features)
+        if recipe is not None and recipe.width != n_atom_features:
+            raise ConfigError(f"the contact recipe makes {recipe.width} columns, the scorer reads {n_atom_features}")
+        self.recipe = recipe
         self.atom_mlp = nn.Sequential(nn.Linear(n_atom_features, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
                                       nn.SiLU(), nn.Linear(hidden, 1))
         self.messages = nn.ModuleList(nn.Sequential(nn.Linear(2 * hidden, hidden), nn.SiLU())
@@ -107,8 +152,81 @@ class ContactScorer(nn.Module):
 
     @property
     def reads_chemistry(self) -> bool:
-        """Whether the per-atom input has the interaction-role columns (:data:`WITH_CHEMISTRY` wide)."""
-        return self.atom_mlp[0].in_features == WITH_CHEMISTRY
+        """Whether the per-atom input has the interaction-role columns."""
+        return self.recipe.roles if self.recipe is not None else self.atom_mlp[0].in_features == WITH_CHEMISTRY
+
+    # ------------------------------------------------------------------ the member contract
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], source=None) -> "ContactScorer":
+        """A scorer from its :meth:`to_config` (a manifest saved before recipes were recorded has no ``features``:
+        its recipe is the one of its width, :meth:`ContactRecipe.for_width`)."""
+        sizes = {key: config.get(key, 0) for key in ("hidden", "n_atom_features", "n_descriptors", "pooled",
+                                                       "message_steps")}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()) \
+                or not sizes["hidden"] or not sizes["n_atom_features"]:
+            raise ModelLoadError(f"a ContactScorer needs integer sizes (hidden, n_atom_features, n_descriptors; "
+                                 f"pooled, message_steps), got {dict(config)}", source=source)
+        try:
+            recipe = (ContactRecipe.from_dict(config["features"], source) if "features" in config
+                      else ContactRecipe.for_width(sizes["n_atom_features"], source))
+            return cls(**sizes, recipe=recipe)
+        except ConfigError as exc:
+            raise ModelLoadError(exc.reason, source=source) from None
+
+    def to_config(self) -> dict[str, Any]:
+        return {"hidden": self.atom_mlp[0].out_features, "n_atom_features": self.atom_mlp[0].in_features,
+                "n_descriptors": 0 if self.descriptor_head is None else self.descriptor_head.in_features,
+                "pooled": 0 if self.pooled_mlp is None else self.pooled_mlp[0].out_features,
+                "message_steps": self.message_steps,
+                **({"features": self.recipe.to_dict()} if self.recipe is not None else {})}
+
+    @classmethod
+    def check_recipe(cls, config: Mapping[str, Any], recipe, source=None) -> None:
+        """Refuse complexes whose pocket is narrower than the contact features read."""
+        features = (ContactRecipe.from_dict(config["features"], source) if "features" in config
+                    else ContactRecipe.for_width(config["n_atom_features"], source))
+        features.check_pocket(recipe.pocket_cutoff, source)
+
+    def check_complex(self, graph, source=None) -> None:
+        if (self.descriptor_head is not None or self.reads_chemistry) and not has_ligand_chemistry(graph):
+            raise ConfigError(NO_CHEMISTRY, source=source)
+
+    def inputs(self, graphs: Sequence) -> ContactBatch:
+        """The :class:`ContactBatch` of complex graphs (receptor segment 0, ligand segment 1), featurised by the
+        scorer's recipe.
+
+        Raises:
+            ConfigError: a scorer without a recipe, or a graph without the ligand chemistry it reads (naming it).
+        """
+        if self.recipe is None:
+            raise ConfigError(f"this contact scorer ({self.atom_mlp[0].in_features} columns) has no contact recipe: "
+                              "it reads given rows only")
+        if not graphs:
+            raise ConfigError("no complexes to score")
+        views = [[] for _ in range(self.recipe.n_views)]
+        descriptors, bonds = [], []
+        for graph in graphs:
+            self.check_complex(graph, getattr(graph, "name", None))
+            ligand_bonds = graph_ligand_bonds(graph) if self.message_steps or self.recipe.bond_context else None
+            for view, rows in zip(views, self.recipe.views(graph, ligand_bonds)):
+                view.append(rows)
+            if self.descriptor_head is not None:
+                descriptors.append(graph.ligand_descriptors.reshape(-1))
+            bonds.append(ligand_bonds)
+        batch = ContactBatch.from_rows(views, torch.stack(descriptors).to(torch.float64) if descriptors else None,
+                                       bonds if self.message_steps else None)
+        return batch.to(self.offset.device)
+
+    def finetune_parameters(self) -> list[nn.Parameter]:
+        """The per-atom MLP's last layer and the descriptor term (its hidden layers stay)."""
+        return [*self.atom_mlp[-1].parameters(), *(self.descriptor_head.parameters() if self.descriptor_head else ())]
+
+    def finetune_moves(self) -> str:
+        return "the per-atom MLP's hidden layers are unchanged; its last layer and the ligand-descriptor term"
+
+    @property
+    def level(self) -> torch.Tensor:
+        return self.offset
 
     def _atom_inputs(self, atoms: torch.Tensor) -> torch.Tensor:
         return torch.where(self.log_columns, torch.log1p(atoms.clamp_min(0)), atoms)
@@ -143,26 +261,20 @@ class ContactScorer(nn.Module):
         self.scale.fill_(slope)
         self.offset.fill_(float(label.mean() - slope * raw.mean()))
 
-    def forward(self, atoms: torch.Tensor, owner: torch.Tensor, descriptors: torch.Tensor | None = None,
-                n_ligands: int | None = None, bonds: torch.Tensor | None = None) -> torch.Tensor:
-        """Scores of a batch of ligands.
-
-        Args:
-            atoms: ``(N, F)`` contact features of all ligand atoms of the batch.
-            owner: ``(N,)`` long, the ligand (0 … B−1) of each atom.
-            descriptors: ``(B, D)`` ligand descriptors (required when the model has a descriptor term).
-            n_ligands: B (default: from ``descriptors``, else ``owner.max() + 1``).
-            bonds: ``(E, 2)`` long bonded rows of ``atoms`` (required when the model passes messages).
+    def forward(self, batch: ContactBatch) -> torch.Tensor:
+        """Scores of a batch of ligands (:class:`ContactBatch`, from :meth:`inputs` or the training data).
 
         Returns:
-            ``(B,)`` scores: pK once :meth:`calibrate` has run (only differences within one receptor's
-            series are informative), raw training scores before.
+            ``(B,)`` scores, the mean over the batch's views: pK once :meth:`calibrate` has run (only differences
+            within one receptor's series are informative), raw training scores before.
         """
+        descriptors, bonds, owner = batch.descriptors, batch.bonds, batch.owner
         if self.descriptor_head is not None and descriptors is None:
             raise ConfigError("this contact scorer has a descriptor term: pass the ligands' descriptors")
-        dtype = self.atom_mean.dtype
-        n = n_ligands if n_ligands is not None else (len(descriptors) if descriptors is not None
-                                                     else int(owner.max()) + 1)
+        atoms, dtype = batch.atoms, self.atom_mean.dtype
+        n = batch.n_ligands * batch.views
+        if descriptors is not None and batch.views > 1:
+            descriptors = descriptors.repeat(batch.views, 1)
         hidden = self.atom_mlp[:-1]((self._atom_inputs(atoms.to(dtype)) - self.atom_mean) / self.atom_std)
         if self.messages:
             if bonds is None:
@@ -181,4 +293,6 @@ class ContactScorer(nn.Module):
             mean = scatter_mean(hidden, owner, n)
             pooled_input = mean if normalised is None else torch.cat([mean, normalised], 1)
             score = score + self.pooled_mlp(pooled_input).squeeze(-1)
+        if batch.views > 1:
+            score = score.reshape(batch.views, batch.n_ligands).mean(0)
         return self.scale * score + self.offset

@@ -55,7 +55,9 @@ from geomol.data.blocks import BlockGraph
 from geomol.data.vocab import ATOM_TYPES, POSITION_CODES, VOCAB
 from geomol.models.get_core import GET
 from geomol.models.get_official import load_official_state_dict
-from geomol.models.readouts import readout_class
+from geomol.errors import ConfigError, ModelLoadError
+from geomol.models.affinity_member import AffinityMember, register_member_kind
+from geomol.models.readouts import ShiftedEnergyReadout, adapted_readout, readout_class
 from geomol.nn.atom_pairs import AtomPairs
 from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
 from geomol.nn.scatter import scatter_mean, scatter_sum
@@ -271,13 +273,20 @@ class GETModel(nn.Module):
         return self.embed(graphs)
 
 
-class GETAffinity(GETModel):
+@register_member_kind
+class GETAffinity(GETModel, AffinityMember):
     """Binding-affinity predictor: pK = −energy by default (official ``AffinityPredictor``; LBA defaults),
     or another read-out of ``config.readout`` (:mod:`geomol.models.readouts`).
 
-    ``forward(graphs)`` takes a BlockGraph, a list or a batch of them and returns the predicted
-    pK per complex, shape [B]. Trained with MSE against pK.
+    ``forward(graphs)`` takes a BlockGraph, a list or a batch of them (or their prepared :meth:`inputs`) and
+    returns the predicted pK per complex, shape [B]. Trained with MSE against pK. An
+    :class:`~geomol.models.affinity_member.AffinityMember`: few-shot fine-tuning keeps the encoder and moves the
+    read-out (an energy read-out gains an offset, :class:`~geomol.models.readouts.ShiftedEnergyReadout`).
     """
+
+    kind = "GETAffinity"
+    card_name = "GET binding-affinity model (pK)."
+    finetune_loss = "mse"
 
     def __init__(self, config: GETConfig | None = None, **overrides: Any):
         super().__init__(config, **overrides)
@@ -285,6 +294,64 @@ class GETAffinity(GETModel):
 
     def forward(self, graphs) -> torch.Tensor:
         return self.readout(self, self.embed(graphs))
+
+    # ------------------------------------------------------------------ the member contract
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], source=None) -> "GETAffinity":
+        """From saved hyperparameters (optimiser settings ignored); ``n_block_types`` is required."""
+        if not isinstance(config.get("n_block_types"), int):
+            raise ModelLoadError("hyperparameters lack n_block_types (the block vocabulary size): not a trained "
+                                 "GET affinity model", source=source)
+        try:
+            return cls(GETConfig.from_mapping(config))
+        except (TypeError, ValueError) as exc:
+            raise ModelLoadError(f"cannot build GETAffinity({dict(config)}): {exc}", source=source) from None
+
+    def to_config(self) -> dict[str, Any]:
+        return self.config.to_dict()
+
+    @classmethod
+    def check_recipe(cls, config: Mapping[str, Any], recipe, source=None) -> None:
+        n_block_types = GETConfig.from_mapping(config).n_block_types
+        if n_block_types < recipe.num_block_types:
+            raise ModelLoadError(f"the model has {n_block_types} block types but its preprocessing "
+                                 f"(fragments) defines {recipe.num_block_types}", source=source)
+
+    def check_complex(self, graph, source=None) -> None:
+        if int(graph.B.max()) >= self.config.n_block_types:
+            raise ConfigError(f"the complex has block type {int(graph.B.max())} but the model knows "
+                              f"{self.config.n_block_types} (a graph built with another block vocabulary)", source)
+
+    def inputs(self, graphs) -> GETInputs:
+        """Prepared inputs (edges and atom pairs built once: members of one config share them)."""
+        return self.prepare(as_batch(graphs).to(self.edge_embedding.weight.device))
+
+    def finetune_start(self) -> "GETAffinity":
+        """A copy whose read-out has an offset to fit the target's level (an energy read-out becomes
+        :class:`~geomol.models.readouts.ShiftedEnergyReadout`; read-outs with an offset of their own stay)."""
+        new = GETAffinity(replace(self.config, readout=adapted_readout(self.config))).to(self.edge_embedding.weight)
+        new.load_state_dict(self.state_dict(), strict=False)  # only readout.offset can be new (energy read-out)
+        return new
+
+    def frozen(self, inputs) -> GETOutput:
+        """The encoder's output (fine-tuning never moves the encoder)."""
+        return self.embed(inputs)
+
+    def head(self, frozen: GETOutput) -> torch.Tensor:
+        return self.readout(self, frozen)
+
+    def finetune_parameters(self) -> list[nn.Parameter]:
+        """The energy MLP (for the energy read-outs), else the read-out's own weights; the offset is the level."""
+        weights = self.energy_ffn if isinstance(self.readout, ShiftedEnergyReadout) else self.readout
+        return [p for name, p in weights.named_parameters() if name != "offset"]
+
+    def finetune_moves(self) -> str:
+        return (f"the encoder is unchanged; the read-out's weights (read-out "
+                f"`{self.config.readout.rpartition('.')[2]}`)")
+
+    @property
+    def level(self) -> torch.Tensor:
+        return self.readout.offset
 
     @staticmethod
     def loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

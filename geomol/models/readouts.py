@@ -12,19 +12,21 @@ it reads only invariant features.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 import torch
 from torch import nn
 
 from geomol.data.blocks import ligand_atom_mask
 from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES, GRAPH_MORGAN_BITS
 from geomol.data.vocab import ATOM_TYPES
-from geomol.errors import InputCheckError
+from geomol.errors import ConfigError, InputCheckError
 from geomol.models.physics_readout import TYPICAL_PK, PhysicsReadout
 from geomol.nn.scatter import scatter_sum
 
 __all__ = ["EnergyReadout", "ShiftedEnergyReadout", "GraphReadout", "SizeAwareReadout", "HybridReadout",
            "PhysicsReadout", "SizeAwarePhysicsReadout", "ligand_heavy_atoms", "READOUTS", "register_readout",
-           "readout_class"]
+           "readout_class", "adapted_readout", "ENERGY_READOUT", "SHIFTED_READOUT"]
 
 HEAVY_ATOM_SCALE = 25.0  # heavy atoms of a typical drug-like ligand: the size term's unit
 # Typical magnitudes of DESCRIPTOR_NAMES, so that every descriptor enters a hybrid read-out near unit scale.
@@ -48,7 +50,7 @@ class EnergyReadout(nn.Module):
 class ShiftedEnergyReadout(EnergyReadout):
     """pK = −Σ blocks ``energy_ffn(block_repr)`` + ``offset``: the official read-out with one learned
     constant per model, as few-shot fine-tuning on a user's target writes it
-    (:mod:`geomol.inference.finetune`). A per-block bias cannot express a per-complex constant,
+    (:mod:`geomol.training.finetune`). A per-block bias cannot express a per-complex constant,
     since the sum over blocks would scale it with the pocket's size."""
 
     def __init__(self, d_hidden: int):
@@ -167,3 +169,23 @@ def readout_class(path: str) -> type[nn.Module]:
     if path not in READOUTS:
         raise ValueError(f"unknown read-out {path!r}; registered: {sorted(READOUTS)} (see register_readout)")
     return READOUTS[path]
+
+
+ENERGY_READOUT = "geomol.models.readouts.EnergyReadout"
+SHIFTED_READOUT = "geomol.models.readouts.ShiftedEnergyReadout"
+
+
+def adapted_readout(config) -> str:
+    """The read-out path a fine-tuned GET has (``config``: a :class:`~geomol.models.get.GETConfig` or its
+    mapping): an energy read-out gains an offset (:class:`ShiftedEnergyReadout`), others keep theirs.
+
+    Raises:
+        ConfigError: a read-out without an ``offset`` parameter (nothing to fix the target's level with).
+    """
+    values = config if isinstance(config, Mapping) else vars(config)
+    readout = values.get("readout", ENERGY_READOUT)
+    if readout in (ENERGY_READOUT, SHIFTED_READOUT):
+        return SHIFTED_READOUT
+    if "offset" not in dict(readout_class(readout)(int(values.get("d_hidden", 32))).named_parameters()):
+        raise ConfigError(f"fine-tuning needs a read-out with an offset; this model's read-out is {readout}")
+    return readout

@@ -23,20 +23,22 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Hashable, Literal, Sequence
+from typing import Hashable, Iterable, Literal, Sequence
 
 import numpy as np
 import torch
 
+from geomol.data.chemistry.contact_features import graph_ligand_bonds
+from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.errors import ConfigError
 from geomol.evaluation.targets import MIN_TARGET_LIGANDS, target_members
-from geomol.models.contact_scorer import ContactScorer
+from geomol.models.contact_scorer import ContactBatch, ContactScorer
 from geomol.training.ligand_baselines import validation_score
 from geomol.training.losses import (centred_loss, listwise_loss, ranking_loss, series_ranking_loss,
                                     weighted_ranking_loss)
 
-__all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "fit_contact_scorer",
-           "predict_contact_scorer", "predict_views"]
+__all__ = ["CONTACT_LOSSES", "ContactData", "ContactFit", "calibrate_contact_scorer", "contact_views",
+           "fit_contact_scorer", "predict_contact_scorer", "predict_views"]
 
 CONTACT_LOSSES = {"ranking": ranking_loss, "ranking_weighted": weighted_ranking_loss,
                   "ranking_per_series": series_ranking_loss, "listwise": listwise_loss, "centred": centred_loss}
@@ -91,13 +93,16 @@ class ContactData:
     def __len__(self) -> int:
         return len(self.label)
 
-    def batch(self, idx: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(atoms (N_b, F), owner (N_b,), descriptors (B, D))`` of the items ``idx``, in that order."""
+    def batch(self, idx: Sequence[int], bonds: bool = False) -> ContactBatch:
+        """The :class:`~geomol.models.contact_scorer.ContactBatch` of the items ``idx``, in that order (with
+        their bonds when ``bonds``)."""
         idx = np.asarray(idx, dtype=np.int64)
         starts, lengths = self.offsets[idx], self.offsets[idx + 1] - self.offsets[idx]
         owner = np.repeat(np.arange(len(idx)), lengths)
         rows = starts[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return self.atoms[torch.from_numpy(rows)], torch.from_numpy(owner), self.descriptors[torch.from_numpy(idx)]
+        return ContactBatch(self.atoms[torch.from_numpy(rows)], torch.from_numpy(owner),
+                            self.descriptors[torch.from_numpy(idx)], len(idx),
+                            self.batch_bonds(idx) if bonds else None)
 
     def batch_bonds(self, idx: Sequence[int]) -> torch.Tensor:
         """``(E_b, 2)`` int64: the bonds of the items ``idx`` (distinct) as rows of :meth:`batch`'s ``atoms``."""
@@ -112,6 +117,29 @@ class ContactData:
         chosen = position[item] >= 0
         moved = batch_start[position[item[chosen]]] - self.offsets[item[chosen]]
         return torch.from_numpy(self.bonds[chosen] + moved[:, None])
+
+
+def contact_views(graphs: Iterable, recipe: ContactRecipe, label: Sequence[float], keys: Sequence[Hashable],
+                  bonds: bool = False) -> list[ContactData]:
+    """The :class:`ContactData` of complex graphs featurised by ``recipe``, one per view
+    (:attr:`~geomol.data.chemistry.contact_recipe.ContactRecipe.n_views`: the pose's own first, then the moved
+    poses when the recipe keeps them as views).
+
+    Args:
+        graphs: complex graphs built from ligand molecules (they carry ``ligand_descriptors``), in item order.
+        label: ``(n,)`` pK; keys: ``(n,)`` the series of each item.
+        bonds: carry the ligands' bonds (for a scorer passing messages along them).
+    """
+    rows = [[] for _ in range(recipe.n_views)]
+    descriptors, ligand_bonds = [], []
+    for graph in graphs:
+        graph_bonds = graph_ligand_bonds(graph) if recipe.bond_context or bonds else None  # rigid moves keep them
+        for view, view_rows in zip(rows, recipe.views(graph, graph_bonds)):
+            view.append(view_rows)
+        descriptors.append(graph.ligand_descriptors[0].numpy())
+        ligand_bonds.append(graph_bonds)
+    return [ContactData.from_items(view, np.asarray(descriptors), label, keys, ligand_bonds if bonds else None)
+            for view in rows]
 
 
 @dataclass
@@ -137,15 +165,8 @@ def predict_contact_scorer(model: ContactScorer, data: ContactData, idx: Sequenc
     with torch.inference_mode():
         for start in range(0, len(idx), batch_size):
             chunk = idx[start:start + batch_size]
-            atoms, owner, descriptors = data.batch(chunk)
-            out.append(model(atoms, owner, descriptors if model.descriptor_head is not None else None,
-                             n_ligands=len(chunk), bonds=_bonds(model, data, chunk)).double().numpy())
+            out.append(model(data.batch(chunk, bonds=model.message_steps > 0)).double().numpy())
     return np.concatenate(out) if out else np.zeros(0)
-
-
-def _bonds(model: ContactScorer, data: ContactData, idx: np.ndarray) -> torch.Tensor | None:
-    """The bonds of the items ``idx`` as batch rows when ``model`` passes messages along them, else ``None``."""
-    return data.batch_bonds(idx) if model.message_steps else None
 
 
 def predict_views(model: ContactScorer, views: Sequence[ContactData], idx: Sequence[int]) -> np.ndarray:
@@ -175,7 +196,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
                        weight_decay: float = 1e-4,
                        series_per_batch: int = 16, min_ligands: int = MIN_TARGET_LIGANDS,
                        train_keys: np.ndarray | None = None, pooled: int = 0,
-                       views: Sequence[ContactData] = (), message_steps: int = 0) -> ContactFit:
+                       views: Sequence[ContactData] = (), message_steps: int = 0,
+                       recipe: ContactRecipe | None = None) -> ContactFit:
     """Train a :class:`ContactScorer` on ``train``; keep the epoch with the best score on ``valid``.
 
     Args:
@@ -194,6 +216,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
             :func:`~geomol.data.chemistry.contact_features.graph_pose_contacts`): every training batch reads ``data``
             or one of them at random, and validation scores the mean prediction over all (:func:`predict_views`).
         message_steps: rounds of messages along the ligands' bonds (:class:`ContactScorer`; ``data.bonds`` needed).
+        recipe: how ``data`` was featurised (:func:`contact_views`), kept with the model so that it can be
+            saved and used for prediction (default: the recipe of the data's width, when it has one).
     """
     if loss not in CONTACT_LOSSES:
         raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")
@@ -204,9 +228,9 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
     rng = np.random.default_rng(seed)
     model = ContactScorer(hidden, n_atom_features=data.atoms.shape[1],
                           n_descriptors=data.descriptors.shape[1] if descriptors else 0, pooled=pooled,
-                          message_steps=message_steps)
-    atoms, _, train_descriptors = data.batch(train)
-    model.fit_normalisation(atoms, train_descriptors)
+                          message_steps=message_steps, recipe=recipe)
+    train_batch = data.batch(train)
+    model.fit_normalisation(train_batch.atoms, train_batch.descriptors)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_function = CONTACT_LOSSES[loss]
     members = target_members(data.keys[valid].tolist(), min_ligands)
@@ -217,9 +241,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
         model.train()
         for idx in _series_batches(groups, series_per_batch, rng):
             view = (data, *views)[rng.integers(len(views) + 1) if views else 0]
-            atoms, owner, batch_descriptors = view.batch(idx)
-            pred = model(atoms, owner, batch_descriptors if descriptors else None, n_ligands=len(idx),
-                         bonds=_bonds(model, view, idx))
+            pred = model(view.batch(idx, bonds=message_steps > 0))
             value = loss_function(pred, torch.as_tensor(data.label[idx], dtype=pred.dtype), train_keys[idx].tolist())
             optimiser.zero_grad()
             value.backward()

@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 from typing import Hashable, Sequence
 
 import numpy as np
+import torch
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 
 from geomol.errors import ConfigError
 from geomol.evaluation.metrics import rmse
 from geomol.evaluation.targets import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
+from geomol.models.ligand_trees import LigandTrees
 
 __all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "group_centred", "series_features", "select_ligand_model",
-           "validation_score"]
+           "validation_score", "ligand_trees"]
 
 LIGAND_MODELS = ("rf", "gbm", "gbm_series")
 
@@ -144,3 +146,51 @@ def select_ligand_model(kind: str, features: np.ndarray, label: np.ndarray, trai
                 best = Selection(model, chosen, score, kind=kind)
     best.tried = tried
     return best
+
+
+def ligand_trees(selection: Selection) -> LigandTrees:
+    """The fitted model of a :class:`Selection` as a :class:`~geomol.models.ligand_trees.LigandTrees` member
+    (its trees as arrays: shipped, loaded with ``weights_only=True`` and fine-tuned like any member; it predicts
+    exactly as scikit-learn does on the same rows).
+
+    Raises:
+        ConfigError: a ``gbm_series`` model: it predicts differences within a series from the features of the
+            whole series at once, which a member scoring complexes one batch at a time cannot give it.
+    """
+    if selection.kind == "gbm_series":
+        raise ConfigError("a gbm_series model predicts differences within a series from the whole series' "
+                          "features at once; it cannot be a member of a shipped model (use 'rf' or 'gbm')")
+    model = selection.model
+    if selection.kind == "rf":
+        trees = [(e.tree_.feature, e.tree_.threshold, e.tree_.children_left, e.tree_.children_right,
+                  e.tree_.value[:, 0, 0]) for e in model.estimators_]
+        offset, average, float32_inputs = 0.0, True, True
+    else:
+        nodes = [predictors[0].nodes for predictors in model._predictors]  # noqa: SLF001 (no public tree arrays)
+        trees = [(np.where(n["is_leaf"], -1, n["feature_idx"]), n["num_threshold"], n["left"], n["right"], n["value"])
+                 for n in nodes]
+        offset, average, float32_inputs = float(np.ravel(model._baseline_prediction)[0]), False, False  # noqa: SLF001
+    member = LigandTrees(len(trees), max(len(tree[0]) for tree in trees), max(_depth(*tree[:4]) for tree in trees),
+                         n_features=int(model.n_features_in_), average=average, float32_inputs=float32_inputs,
+                         model=selection.kind)
+    with torch.no_grad():
+        for k, (feature, threshold, left, right, value) in enumerate(trees):
+            leaf = np.asarray(feature) < 0
+            n = len(leaf)
+            member.feature[k, :n] = torch.from_numpy(np.where(leaf, -1, feature).astype(np.int64))
+            member.threshold[k, :n] = torch.from_numpy(np.asarray(threshold, dtype=np.float64))
+            member.left[k, :n] = torch.from_numpy(np.where(leaf, np.arange(n), left).astype(np.int64))
+            member.right[k, :n] = torch.from_numpy(np.where(leaf, np.arange(n), right).astype(np.int64))
+            member.value[k, :n] = torch.from_numpy(np.asarray(value, dtype=np.float64))
+        member.offset.fill_(offset)
+    return member.eval()
+
+
+def _depth(feature, threshold, left, right) -> int:
+    """Edges on the longest root-to-leaf path of one tree's arrays."""
+    depth, frontier = 0, [0]
+    while True:
+        inner = [i for i in frontier if feature[i] >= 0]
+        if not inner:
+            return depth
+        frontier, depth = [int(c) for i in inner for c in (left[i], right[i])], depth + 1

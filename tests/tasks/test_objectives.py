@@ -12,7 +12,6 @@ from geomol.errors import ConfigError
 from geomol.tasks.objectives import (CentredLoss, DecoyLoss, DenoisingPretraining, LossTerm, RankingLoss,
                                      RelativeEdgeLoss, describe, register_loss_term)
 from tests.conftest import REPO, shared_path
-from tests.test_affinity_cv_tables import cv  # noqa: F401 (fixture: the benchmark script as a module)
 
 
 @register_loss_term
@@ -33,18 +32,19 @@ def test_merge_config_merges_mappings_and_replaces_the_rest():
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_every_cv_variant_is_a_config_of_the_shipped_recipe(cv, tmp_path, monkeypatch):
+def test_every_cv_variant_is_a_config_of_the_shipped_recipe(tmp_path, monkeypatch):
+    from geomol.evaluation.get_variants import PLB_RECIPE, VARIANTS, GETFold, plb_fold_overrides
+
     monkeypatch.setenv("GEOMOL_SHARED_DATA", str(shared_path()))
     expected = {"rank": (RankingLoss,), "rank_series": (RankingLoss,), "rbfe": (RelativeEdgeLoss,), "pretrain": (),
                 "pretrain_corpus": (), "decoys": (DecoyLoss,), "physics_decoys": (DecoyLoss,), "physics_size_decoys": (DecoyLoss,),
                 "centred": (CentredLoss,), "pretrain_centred": (CentredLoss,)}
-    for name, variant in cv.VARIANTS.items():
-        args = cv.build_args(["train", "--fold", "1", "--variant", name, "--out-dir", str(tmp_path / name),
-                              "--cache-dir", str(tmp_path / "cache"), "--fragment-vocab", str(tmp_path / "v.json")])
-        overrides = cv.fold_overrides(args, variant)
+    for name, variant in VARIANTS.items():
+        overrides = plb_fold_overrides(GETFold(1, str(tmp_path / name), variant=name, cache_dir=str(tmp_path / "cache"),
+                                               fragment_vocab=str(tmp_path / "v.json")))
         if name == "fragments":  # needs a vocabulary file; the others build as they are
             overrides["data"]["init_args"].pop("fragments")
-        cli = build_from_config(cv.RECIPE, overrides)
+        cli = build_from_config(PLB_RECIPE, overrides)
         assert isinstance(cli.model, AffinityModule) and cli.trainer.max_epochs == 12
         assert cli.datamodule.split_args["fold"] == 1 and cli.trainer.checkpoint_callback.monitor.endswith("spearman")
         assert tuple(type(t) for t in cli.model.loss_terms) == expected.get(name, ())

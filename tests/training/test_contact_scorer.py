@@ -3,18 +3,19 @@ the epoch is chosen on validation, and a state_dict is the whole model (weights_
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
-from geomol.training.contact_scorer import ContactData, fit_contact_scorer, predict_contact_scorer, predict_views
 from geomol.data.chemistry.contact_features import ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES
 from geomol.errors import ConfigError
-from geomol.training.ligand_baselines import validation_score
 from geomol.evaluation.metrics import spearman
-from geomol.models.contact_scorer import WITH_CHEMISTRY, ContactScorer
 from geomol.evaluation.targets import target_members
+from geomol.models.contact_scorer import WITH_CHEMISTRY, ContactBatch, ContactScorer
+from geomol.training.contact_scorer import ContactData, fit_contact_scorer, predict_contact_scorer, predict_views
+from geomol.training.ligand_baselines import validation_score
 
 POLAR = ATOM_CONTACT_FEATURES.index("polar")
 N_FEATURES = len(ATOM_CONTACT_FEATURES)
@@ -113,22 +114,25 @@ def chained(data: ContactData) -> ContactData:
                                   data.descriptors.numpy(), data.label, data.keys, bonds)
 
 
+def double(batch: ContactBatch) -> ContactBatch:
+    """``batch`` in float64."""
+    return replace(batch, atoms=batch.atoms.double(), descriptors=batch.descriptors.double())
+
+
 @pytest.mark.parametrize("pooled, steps", [(0, 0), (8, 0), (0, 2)], ids=["additive", "pooled", "messages"])
 def test_scores_are_independent_of_batching_and_atom_order(pooled, steps):
     data, _, _, test = planted()
     data = chained(data)
     model = ContactScorer(pooled=pooled, message_steps=steps).double()
     model.fit_normalisation(data.atoms.double(), data.descriptors.double())
-    atoms, owner, descriptors = data.batch(test[:5])
-    bonds = data.batch_bonds(test[:5])
-    together = model(atoms.double(), owner, descriptors.double(), bonds=bonds)
-    alone = torch.stack([model(*[t.double() if t.is_floating_point() else t for t in data.batch([i])],
-                               bonds=data.batch_bonds([i]))[0] for i in test[:5]])
+    batch = double(data.batch(test[:5], bonds=True))
+    together = model(batch)
+    alone = torch.stack([model(double(data.batch([i], bonds=True)))[0] for i in test[:5]])
     torch.testing.assert_close(together, alone)
-    shuffled = torch.randperm(len(owner))  # atom order within and across ligands does not matter
+    shuffled = torch.randperm(len(batch.owner))  # atom order within and across ligands does not matter
     place = torch.argsort(shuffled)  # new row of each old row
-    torch.testing.assert_close(model(atoms.double()[shuffled], owner[shuffled], descriptors.double(),
-                                     bonds=place[bonds]), together)
+    torch.testing.assert_close(model(replace(batch, atoms=batch.atoms[shuffled], owner=batch.owner[shuffled],
+                                             bonds=place[batch.bonds])), together)
 
 
 def test_batch_bonds_are_rows_of_the_batch():
@@ -138,7 +142,7 @@ def test_batch_bonds_are_rows_of_the_batch():
     assert data.bonds.tolist() == [[0, 1], [2, 3], [3, 4], [5, 8]]
     assert data.batch_bonds([2, 0]).tolist() == [[4, 5], [0, 3]]  # batch rows: item 2 at 0–3, item 0 at 4–5
     with pytest.raises(ConfigError, match="bonds"):
-        ContactScorer(n_atom_features=3, n_descriptors=0, message_steps=1)(data.batch([0])[0], data.batch([0])[1])
+        ContactScorer(n_atom_features=3, n_descriptors=0, message_steps=1)(data.batch([0]))
 
 
 def test_messages_follow_their_formula_and_train():
@@ -150,8 +154,9 @@ def test_messages_follow_their_formula_and_train():
                                   data.descriptors.numpy(), data.label, data.keys, bonds)
     model = ContactScorer(message_steps=2).double()
     model.fit_normalisation(data.atoms.double(), data.descriptors.double())
-    atoms, _, descriptors = (t.double() if t.is_floating_point() else t for t in data.batch([0]))
-    score = model(atoms, torch.zeros(len(atoms), dtype=torch.long), descriptors, bonds=data.batch_bonds([0]))
+    batch = double(data.batch([0], bonds=True))
+    atoms, descriptors = batch.atoms, batch.descriptors
+    score = model(batch)
     hidden = model.atom_mlp[:-1]((model._atom_inputs(atoms) - model.atom_mean) / model.atom_std)
     for step in model.messages:
         neighbours = torch.zeros_like(hidden)
@@ -183,8 +188,9 @@ def test_pooled_term_reads_the_mean_atom_state_and_the_descriptors():
     data, _, _, test = planted()
     model = ContactScorer(pooled=8).double()
     model.fit_normalisation(data.atoms.double(), data.descriptors.double())
-    atoms, owner, descriptors = (t.double() if t.is_floating_point() else t for t in data.batch(test[:3]))
-    scores = model(atoms, owner, descriptors)
+    batch = double(data.batch(test[:3]))
+    atoms, owner, descriptors = batch.atoms, batch.owner, batch.descriptors
+    scores = model(batch)
     inputs = (model._atom_inputs(atoms) - model.atom_mean) / model.atom_std
     normalised = (descriptors - model.descriptor_mean) / model.descriptor_std
     for ligand in range(3):
@@ -197,9 +203,10 @@ def test_pooled_term_reads_the_mean_atom_state_and_the_descriptors():
 
 
 def test_descriptor_term_needs_descriptors():
+    atoms_only = ContactBatch(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long), None, 1)
     with pytest.raises(ConfigError, match="descriptors"):
-        ContactScorer()(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long))
-    assert ContactScorer(n_descriptors=0)(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long)).shape == (1,)
+        ContactScorer()(atoms_only)
+    assert ContactScorer(n_descriptors=0)(atoms_only).shape == (1,)
 
 
 def test_role_columns_widen_the_input_and_count_columns_are_logged():

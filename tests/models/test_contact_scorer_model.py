@@ -1,0 +1,113 @@
+"""The contact scorer keeps the model contract every geomol model keeps: invariant pK under rotations, reflections
+and translations of the complex, independent of atom and block order, a batch equal to its members one by one,
+trainable, and a state_dict that is the whole model. Its input is what its contact recipe reads from the graph,
+so the contract runs through :meth:`ContactScorer.inputs` on real complexes (the tankyrase-2 example)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from geomol.data import complex_from_structure, read_ligands, read_structure
+from geomol.data.chemistry.contact_features import ligand_heavy_atoms
+from geomol.data.chemistry.contact_recipe import ContactRecipe
+from geomol.models.contact_scorer import ContactScorer
+from geomol.testing import INVARIANT, POSITION
+from tests.conftest import REPO
+from tests.models.model_contract import ModelContract
+from tests.models.test_get_model import _permuted
+
+EXAMPLE = REPO / "data" / "example"
+LIGAND_FIELDS = ("ligand_descriptors", "ligand_morgan", "name")
+
+
+def _complexes(indices, dtype=torch.float64):
+    receptor = read_structure(EXAMPLE / "tnks2_protein.pdb")
+    ligands = read_ligands(EXAMPLE / "tnks2_ligands.sdf")
+    graphs = [complex_from_structure(receptor, ligands[i], pocket_cutoff=9.0, y=6.0 + 0.7 * i) for i in indices]
+    for graph in graphs:
+        graph.X = graph.X.to(dtype)
+    return graphs
+
+
+class ContactScorerContract(ModelContract):
+    """A scorer with the role columns, messages along the ligand's bonds, a pooled term and moved pose views."""
+
+    outputs = {"pK": INVARIANT}
+    recipe = ContactRecipe(roles=True, near=3.5, shell=5.5, cutoff=7.0, moves=1, pose_views="augment")
+    train_steps, lr, loss_drop = 15, 1e-2, 0.5
+
+    def make_model(self, seed):
+        torch.manual_seed(seed)
+        model = ContactScorer(hidden=8, pooled=4, message_steps=1, recipe=self.recipe).double()
+        batch = model.inputs(_complexes([0, 1, 2]))
+        model.fit_normalisation(batch.atoms.double(), batch.descriptors.double())
+        return model.eval()
+
+    def make_graphs(self):
+        return _complexes([0, 3])
+
+    def run(self, model, graphs):
+        return {"pK": model(model.inputs(graphs))}
+
+    def geometry(self, graph):
+        return {"X": (graph.X, POSITION)}
+
+    def with_geometry(self, graph, X):
+        moved = graph.clone()
+        moved.X = X
+        return moved
+
+    def permuted(self, graph, generator):
+        moved, index = _permuted(graph, generator)
+        for field in LIGAND_FIELDS:
+            setattr(moved, field, getattr(graph, field))
+        heavy = ligand_heavy_atoms(graph).nonzero().flatten()  # ligand_chemistry rows follow these atoms' order
+        moved_heavy = index["atoms"][ligand_heavy_atoms(moved)]
+        moved.ligand_chemistry = graph.ligand_chemistry[torch.searchsorted(heavy, moved_heavy)]
+        return moved, {"pK": None}
+
+    def loss(self, model, graphs):
+        pred = model(model.inputs(graphs))
+        return torch.nn.functional.mse_loss(pred, torch.cat([g.y for g in graphs]).to(pred.dtype))
+
+
+class TestContactScorer(ContactScorerContract):
+    pass
+
+
+class TestContactScorerOnElementsAlone(ContactScorerContract):
+    """The plain featurisation (elements, Vina-shaped terms), one pose, no messages."""
+
+    recipe = ContactRecipe()
+
+    def make_model(self, seed):
+        torch.manual_seed(seed)
+        model = ContactScorer(hidden=8, recipe=self.recipe).double()
+        return model.eval()
+
+
+def test_the_permuted_graph_keeps_each_atom_with_its_roles():
+    """The contract's permutation moves each ligand atom's role row with it: the moved graph's rows are the
+    original rows in the new atom order (so the permutation test compares like with like)."""
+    graph = _complexes([1])[0]
+    moved, index = _permuted(graph, torch.Generator().manual_seed(3))
+    moved = ContactScorerContract().permuted(graph, torch.Generator().manual_seed(3))[0]
+    rows, moved_rows = (ContactRecipe(roles=True).views(g)[0] for g in (graph, moved))
+    position = torch.searchsorted(ligand_heavy_atoms(graph).nonzero().flatten(),
+                                  index["atoms"][ligand_heavy_atoms(moved)]).numpy()
+    assert not np.array_equal(position, np.arange(len(position)))
+    np.testing.assert_allclose(moved_rows, rows[position], atol=1e-10)
+
+
+@pytest.mark.parametrize("cutoff", [6.0, 9.0])
+def test_the_pocket_check_follows_the_recipe(cutoff):
+    from geomol.data.complexes.recipe import ComplexRecipe
+    from geomol.errors import ConfigError
+
+    config = ContactScorer(recipe=ContactRecipe(near=3.0, shell=5.0, cutoff=cutoff)).to_config()
+    if cutoff > 8.0:
+        with pytest.raises(ConfigError, match="smaller than the contact features"):
+            ContactScorer.check_recipe(config, ComplexRecipe(pocket_cutoff=8.0))
+    else:
+        ContactScorer.check_recipe(config, ComplexRecipe(pocket_cutoff=8.0))
