@@ -90,3 +90,30 @@ def test_mol2_receptor_with_docked_mol2_poses(model_dir):
     results = geomol.predict_affinity(folder / "receptor.mol2.gz", poses, model=model_dir)
     assert [r.name for r in results] == ["BindingDB_50186226", "BindingDB_50186228"]
     assert all(r.ok and np.isfinite(r.pK) and r.n_pocket_blocks > 10 for r in results)
+
+
+def test_no_refine_keeps_the_embedded_poses(model_dir, tmp_path):
+    """--no-refine (predict-affinity and screen) poses as before refinement existed; the default refines."""
+    import argparse
+
+    from geomol.commands import screen
+    from geomol.data.posing.poses import PoseParameters, PoseTemplate
+
+    smiles, name = ANALOGUES.read_text().splitlines()[1].split()
+    (tmp_path / "one.smi").write_text(f"{smiles} {name}\n")
+    written = {}
+    for flag in ([], ["--no-refine"]):
+        poses = tmp_path / f"poses{len(flag)}.sdf"
+        assert main(["predict-affinity", "--receptor", str(RECEPTOR), "--reference", str(REFERENCE), "--ligands",
+                     str(tmp_path / "one.smi"), "--write-poses", str(poses), "--model", str(model_dir), "--quiet",
+                     *flag]) == 0
+        written[bool(flag)] = read_ligands(poses)[0].GetConformer().GetPositions()
+    receptor = geomol.data.read_structure(RECEPTOR)
+    embedded = PoseTemplate(read_ligand(REFERENCE), receptor, PoseParameters(refinement=None)).pose(smiles, name)
+    np.testing.assert_allclose(written[True], embedded.molecule.GetConformer().GetPositions(), atol=1e-3)
+    assert not np.allclose(written[False], written[True], atol=1e-2)
+    parser = argparse.ArgumentParser()
+    screen.add_arguments(parser)
+    common = ["--receptor", "r.pdb", "--reference", "ref.sdf", "--library", "lib.smi", "--out", "out"]
+    assert screen._settings(parser.parse_args([*common, "--no-refine"])).pose.refinement is None
+    assert screen._settings(parser.parse_args(common)).pose.refinement is not None
