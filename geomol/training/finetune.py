@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -100,9 +100,12 @@ def adapt_member(member: AffinityMember, inputs: Any, measured: torch.Tensor,
 
 
 def fit_started(new: AffinityMember, frozen: Any, measured: torch.Tensor, settings: FinetuneSettings,
-                weights: torch.Tensor | None = None) -> AffinityMember:
+                weights: torch.Tensor | None = None,
+                on_step: Callable[[int, AffinityMember], None] | None = None) -> AffinityMember:
     """The fine-tuning loop on ``new`` (a :meth:`~AffinityMember.finetune_start` copy, changed in place) whose
-    frozen part for the k complexes is ``frozen``; ``measured`` and ``weights`` as in :func:`adapt_member`."""
+    frozen part for the k complexes is ``frozen``; ``measured`` and ``weights`` as in :func:`adapt_member`.
+    ``on_step(step, new)`` is called after every optimiser step (1 … ``settings.steps``): ``new`` then ranks
+    ligands as a fit of ``step`` steps does (its level is refitted only at the end)."""
     weights = torch.ones_like(measured) if weights is None else weights.to(measured.dtype)
     mean = lambda values: (weights * values).sum() / weights.sum()  # noqa: E731
     with torch.no_grad():
@@ -114,13 +117,15 @@ def fit_started(new: AffinityMember, frozen: Any, measured: torch.Tensor, settin
     for p in trained:
         p.requires_grad_(True)
     optimiser = torch.optim.Adam(trained, lr=settings.lr) if trained else None
-    for _ in range(settings.steps if optimiser else 0):
+    for step in range(settings.steps if optimiser else 0):
         optimiser.zero_grad()
         residual = new.head(frozen) - measured
         pull = sum(((p - a) ** 2).sum() for p, a in zip(head, anchors))
         fit = mean(residual ** 2) if new.finetune_loss == "mse" else mean((residual - mean(residual)) ** 2)
         (fit + settings.anchor * pull).backward()
         optimiser.step()
+        if on_step is not None:
+            on_step(step + 1, new)
     if new.finetune_loss == "centred":
         with torch.no_grad():
             new.level.sub_(mean(new.head(frozen) - measured))

@@ -3,25 +3,29 @@
 A handful of measured ligands can teach a model how one target ranks its ligands, or only add noise to a ranking
 that was already good: on proteins where the default model ranked well, always adapting it with 10 measured ligands
 lowered the mean Spearman on the other ligands. Which of the two happens is estimated *within* the k measured
-ligands, by leave-pair-out cross-validation: for a pair (i, j) of them with different pK, a candidate setting
-adapts the model on the other k − 2 (:func:`~geomol.training.finetune.fit_started`, the pair's weight 0) and
+ligands, by leave-pair-out cross-validation: for a pair (i, j) of them with different pK, every candidate setting
+adapts the model on the other k − 2 (:func:`~geomol.training.finetune.fit_started` with the pair's weight 0) and
 predicts both; the pair is ordered right when the predicted difference has the measured sign (a predicted tie
 counts half). The model as it is orders the same pairs with its own predictions (a fitted level does not change
-them). At most ``max_pairs`` pairs are held out (a seeded random choice); each costs one fit per candidate and
-member.
+them). At most ``max_pairs`` pairs are held out (a seeded random choice). The candidates differ in how far they
+go (``steps``, one anchor and learning rate): one fit of the most steps per held-out pair and member serves them
+all, read at each candidate's step count (a fit stopped there ranks as one of that many steps).
 
-:class:`FinetuneChoice` adapts with the candidate that orders the most held-out pairs right when it beats the model
-as it is by more than ``min_gain`` (a fraction of the pairs); otherwise the model keeps its weights and only its
-level is set to the measured ligands (``steps = 0``: its ranking is the base model's). Below ``min_ligands`` there
-is no pair to hold out with enough ligands left to adapt on, and the level alone is set. The
-:class:`FinetuneDecision` records the estimate and says it in words (:meth:`FinetuneDecision.message`); ``geomol
-finetune`` prints it and writes it on the model card and in the manifest (``metrics.finetune.decision``).
+:class:`FinetuneChoice` adapts with the candidate that orders the most held-out pairs right (the fewest steps of
+equals) when it beats the model as it is by more than ``min_gain`` (a fraction of the pairs); otherwise the model
+keeps its weights and only its level is set to the measured ligands (``steps = 0``: it ranks as the base model).
+With fewer than ``min_ligands`` measured ligands (or no two with different pK) nothing can be held out and the
+level alone is set. ``min_gain`` and the candidates were chosen on validation targets of the corpus
+cross-validation, never on test targets (``benchmarks/affinity_fewshot_decision.py``, ``docs/predict.md``).
+The :class:`FinetuneDecision` records the estimate and says it in words (:meth:`FinetuneDecision.message`);
+``geomol finetune`` prints it and writes it on the model card and in the manifest (``metrics.finetune.decision``).
 """
 from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from itertools import groupby
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -30,14 +34,11 @@ from geomol.data.blocks import BlockGraph
 from geomol.errors import ConfigError
 from geomol.training.finetune import FinetuneSettings, fit_started
 
-__all__ = ["LEVEL_ONLY", "DEFAULT_CANDIDATES", "FinetuneChoice", "PairScore", "FinetuneDecision", "held_out_pairs",
+__all__ = ["LEVEL_ONLY", "FinetuneChoice", "PairScore", "FinetuneDecision", "held_out_pairs", "fit_candidates",
            "pair_scores"]
 
 LEVEL_ONLY = FinetuneSettings(steps=0)
 """The model's weights kept, only its level (constant offset) set to the measured ligands."""
-
-DEFAULT_CANDIDATES = (FinetuneSettings(steps=100, anchor=1.0), FinetuneSettings(steps=300, anchor=0.1))
-"""How far adapting may go, gentlest first: ``geomol finetune``'s former fixed setting, and a longer, looser one."""
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,12 @@ class FinetuneDecision:
     Attributes:
         settings: the setting used (``LEVEL_ONLY`` when not adapted).
         reason: ``"helps"`` (adapted: within-set validation says so), ``"does_not_help"`` (not adapted),
-            ``"too_few"`` (not adapted: too few measured ligands to validate) or ``"forced"`` (the user's setting).
+            ``"too_few"`` (too few measured ligands to validate: the choice's ``unvalidated`` setting, chosen on
+            the corpus' validation targets) or ``"forced"`` (the user's setting).
         ligands: measured ligands used.
         base: the model as it is on the held-out pairs (``None`` without pairs).
         candidates: each candidate setting on the same pairs.
+        min_gain: the margin over the base model a candidate needed.
         min_ligands: the fewest measured ligands a decision validates.
     """
 
@@ -91,6 +94,7 @@ class FinetuneDecision:
     ligands: int
     base: PairScore | None = None
     candidates: list[PairScore] = field(default_factory=list)
+    min_gain: float = 0.0
     min_ligands: int = 4
 
     @property
@@ -104,30 +108,37 @@ class FinetuneDecision:
 
     def message(self) -> str:
         """The decision and its estimate in words, for the user."""
-        level = "only its level (a constant) was set to your ligands, so it ranks them as the base model does"
-        if self.reason == "too_few":
-            return (f"not adapted: {self.ligands} measured ligands are too few to check whether adapting helps "
-                    f"(at least {self.min_ligands} are needed to hold out a pair and adapt on the rest); {level}.")
+        level = "only its level (a constant) was set to your ligands, so it ranks ligands as the base model does"
+        if self.base is None:
+            why = (f"{self.ligands} measured ligands are too few to check whether adapting helps (at least "
+                   f"{self.min_ligands} with different pK are needed to hold out a pair and adapt on the rest)")
+            if self.reason == "forced":
+                return f"adapted with your setting ({_setting_words(self.settings)}) unchecked: {why}."
+            if self.adapted:
+                return (f"adapted with {_setting_words(self.settings)} unchecked: {why}; this setting is what helped "
+                        f"on average with so few ligands on validation targets of the training corpus.")
+            return f"not adapted: {why}; {level}."
         base = self.base
-        lines = [f"within your {self.ligands} measured ligands, each held-out pair predicted by the model adapted on "
-                 f"the other {self.ligands - 2} (leave-pair-out, {base.pairs} pairs): the base model orders "
-                 f"{base.describe()} right"]
-        lines += [f"adapted ({_setting_words(s.settings)}): {s.describe()}" for s in self.candidates]
-        text = "; ".join(lines)
+        text = "; ".join([f"within your {self.ligands} measured ligands (leave-pair-out: each held-out pair "
+                          f"predicted by the model adapted on the other {self.ligands - 2}, {base.pairs} pairs) the "
+                          f"base model orders {base.describe()} right"]
+                         + [f"adapted with {_setting_words(s.settings)} {s.describe()}" for s in self.candidates])
+        gain = 100 * (self.estimate().accuracy - base.accuracy)
         if self.reason == "helps":
-            gain = 100 * (self.estimate().accuracy - base.accuracy)
-            return f"{text}. Adapted with {_setting_words(self.settings)} (+{gain:.0f} points over the base model)."
+            return f"{text}. Adapted with {_setting_words(self.settings)} ({gain:+.0f} points over the base model)."
         if self.reason == "forced":
-            gain = 100 * (self.estimate().accuracy - base.accuracy)
-            caution = "" if gain > 0 else " This estimate says adapting does not help here: check the model on " \
-                                          "ligands you held out, or leave the setting to geomol."
+            caution = "" if gain > 100 * self.min_gain else (
+                " This estimate does not say that adapting helps here: check the model on ligands you held out, "
+                "or leave the setting to geomol (no --steps, --lr or --anchor).")
             return f"{text}. Adapted with your setting ({gain:+.0f} points over the base model).{caution}"
-        return f"{text}. Not adapted: no setting ordered more held-out pairs right than the base model; {level}."
+        return (f"{text}. Not adapted: no setting ordered more than {100 * self.min_gain:.0f} points more held-out "
+                f"pairs right than the base model; {level}.")
 
     def to_dict(self) -> dict:
         return {"reason": self.reason, "adapted": self.adapted, "settings": asdict(self.settings),
                 "ligands": self.ligands, "base": None if self.base is None else self.base.to_dict(),
-                "candidates": [s.to_dict() for s in self.candidates], "message": self.message()}
+                "candidates": [s.to_dict() for s in self.candidates], "min_gain": self.min_gain,
+                "message": self.message()}
 
 
 def held_out_pairs(measured: Sequence[float], max_pairs: int, seed: int = 0) -> list[tuple[int, int]]:
@@ -141,44 +152,70 @@ def held_out_pairs(measured: Sequence[float], max_pairs: int, seed: int = 0) -> 
     return pairs
 
 
-def _ordered_right(pred: torch.Tensor, y: torch.Tensor, i: int, j: int) -> float:
-    """1 when the predicted difference of ligands i and j has the measured sign, 0.5 for a predicted tie, else 0."""
-    predicted = torch.sign(pred[i] - pred[j])
-    return 0.5 if predicted == 0 else float(predicted == torch.sign(y[i] - y[j]))
+def fit_candidates(start, frozen: Any, measured: torch.Tensor, candidates: Sequence[FinetuneSettings],
+                   weights: torch.Tensor | None, seen: Callable[[FinetuneSettings, Any], None]) -> None:
+    """Fine-tune a copy of ``start`` (a :meth:`~geomol.models.affinity_member.AffinityMember.finetune_start`
+    member) once per learning rate and anchor among ``candidates``, for their most steps, and call
+    ``seen(candidate, member)`` where the fit reaches each candidate's step count (the member then ranks as that
+    candidate's fit; ``steps = 0``: the level alone). ``frozen``, ``measured`` and ``weights`` as in
+    :func:`~geomol.training.finetune.fit_started`."""
+    path = lambda c: (c.lr, c.anchor)  # noqa: E731
+    for (lr, anchor), group in groupby(sorted(candidates, key=path), key=path):
+        at = {}
+        for candidate in group:
+            at.setdefault(candidate.steps, []).append(candidate)
+        for candidate in at.pop(0, []):
+            seen(candidate, start)  # the level does not change a ranking
+        if not at:
+            continue
+
+        def reached(step, member, at=at):
+            for candidate in at.get(step, ()):
+                seen(candidate, member)
+
+        fit_started(copy.deepcopy(start), frozen, measured, FinetuneSettings(steps=max(at), lr=lr, anchor=anchor),
+                    weights, reached)
 
 
-def pair_scores(model, graphs: Sequence[BlockGraph], measured: Sequence[float],
+def _ordered_right(difference: float, measured_difference: float) -> float:
+    """1 when a predicted difference has the measured sign, 0.5 for a predicted tie, else 0."""
+    return 0.5 if difference == 0 else float(np.sign(difference) == np.sign(measured_difference))
+
+
+def pair_scores(starts: Sequence, frozens: Sequence, measured: torch.Tensor,
                 candidates: Sequence[FinetuneSettings], pairs: Sequence[tuple[int, int]]
                 ) -> tuple[PairScore, list[PairScore]]:
     """The model as it is and every candidate setting on the held-out ``pairs`` (see the module notes).
 
     Args:
-        model: an :class:`~geomol.inference.affinity_model.AffinityModel` of any member kind.
-        graphs: the k measured complexes, built with ``model.recipe``; measured: their ``(k,)`` pK.
+        starts: every member's :meth:`~geomol.models.affinity_member.AffinityMember.finetune_start` copy (not
+            changed), in the dtype of ``measured``; frozens: each one's frozen part of the k measured complexes.
+        measured: ``(k,)`` pK.
         pairs: index pairs into them, each with different measured pK.
 
     Returns:
         The base model's score and each candidate's, on the same pairs; an ensemble's members are adapted each
         and their predictions averaged, as :func:`~geomol.training.finetune.finetune_model` does.
     """
-    y = torch.tensor(list(measured), dtype=model.dtype)
     with torch.no_grad():
-        inputs = model.members[0].inputs(list(graphs))  # members share their configuration, so their inputs too
-        starts = [member.finetune_start().to(y.dtype).eval() for member in model.members]
-        frozen = [start.frozen(inputs) for start in starts]
-        base = torch.stack([start.head(f) for start, f in zip(starts, frozen)]).mean(0)
-    scores = []
-    for settings in candidates:
-        right = 0.0
-        for i, j in pairs:
-            weights = torch.ones_like(y)
-            weights[[i, j]] = 0.0
-            fitted = [fit_started(copy.deepcopy(start), f, y, settings, weights) for start, f in zip(starts, frozen)]
+        base = torch.stack([start.head(f) for start, f in zip(starts, frozens)]).mean(0)
+    right = dict.fromkeys(candidates, 0.0)
+    for i, j in pairs:
+        weights = torch.ones_like(measured)
+        weights[[i, j]] = 0.0
+        difference = dict.fromkeys(candidates, 0.0)  # Σ over members of pred_i − pred_j
+
+        def seen(candidate, member, f=None):
             with torch.no_grad():
-                pred = torch.stack([m.head(f) for m, f in zip(fitted, frozen)]).mean(0)
-            right += _ordered_right(pred, y, i, j)
-        scores.append(PairScore(settings, right, len(pairs)))
-    return PairScore(None, sum(_ordered_right(base, y, i, j) for i, j in pairs), len(pairs)), scores
+                pred = member.head(f)
+            difference[candidate] += float(pred[i] - pred[j])
+
+        for start, f in zip(starts, frozens):
+            fit_candidates(start, f, measured, candidates, weights, lambda c, m, f=f: seen(c, m, f))
+        for candidate in candidates:
+            right[candidate] += _ordered_right(difference[candidate], float(measured[i] - measured[j]))
+    base_right = sum(_ordered_right(float(base[i] - base[j]), float(measured[i] - measured[j])) for i, j in pairs)
+    return PairScore(None, base_right, len(pairs)), [PairScore(c, right[c], len(pairs)) for c in candidates]
 
 
 @dataclass(frozen=True)
@@ -186,45 +223,67 @@ class FinetuneChoice:
     """Decide whether and how far to fine-tune from the measured ligands themselves (see the module notes).
 
     Attributes:
-        candidates: the settings tried, gentlest first (of equally good ones the first is used); with ``forced``,
-            the one setting used whatever its estimate (which is still reported).
+        steps: how far the candidates go (Adam steps), fewest first; anchor, lr: theirs (as in
+            :class:`~geomol.training.finetune.FinetuneSettings`).
         min_gain: the fraction of held-out pairs by which the best candidate must beat the model as it is.
-        max_pairs: pairs held out at most (each costs one fit per candidate and member).
+        max_pairs: pairs held out at most (each costs one fit per member).
         min_ligands: fewer measured ligands than this are not validated; the level alone is set.
         seed: the choice of pairs when there are more than ``max_pairs``.
-        forced: use ``candidates[0]`` (the user's setting) and only report its estimate.
+        forced: the user's own setting, used whatever its estimate (which is still reported); None: decide.
+        unvalidated: the setting used when nothing can be held out (fewer than ``min_ligands``), chosen on
+            validation targets of the corpus cross-validation (``LEVEL_ONLY``: the level alone).
     """
 
-    candidates: tuple[FinetuneSettings, ...] = DEFAULT_CANDIDATES
-    min_gain: float = 0.0
-    max_pairs: int = 30
+    steps: tuple[int, ...] = (30, 100, 300)
+    anchor: float = 1.0
+    lr: float = 1e-3
+    min_gain: float = 0.1
+    max_pairs: int = 12
     min_ligands: int = 4
     seed: int = 0
-    forced: bool = False
+    forced: FinetuneSettings | None = None
+    unvalidated: FinetuneSettings = LEVEL_ONLY
 
     def __post_init__(self):
-        if not self.candidates or (self.forced and len(self.candidates) != 1):
-            raise ConfigError(f"fine-tuning needs candidate settings (exactly one when forced), got {self.candidates}")
+        if not self.steps or min(self.steps) < 1:
+            raise ConfigError(f"fine-tuning candidates need steps >= 1, got {self.steps}")
         if not 0 <= self.min_gain < 1 or self.max_pairs < 1 or self.min_ligands < 4:
             raise ConfigError(f"fine-tuning choice needs 0 <= min_gain < 1, max_pairs >= 1 and min_ligands >= 4, got "
                               f"{self.min_gain}, {self.max_pairs}, {self.min_ligands}")
 
-    @classmethod
-    def of_setting(cls, settings: FinetuneSettings, **options) -> "FinetuneChoice":
-        """The user's own setting, used whatever its within-set estimate (reported all the same)."""
-        return cls(candidates=(settings,), forced=True, **options)
+    @property
+    def candidates(self) -> list[FinetuneSettings]:
+        """The settings compared with the model as it is (the user's one when forced)."""
+        if self.forced is not None:
+            return [self.forced]
+        return [FinetuneSettings(steps=s, lr=self.lr, anchor=self.anchor) for s in sorted(set(self.steps))]
 
     def decide(self, model, graphs: Sequence[BlockGraph], measured: Sequence[float]) -> FinetuneDecision:
-        """The setting to fine-tune ``model`` with on the measured complexes, and the estimate behind it."""
+        """The setting to fine-tune ``model`` (an :class:`~geomol.inference.affinity_model.AffinityModel`) with on
+        the measured complexes ``graphs`` (built with its recipe), and the estimate behind it."""
+        y = torch.tensor(list(measured), dtype=model.dtype)
+        with torch.no_grad():
+            inputs = model.members[0].inputs(list(graphs))  # members share their configuration, so their inputs
+            starts = [member.finetune_start().to(y.dtype).eval() for member in model.members]
+            frozens = [start.frozen(inputs) for start in starts]
+        return self.decide_started(starts, frozens, y)
+
+    def decide_started(self, starts: Sequence, frozens: Sequence, measured: torch.Tensor) -> FinetuneDecision:
+        """:meth:`decide` from the members' fine-tuning starts and frozen parts (as :func:`pair_scores` takes)."""
         k = len(measured)
-        pairs = held_out_pairs(measured, self.max_pairs, self.seed) if k >= self.min_ligands else []
+        pairs = held_out_pairs(measured.tolist(), self.max_pairs, self.seed) if k >= self.min_ligands else []
+        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands}
         if not pairs:
-            settings = self.candidates[0] if self.forced else LEVEL_ONLY
-            return FinetuneDecision(settings, "forced" if self.forced else "too_few", k, min_ligands=self.min_ligands)
-        base, scores = pair_scores(model, graphs, measured, self.candidates, pairs)
-        best = max(scores, key=lambda score: score.right)  # the first of equals: the gentlest
-        if self.forced:
-            return FinetuneDecision(best.settings, "forced", k, base, scores, self.min_ligands)
-        helps = best.right - base.right > self.min_gain * len(pairs)
-        return FinetuneDecision(best.settings if helps else LEVEL_ONLY, "helps" if helps else "does_not_help", k,
-                                base, scores, self.min_ligands)
+            return (FinetuneDecision(self.forced, "forced", k, **options) if self.forced is not None
+                    else FinetuneDecision(self.unvalidated, "too_few", k, **options))
+        return self.conclude(k, *pair_scores(starts, frozens, measured, self.candidates, pairs))
+
+    def conclude(self, ligands: int, base: PairScore, scores: Sequence[PairScore]) -> FinetuneDecision:
+        """The decision for ``ligands`` measured ligands from the held-out pairs' scores (:func:`pair_scores`)."""
+        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands}
+        if self.forced is not None:
+            return FinetuneDecision(self.forced, "forced", ligands, base, list(scores), **options)
+        best = max(scores, key=lambda score: score.right)  # the first of equals: the fewest steps
+        helps = best.right - base.right > self.min_gain * base.pairs
+        return FinetuneDecision(best.settings if helps else LEVEL_ONLY, "helps" if helps else "does_not_help",
+                                ligands, base, list(scores), **options)
