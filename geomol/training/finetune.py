@@ -198,12 +198,17 @@ def finetune_card(tuned: AffinityModel, report: FinetuneReport, receptor: str) -
              "## What changed", "",
              f"- in every member {tuned.members[0].finetune_moves()} moved by "
              f"{settings['steps']} Adam steps (learning rate {settings['lr']:g}) with an L2 pull of weight "
-             f"{settings['anchor']:g} towards the base weights, and the constant offset was refitted;",
+             f"{settings['anchor']:g} towards the base weights, and the constant offset was refitted;"
+             if settings["steps"] else "- the weights are the base model's; only the constant offset was refitted "
+                                       "(the model ranks ligands as the base model does);",
              f"- on the {fit['ligands']} measured ligands: RMSE {fit['rmse_before']} → {fit['rmse_after']} pK, "
              f"Spearman {fit['spearman_before']} → {fit['spearman_after']} (a fit, not a test).", "",
              "## Measured ligands used", "", "| ligand | measured pK | before | after |", "|---|---|---|---|"]
     lines += [f"| {n} | {y:.2f} | {b:.2f} | {a:.2f} |"
               for n, y, b, a in zip(report.ligands, report.measured, report.before, report.after)]
+    if report.decision is not None:
+        lines += ["", "## Whether to adapt: the estimate from the measured ligands", "", report.decision.message(),
+                  "", "(manifest `metrics.finetune.decision`; the rule and how it was chosen: `docs/predict.md`.)"]
     lines += ["", "## Limitations", "",
               "- meant for this receptor and chemical series only; elsewhere use the base model;",
               "- fitted on a handful of values: the gain on the target's other ligands is not measured here, "

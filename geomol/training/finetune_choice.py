@@ -122,7 +122,7 @@ class FinetuneDecision:
         text = "; ".join([f"within your {self.ligands} measured ligands (leave-pair-out: each held-out pair "
                           f"predicted by the model adapted on the other {self.ligands - 2}, {base.pairs} pairs) the "
                           f"base model orders {base.describe()} right"]
-                         + [f"adapted with {_setting_words(s.settings)} {s.describe()}" for s in self.candidates])
+                         + [f"adapted with {_setting_words(s.settings)}: {s.describe()}" for s in self.candidates])
         gain = 100 * (self.estimate().accuracy - base.accuracy)
         if self.reason == "helps":
             return f"{text}. Adapted with {_setting_words(self.settings)} ({gain:+.0f} points over the base model)."
@@ -234,11 +234,11 @@ class FinetuneChoice:
             validation targets of the corpus cross-validation (``LEVEL_ONLY``: the level alone).
     """
 
-    steps: tuple[int, ...] = (30, 100, 300)
+    steps: tuple[int, ...] = (10, 30, 100)
     anchor: float = 1.0
     lr: float = 1e-3
     min_gain: float = 0.1
-    max_pairs: int = 12
+    max_pairs: int = 10
     min_ligands: int = 4
     seed: int = 0
     forced: FinetuneSettings | None = None

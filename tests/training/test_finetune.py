@@ -62,7 +62,7 @@ def test_finetune_command_writes_a_model_that_predict_affinity_uses(base, comple
     measured.write_text("name,pK\n" + "".join(f"{n},{MEASURED[n]}\n" for n in TRAINING))
     out = tmp_path / "tnks2-model"
     assert main(["finetune", "--model", "get-plb", "--receptor", str(RECEPTOR), "--ligands", str(LIGANDS),
-                 "--measured", str(measured), "--out", str(out), "--threads", "1"]) == 0
+                 "--measured", str(measured), "--out", str(out), "--threads", "1", "--steps", "20"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     fit = manifest["metrics"]["finetune"]
     assert fit["base_model"] == "get-plb" and fit["ligands"] == 5 and set(fit["measured"]) == set(TRAINING)
@@ -85,8 +85,9 @@ def test_the_command_adapts_the_default_contact_scorer(contact_base, tmp_path):
     measured.write_text("name,pK\n" + "".join(f"{n},{MEASURED[n]}\n" for n in TRAINING))
     out = tmp_path / "tnks2-contact"
     assert main(["finetune", "--receptor", str(RECEPTOR), "--ligands", str(LIGANDS), "--measured", str(measured),
-                 "--out", str(out), "--threads", "1"]) == 0
+                 "--out", str(out), "--threads", "1", "--steps", "20"]) == 0  # your own setting: used as given
     manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["metrics"]["finetune"]["decision"]["reason"] == "forced"
     assert manifest["architecture"] == "ContactScorer" and manifest["metrics"]["finetune"]["base_model"] == contact_base.name
     assert "last layer and the ligand-descriptor term" in (out / "README.md").read_text()
     table = tmp_path / "predictions.csv"
