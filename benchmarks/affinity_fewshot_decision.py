@@ -15,7 +15,8 @@ leave-pair-out scores within the k ligands (:mod:`geomol.evaluation.fewshot_deci
    with at least max(k + 5, 10) ligands): mean Spearman per budget, paired differences to base ± standard error
    over targets and the worst target, for all targets and split by how well the base model ranks the target.
 
-Members and records are checkpointed under ``--work-dir`` (rerun the same command to resume). Usage::
+The featurised corpus, members and records are checkpointed under ``--work-dir`` (rerun the same
+command to resume). Usage::
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/affinity_fewshot_decision.py \\
         --output benchmarks/results/affinity_fewshot_decision.json
@@ -42,17 +43,34 @@ from geomol.training.finetune_choice import FinetuneChoice
 REPO = Path(__file__).resolve().parents[1]
 
 
-def corpus_and_variant(config: Path, cache_dir: str | None):
-    """The corpus featurised as the config's members read it, and their settings."""
+def corpus_and_variant(config: Path, cache_dir: str | None, work: Path):
+    """The corpus featurised as the config's members read it (kept under ``work`` once computed: items, folds and
+    features, without the protein clusters and moved-pose views, which these members do not read), and the
+    members' settings."""
     from geomol.commands.preprocess import data_module_from_config
     from geomol.commands.train_affinity import variant
-    from geomol.evaluation.contact_cv import module_contacts
+    from geomol.evaluation.contact_cv import CorpusContacts, module_contacts
     from geomol.tasks.cli import read_config
+    from geomol.training.contact_scorer import ContactData
 
     cv = variant(read_config(config), config)
+    if cv.recipe.moves or cv.compare_within == "protein" or cv.message_steps:
+        raise SystemExit("this benchmark keeps no moved-pose views, clusters or bonds: members that read them "
+                         "need module_contacts here")
+    path = work / "contacts.pt"
+    if path.exists():
+        saved = torch.load(path, weights_only=True)
+        data = ContactData(atoms=saved["atoms"], offsets=saved["offsets"].numpy(), descriptors=saved["descriptors"],
+                           label=saved["label"].numpy(), keys=np.asarray(saved["keys"]))
+        return CorpusContacts(saved["ids"], data, saved["folds"], np.zeros(len(saved["ids"]), dtype=int), []), cv
     module = data_module_from_config(config, cache_dir=cache_dir)
     split = module.split_args
-    return module_contacts(module, cv.recipe, n_folds=split["n_folds"], valid_fraction=split["valid_fraction"]), cv
+    corpus = module_contacts(module, cv.recipe, n_folds=split["n_folds"], valid_fraction=split["valid_fraction"])
+    d = corpus.data
+    torch.save({"atoms": d.atoms, "offsets": torch.from_numpy(d.offsets), "descriptors": d.descriptors,
+                "label": torch.from_numpy(d.label), "keys": list(map(str, d.keys)), "ids": corpus.ids,
+                "folds": [{part: list(map(int, idx)) for part, idx in fold.items()} for fold in corpus.folds]}, path)
+    return corpus, cv
 
 
 def fold_model(corpus, cv, k: int, work: Path):
@@ -95,7 +113,7 @@ def run(args) -> dict:
     rows = [json.loads(line) for line in records_path.open()] if records_path.exists() else []
     done = {(r["phase"], r["fold"], r["target"]) for r in rows}
     choice = FinetuneChoice(max_pairs=args.max_pairs)
-    corpus, cv = corpus_and_variant(args.config, args.cache_dir)
+    corpus, cv = corpus_and_variant(args.config, args.cache_dir, args.work_dir)
     print(f"corpus read: {len(corpus.ids)} complexes, {time.process_time() - clock:.0f} CPU s", flush=True)
     data = corpus.data
     for f in args.folds:
@@ -146,7 +164,7 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--k", type=int, nargs="+", default=[3, 5, 10])
     parser.add_argument("--draws", type=int, default=3)
-    parser.add_argument("--valid-targets", type=int, default=8, help="validation targets per fold (rule choice)")
+    parser.add_argument("--valid-targets", type=int, default=6, help="validation targets per fold (rule choice)")
     parser.add_argument("--min-valid-ligands", type=int, default=15)
     parser.add_argument("--grid", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.15, 0.2, 0.3])
     parser.add_argument("--max-pairs", type=int, default=FinetuneChoice.max_pairs)
