@@ -14,8 +14,9 @@ columns read "skipped". The official state dict is loaded into ours with
     python benchmarks/egno_speed.py [--official PATH] [--quick] [--only nbody,mocap] [--no-generation]
     python benchmarks/egno_speed.py --profile radius_1000   # torch.profiler table of geomol
 
-Prints a table and writes ``benchmarks/results/egno_speed.json`` (command, commit, versions,
-threads, load average before and after).
+Prints a table and writes ``benchmarks/results/egno_speed.json`` (command, commit, versions, threads, the
+machine probe and, per configuration, the load during its steps and each step's wall, CPU, kernel seconds, page
+faults and preemptions: :mod:`run_record`).
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ import time
 import warnings
 from pathlib import Path
 
-from run_record import (REPO, interleaved_medians, official_checkout, peak_rss_gb, product_gflop, run_metadata,
-                        run_worker, write_result)
+from run_record import (REPO, interleaved_medians, load_line, official_checkout, peak_rss_gb, product_gflop,
+                        run_metadata, run_worker, write_result)
 
 SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 RESULTS = REPO / "benchmarks" / "results" / "egno_speed.json"
@@ -159,8 +160,10 @@ def worker(cfg: dict, mode: str, official_path: str | None) -> dict:
                                                                           else official}
     fns = step_functions(cfg, {k: m for k, m in models.items() if m is not None}, inputs)
     if mode == "time":
-        result.update(interleaved_medians({k: f for k, f in fns.items() if "fwd_bwd" in k}, cfg["steps"]))
-        result.update(interleaved_medians({k: f for k, f in fns.items() if "forward" in k}, cfg["steps"]))
+        for part in ("fwd_bwd", "forward"):
+            timed = interleaved_medians({k: f for k, f in fns.items() if part in k}, cfg["steps"])
+            result[f"load_{part}"] = timed.pop("load")
+            result.update(timed)
         result.update(product_gflop(fns))
         if official is not None:
             ref, mine = fns["official_forward"](), fns["ours_forward"]()
@@ -264,6 +267,11 @@ def main() -> None:
         rows.append(row)
         print(row_line(row), flush=True)
     print(FOOTER)
+    print("\nload during each configuration's training steps (medians):")
+    for row in rows:
+        if "load_fwd_bwd" in row:
+            print(f"{row['config']:<18}" + load_line({**row, "load": row["load_fwd_bwd"]},
+                                                     ("official_fwd_bwd", "ours_fwd_bwd")))
     generation = None
     if not args.no_generation:
         generation = run_worker(__file__, ["--worker", json.dumps({"generation": True}), "--mode", "ours"]).get("seconds")

@@ -11,7 +11,12 @@ one intra-op thread. Cases:
 * ``blocks_*`` (geomol only): a size series of 100 … 3200 blocks (cdk2 receptor copies tiled 70 Å
   apart), to check that the cost per block edge stays flat.
 
-Times are medians after a warm-up, the two implementations called alternately in one process;
+Times are medians after a warm-up, the two implementations called alternately in one process
+(``--threads``: torch threads, default 1); ``--load none cpu memory`` runs every round of steps once with no
+added load and once beside each stressor of :mod:`stressors` (on another core), so that the conditions are
+compared within one run. Every row records the load it ran under (:mod:`machine_load`: load average, busy CPUs,
+steal, the busiest other processes), each step's wall, CPU, kernel seconds, page faults and preemptions, and
+geomol's seconds inside its compiled loops;
 peak RSS is measured in a fresh process per implementation running the same steps
 (warm-up + 2). The official
 code (github.com/THUNLP-MT/GET, which needs torch_scatter) is taken from ``--official``, else
@@ -22,6 +27,7 @@ repository root:
 
     python benchmarks/get_speed.py                    # everything, ~15 minutes
     python benchmarks/get_speed.py --only batch16 cutoff_whole --steps 3
+    python benchmarks/get_speed.py --only batch16 --batches 2 --steps 4 --load none cpu memory
     python benchmarks/get_speed.py --profile batch16  # torch.profiler table of one geomol step
 """
 from __future__ import annotations
@@ -38,8 +44,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from run_record import (REPO, interleaved_medians, official_checkout, peak_rss_gb, product_gflop, run_metadata,
-                        run_worker, start_step_memory, step_memory_gb, write_result)
+from run_record import (REPO, interleaved_runs, load_line, official_checkout, peak_rss_gb, product_gflop,
+                        run_metadata, run_worker, start_step_memory, step_memory_gb, write_result)
+from stressors import KINDS
 
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 PLB = SHARED / "plb"
@@ -168,9 +175,12 @@ def parity(models, batches) -> float:
     return float((ours.double() - ref.double()).norm() / ref.double().norm())
 
 
-def worker(name: str, mode: str, official_path: str | None, steps: int, n_batches: int) -> dict:
-    """mode "time": alternate medians of both sides; "rss:<impl>": peak RSS of one side alone."""
-    torch.set_num_threads(1)
+def worker(name: str, mode: str, official_path: str | None, steps: int, n_batches: int, threads: int = 1,
+           loads: tuple[str, ...] = ("none",)) -> dict:
+    """mode "time": alternate medians of both sides under each of ``loads`` (:func:`run_record.interleaved_runs`;
+    {"loads": {load: medians}} beside the figures that do not depend on the load); "rss:<impl>": peak RSS of one
+    side alone."""
+    torch.set_num_threads(threads)
     batches = case_inputs(name, n_batches)
     train = name != "forward16"
     which = ("ours", "official") if mode == "time" else (mode[4:],)
@@ -182,7 +192,7 @@ def worker(name: str, mode: str, official_path: str | None, steps: int, n_batche
         for step in range(warmup + min(steps, RSS_STEPS)):
             fns[mode[4:]](step)
         return {f"{mode[4:]}_rss_gb": peak_rss_gb(), f"{mode[4:]}_step_gb": step_memory_gb(baseline)}
-    result = {**interleaved_medians(fns, steps, warmup), **product_gflop(fns)}
+    result = {"loads": interleaved_runs(fns, steps, warmup, loads), **product_gflop(fns)}
     if "official" in models and not name.startswith("blocks_"):
         result["rel_diff_pk"] = parity(models, batches)
     stats = [graph_stats(models["ours"], b) for b in batches]
@@ -212,7 +222,7 @@ def _ratio(row: dict, key: str, ours_key: str | None = None):
     return None if off is None or ours is None else off / ours
 
 
-HEADER = (f"{'case':<13}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8} | {'official s':>10}{'geomol s':>9}"
+HEADER = (f"{'case':<16}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8} | {'official s':>10}{'geomol s':>9}"
           f"{'ratio':>8}{'cpu ratio':>10}{'work':>8} | {'RSS official':>12}{'geomol':>7}{'ratio':>8} | "
           f"{'step GB off.':>12}{'geomol':>7}{'ratio':>8} | {'edge s':>7}{'µs/edge':>8}{'Δ pK':>9}")
 
@@ -220,7 +230,8 @@ HEADER = (f"{'case':<13}{'blocks':>7}{'atoms':>7}{'edges':>7}{'pairs':>8} | {'of
 def row_line(r: dict) -> str:
     ours_cpu = r.get("ours_cpu_seconds")
     per_edge = 1e6 * ours_cpu / r["edges"] if ours_cpu and r.get("edges") else None
-    return (f"{r['case']:<13}{r.get('blocks', 0):>7.0f}{r.get('atoms', 0):>7.0f}{r.get('edges', 0):>7.0f}"
+    label = r["case"] + ("" if r.get("load_kind", "none") == "none" else f"+{r['load_kind']}")
+    return (f"{label:<16}{r.get('blocks', 0):>7.0f}{r.get('atoms', 0):>7.0f}{r.get('edges', 0):>7.0f}"
             f"{r.get('pairs', 0):>8.0f} | {_fmt(r.get('official_seconds'), '.3f'):>10}"
             f"{_fmt(r.get('ours_seconds'), '.3f'):>9}{_fmt(_ratio(r, 'seconds'), '.2f', 'x'):>8}"
             f"{_fmt(_ratio(r, 'cpu_seconds'), '.2f', 'x'):>10}{_fmt(_ratio(r, 'product_gflop'), '.2f', 'x'):>8} | "
@@ -297,6 +308,10 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=5, help="timed steps per case after warm-up")
     parser.add_argument("--batches", type=int, default=4, help="distinct batches of 16 (batch16, forward16)")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--load", nargs="+", choices=("none",) + tuple(KINDS), default=["none"],
+                        help="controlled load, each in turn within every round of steps: none, or a stressor "
+                             "process on another core (cpu: CPU-bound; memory: streams through main memory)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the measured steps (default 1)")
     parser.add_argument("--profile", choices=CASES, help="print a torch.profiler table of geomol on one case")
     parser.add_argument("--show", help="print the table of an earlier JSON result and exit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -304,7 +319,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     official = official_checkout(args.official, "GEOMOL_OFFICIAL_GET", "official_get")
     if args.worker:
-        print(json.dumps(worker(args.worker, args.mode, official and str(official), args.steps, args.batches)))
+        print(json.dumps(worker(args.worker, args.mode, official and str(official), args.steps, args.batches,
+                                args.threads, tuple(args.load))))
         return
     if args.profile:
         print(profile(args.profile, args.steps))
@@ -312,27 +328,33 @@ def main(argv=None):
     if args.show:
         rows = json.loads(Path(args.show).read_text())["rows"]
         print(HEADER + "\n" + "\n".join(row_line(r) for r in rows) + "\n" + edge_scaling_line(edge_scaling(rows)))
+        print("\n".join(f"{r['case']:<16}{load_line(r)}" for r in rows if "load" in r))
         return
     official_shown = official and (official.relative_to(REPO.parent) if official.is_relative_to(REPO.parent) else official)
-    meta = {**run_metadata(), "official": str(official_shown) if official else None,
-            "steps": args.steps, "batches": args.batches}
+    meta = {**run_metadata(args.threads), "official": str(official_shown) if official else None,
+            "steps": args.steps, "batches": args.batches, "loads": args.load}
     print(f"official code: {official or 'not found, official columns skipped'}; load {meta['load_average_before']}")
     print(HEADER + "\n" + "-" * len(HEADER))
     rows = []
     for case in args.only or CASES:
-        flags = ["--worker", case, "--steps", str(args.steps), "--batches", str(args.batches)]
+        flags = ["--worker", case, "--steps", str(args.steps), "--batches", str(args.batches), "--threads",
+                 str(args.threads), "--load", *args.load]
         flags += ["--official", str(official)] if official else []
         with_official = official is not None and not case.startswith("blocks_")
-        row = {"case": case, **run_worker(__file__, flags + (["--mode", "time"] if with_official else
-                                                             ["--mode", "time", "--official", "/nonexistent"]))}
-        row.update(run_worker(__file__, flags + ["--mode", "rss:ours"]))
+        timed = run_worker(__file__, flags + (["--mode", "time"] if with_official else
+                                              ["--mode", "time", "--official", "/nonexistent"]))
+        memory = run_worker(__file__, flags + ["--mode", "rss:ours"])
         if with_official:
-            row.update(run_worker(__file__, flags + ["--mode", "rss:official"]))
-        rows.append(row)
-        print(row_line(row), flush=True)
-    scaling = edge_scaling(rows)
+            memory.update(run_worker(__file__, flags + ["--mode", "rss:official"]))
+        for kind, figures in timed.pop("loads", {"none": {}}).items():
+            rows.append({"case": case, "load_kind": kind, **timed, **figures, **memory})
+            print(row_line(rows[-1]), flush=True)
+    scaling = edge_scaling([r for r in rows if r["load_kind"] == args.load[0]])
     print(edge_scaling_line(scaling))
     print(FOOTER)
+    print("\nload during each case (medians of the steps):")
+    for row in rows:
+        print(f"{row['case']:<16}{load_line(row)}")
     write_result(Path(args.out), meta, rows, edge_scaling=scaling)
 
 

@@ -1,21 +1,29 @@
 """What every speed benchmark records beside its figures, and the side-by-side timing helpers.
 
 The machine is shared: timings are only comparable within one run, measured alternately
-(official, ours, official, ours, …) so that load drift hits both alike, and the load average
-is recorded before and after. Peak memory is measured in a fresh process per implementation,
-so that memory the allocator kept for one side does not count for the other.
+(official, ours, official, ours, …) so that load drift hits both alike. Every timing records the
+machine (:func:`geomol.provenance.cpu_description` and :func:`machine_probe`'s throughputs) and the load
+while it ran (:class:`LoadRecord`: load average, steal time, the busiest other processes and their CPU share),
+and each step's wall, CPU, kernel and page-fault figures beside the medians. Optional controlled load
+(:mod:`stressors`: a CPU-bound or a memory-bound process on another core, started here) runs in rounds
+alternated with no load, so that conditions are compared within one run too. Peak memory is measured in a fresh
+process per implementation, so that memory the allocator kept for one side does not count for the other.
 """
 from __future__ import annotations
 
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable
+
+from machine_load import LoadRecord, load_average
+from stressors import Stressor, pin_apart
 
 from geomol.data.paths import shared_data_dir
 from geomol.provenance import provenance
@@ -23,11 +31,6 @@ from geomol.timing import median_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("GEOMOL_REFERENCE", shared_data_dir().parent / "reference"))
-
-
-def load_average() -> list[float]:
-    """1, 5 and 15 minute load averages of the machine."""
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def run_metadata(threads: int = 1) -> dict:
@@ -80,7 +83,29 @@ def machine_probe(repeats: int = 50) -> dict:
     fresh = median_seconds(lambda: F.silu(large), repeats, warmup=2)
     return {"gemm_gflops": round(2 * x.numel() * w.size(0) / gemm / 1e9, 1),
             "silu_cached_ns_per_element": round(1e9 * cached / small.numel(), 3),
-            "silu_fresh_ns_per_element": round(1e9 * fresh / large.numel(), 3)}
+            "silu_fresh_ns_per_element": round(1e9 * fresh / large.numel(), 3),
+            "fresh_page_us": fresh_page_microseconds()}
+
+
+def fresh_page_microseconds(megabytes: int = 64, repeats: int = 5) -> float:
+    """µs to bring one 4 KB page of fresh memory into use (the page fault and the zeroing behind a new tensor
+    larger than the allocator keeps): filling a newly allocated ``megabytes`` tensor, less filling it again, per
+    page (median of ``repeats``). Code that allocates much per step (the official GET's training step faults in
+    ~11 GB) runs at a speed that follows this figure; on a virtual machine that hands free memory back to its
+    host it changes with how long memory had been free."""
+    import torch
+
+    elements = megabytes << 18  # float32
+    costs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        tensor = torch.empty(elements).fill_(1.0)
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        tensor.fill_(2.0)
+        costs.append(first - (time.perf_counter() - start))
+        del tensor
+    return round(1e6 * statistics.median(costs) / (megabytes * 256), 3)
 
 
 def official_checkout(option: str | None, env_var: str, default_name: str) -> Path | None:
@@ -123,19 +148,115 @@ def step_memory_gb(baseline: float | None) -> float | None:
     return None if baseline is None or peak is None else peak - baseline
 
 
-def interleaved_medians(fns: dict[str, Callable[[int], object]], steps: int, warmup: int = 1) -> dict[str, float]:
-    """Median wall and CPU seconds of each ``fn(step)``, called alternately (A B A B …) after
-    ``warmup`` calls each: {"<name>_seconds": wall, "<name>_cpu_seconds": CPU time of this process}.
-    With one thread on a shared machine the CPU time is the steadier of the two."""
-    times: dict[str, list[float]] = {}
-    for step in range(warmup + steps):
-        for name, fn in fns.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            fn(step)
-            if step >= warmup:
-                times.setdefault(f"{name}_seconds", []).append(time.perf_counter() - wall)
-                times.setdefault(f"{name}_cpu_seconds", []).append(time.process_time() - cpu)
-    return {key: sorted(t)[len(t) // 2] for key, t in times.items()}
+_USAGE = ("wall", "cpu", "sys", "page_faults", "preempted", "compiled")
+"""What :func:`interleaved_runs` records of each step: wall and CPU seconds (user + kernel), the kernel's part,
+minor page faults (fresh memory touched, 4 KB each), involuntary context switches (times the scheduler took
+the CPU away) and the CPU seconds inside geomol's compiled loops (:func:`geomol.nn.native.timing_compiled`; 0 for
+the official code)."""
+
+
+def _usage() -> tuple[float, ...]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (time.perf_counter(), usage.ru_utime + usage.ru_stime, usage.ru_stime, usage.ru_minflt, usage.ru_nivcsw)
+
+
+def _summary(samples: dict[str, dict[str, list]]) -> dict:
+    """Medians of each fn's steps as {"<name>_seconds", "<name>_cpu_seconds", "<name>_sys_seconds",
+    "<name>_page_faults", "<name>_preempted"}, the steps themselves as "<name>_steps" and, for the first two fns
+    (A, B), "<A>_over_<B>_paired": the median over rounds of A's wall time / B's in the same round (steadier than
+    the ratio of medians where the load drifts)."""
+    out = {}
+    for name, steps in samples.items():
+        keys = dict(wall="seconds", cpu="cpu_seconds", sys="sys_seconds", page_faults="page_faults",
+                    preempted="preempted", compiled="compiled_seconds")
+        out.update({f"{name}_{keys[k]}": statistics.median(v) for k, v in steps.items()})
+        out[f"{name}_steps"] = {k: [round(x, 4) for x in v] for k, v in steps.items()}
+    for a in samples:
+        for b in samples:
+            if a != b:
+                pairs = zip(samples[a]["wall"], samples[b]["wall"])
+                out[f"{a}_over_{b}_paired"] = statistics.median(x / y for x, y in pairs)
+    return out
+
+
+def interleaved_runs(fns: dict[str, Callable[[int], object]], steps: int, warmup: int = 1,
+                     loads: tuple[str, ...] = ("none",)) -> dict[str, dict]:
+    """Each ``fn(step)`` called alternately (A B A B …) after ``warmup`` calls each, under each controlled load in
+    turn: ``steps`` rounds, each round one step of every fn under every load of ``loads`` ("none", or a
+    :mod:`stressors` kind started on another core for that round; with a stressor this process is pinned to one
+    CPU, in every round, so that conditions differ by the stressor alone; its CPUs are given back at the end). Returns {load: :func:`_summary` of its
+    steps + "load" (:class:`LoadRecord` summary of its rounds) + "stressor" (its record, with a stressor)}."""
+    allowed = os.sched_getaffinity(0)
+    pinned = pin_apart() if any(kind != "none" for kind in loads) else None
+    samples = {kind: {name: {k: [] for k in _USAGE} for name in fns} for kind in loads}
+    records = {kind: LoadRecord() for kind in loads}
+    stressors = {kind: Stressor(kind, pinned[1]) for kind in loads if kind != "none"}
+    try:
+        for step in range(warmup):
+            for fn in fns.values():
+                fn(step)
+        _rounds(fns, range(warmup, warmup + steps), loads, samples, records, stressors)
+    finally:
+        for stressor in stressors.values():
+            stressor.stop()
+        os.sched_setaffinity(0, allowed)
+    out = {}
+    for kind in loads:
+        out[kind] = {**_summary(samples[kind]), "load": records[kind].summary()}
+        if kind in stressors:
+            out[kind]["stressor"] = stressors[kind].summary()
+        if pinned is not None:
+            out[kind]["load"]["pinned_cpu"] = pinned[0]
+    return out
+
+
+def _rounds(fns, steps, loads, samples, records, stressors) -> None:
+    """The measured rounds of :func:`interleaved_runs`: per step, per load, one call of every fn."""
+    from geomol.nn.native import timing_compiled
+
+    for step in steps:
+        for kind in loads:
+            with ExitStack() as stack:
+                if kind in stressors:
+                    stack.enter_context(stressors[kind])
+                stack.enter_context(records[kind])
+                for name, fn in fns.items():
+                    with timing_compiled() as compiled:
+                        before = _usage()
+                        fn(step)
+                        after = _usage()
+                    for key, a, b in zip(_USAGE, before + (0.0,), after + (sum(compiled.values()),)):
+                        samples[kind][name][key].append(b - a)
+
+
+def load_line(row: dict, names: tuple[str, str] = ("official", "ours")) -> str:
+    """One line on the load under which ``row`` (an :func:`interleaved_runs` result) was measured: the stressor and
+    the rate it reached, the load average, busy CPUs, other processes' CPUs and steal, and for the two ``names``
+    their median CPU seconds (of which the kernel's), page faults, the compiled loops' seconds and the paired wall
+    ratio."""
+    load, stressor = row.get("load") or {}, row.get("stressor")
+    parts = [f"{row.get('load_kind', 'none'):<6}"]
+    parts.append(f"stressor {stressor['rate'] or 0:.2f} {stressor['unit']} at {stressor['cpu_share'] or 0:.0%} of a CPU"
+                 if stressor else "no stressor")
+    if load:
+        parts.append(f"load avg {load['load_average_before'][0]:.1f}→{load['load_average_after'][0]:.1f}, "
+                     f"busy CPUs {load['busy_cpus']:.2f} (others {load['others_cpus']:.2f}), steal "
+                     f"{load['steal_percent']:.1f} %")
+    for name in names:
+        if f"{name}_cpu_seconds" in row:
+            parts.append(f"{name} CPU {row[f'{name}_cpu_seconds']:.3f} s (kernel {row[f'{name}_sys_seconds']:.3f}, "
+                         f"{row[f'{name}_page_faults'] / 1e3:.0f}k faults, compiled {row[f'{name}_compiled_seconds']:.3f})")
+    paired = row.get(f"{names[0]}_over_{names[1]}_paired")
+    if paired is not None:
+        parts.append(f"paired wall ratio {paired:.2f}x")
+    return "; ".join(parts)
+
+
+def interleaved_medians(fns: dict[str, Callable[[int], object]], steps: int, warmup: int = 1) -> dict:
+    """:func:`interleaved_runs` without controlled load: {"<name>_seconds": median wall, "<name>_cpu_seconds":
+    median CPU time of this process, ..., "load": what else ran}. With one thread on a shared machine the CPU
+    time is the steadier of the two."""
+    return interleaved_runs(fns, steps, warmup)["none"]
 
 
 _PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")

@@ -7,8 +7,9 @@ command over the rounds and its ratio to ``import torch``. The commands:
 * ``import torch`` (``python -c "import torch"``): the floor every command pays;
 * ``import torch_geometric`` as geomol imports it (deferred, :mod:`geomol.deferred_imports`) and whole;
 * ``geomol --help``;
-* ``geomol predict-affinity`` on the quick start's receptor and ligands (table printed, nothing written), with
-  the deferral (as shipped) and with ``GEOMOL_EAGER_IMPORTS=1`` (everything PyG imports, as before).
+* ``geomol predict-affinity`` on the six example ligands (table printed, nothing written), with the deferral (as
+  shipped) and with ``GEOMOL_EAGER_IMPORTS=1`` (everything PyG imports, as before); and on the README quick
+  start's 27-ligand series.
 
 One extra run per predict-affinity variant records which heavy modules the command imported.
 
@@ -34,18 +35,21 @@ HEAVY_MODULES = ("torch._dynamo", "torch_geometric.nn", "torch_geometric.dataset
                  "matplotlib", "scipy.spatial", "e3nn")
 
 
-def _commands(receptor: str, ligands: str) -> dict[str, tuple[list[str], dict[str, str]]]:
+def _commands(receptor: str, ligands: str, series: str) -> dict[str, tuple[list[str], dict[str, str]]]:
     python = sys.executable
-    predict = [python, "-m", "geomol", "predict-affinity", "--receptor", receptor, "--ligands", ligands,
-               "--threads", "1"]
+
+    def predict(path: str) -> list[str]:
+        return [python, "-m", "geomol", "predict-affinity", "--receptor", receptor, "--ligands", path, "--threads", "1"]
+
     eager = {"GEOMOL_EAGER_IMPORTS": "1"}
     return {
         "import torch": ([python, "-c", "import torch"], {}),
         "import torch_geometric (whole)": ([python, "-c", "import torch_geometric.data"], {}),
         "import geomol.data (PyG deferred)": ([python, "-c", "import geomol.data"], {}),
         "geomol --help": ([python, "-m", "geomol", "--help"], {}),
-        "predict-affinity (deferred imports)": (predict, {}),
-        "predict-affinity (GEOMOL_EAGER_IMPORTS=1)": (predict, eager),
+        "predict-affinity (deferred imports)": (predict(ligands), {}),
+        "predict-affinity (GEOMOL_EAGER_IMPORTS=1)": (predict(ligands), eager),
+        "predict-affinity, 27-ligand series": (predict(series), {}),
     }
 
 
@@ -81,9 +85,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--receptor", default="data/example/tnks2_protein.pdb")
     parser.add_argument("--ligands", default="data/example/tnks2_ligands.sdf")
+    parser.add_argument("--series", default="data/example/tnks2_series.sdf")
     parser.add_argument("--output", default="benchmarks/results/startup.json")
     args = parser.parse_args()
-    commands = _commands(args.receptor, args.ligands)
+    commands = _commands(args.receptor, args.ligands, args.series)
     times: dict[str, list[float]] = {name: [] for name in commands}
     for name, (argv, env) in commands.items():  # warm the file cache once, untimed
         _run(argv, env)
@@ -96,14 +101,15 @@ def main() -> None:
              "max_s": round(max(t), 3), "ratio_to_import_torch": round(statistics.median(t) / floor, 2),
              "argv": " ".join(commands[name][0][1:]), "environment": commands[name][1]} for name, t in times.items()]
     modules = {name: imported_modules(*commands[name]) for name in commands if name.startswith("predict-affinity")}
-    n_ligands = Path(REPO / args.ligands).read_text(encoding="utf-8", errors="replace").count("$$$$")
+    n_ligands = {path: Path(REPO / path).read_text(encoding="utf-8", errors="replace").count("$$$$")
+                 for path in (args.ligands, args.series)}
     print(f"{'command':45s} {'median s':>9s} {'min':>6s} {'max':>6s} {'× torch':>8s}")
     for row in rows:
-        print(f"{row['command']:45s} {row['median_s']:9.2f} {row['min_s']:6.2f} {row['max_s']:6.2f} "
+        print(f"{row['command']:45.45s} {row['median_s']:9.2f} {row['min_s']:6.2f} {row['max_s']:6.2f} "
               f"{row['ratio_to_import_torch']:8.2f}")
     for name, found in modules.items():
         print(f"{name}: imports " + (", ".join(m for m, on in found.items() if on) or "none of the heavy modules"))
-    result = {"rounds": args.rounds, "receptor": args.receptor, "ligands": args.ligands, "n_ligands": n_ligands,
+    result = {"rounds": args.rounds, "receptor": args.receptor, "n_ligands": n_ligands,
               "rows": rows, "heavy_modules_imported": modules, "samples_s": times, "provenance": provenance()}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -145,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0]
     module = importlib.import_module(f"geomol.commands.{COMMANDS[name][0]}")
     # a command may define --threads itself (with its own help); "resolve" lets it replace this one
-    parser = argparse.ArgumentParser(prog=f"geomol {name}", description=module.__doc__.strip().splitlines()[0],
-                                     conflict_handler="resolve")
+    description = module.__doc__.strip().splitlines()[0].replace("``", "")  # reST quotes read as noise in a terminal
+    parser = argparse.ArgumentParser(prog=f"geomol {name}", description=description, conflict_handler="resolve")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: see 'geomol --help')")
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])

@@ -5,7 +5,12 @@ Every benchmark JSON, cross-validation fold and rollout summary carries ``"prove
     {"command": "python benchmarks/affinity_cv.py train --fold 0 ...", "commit": "4bc1d60…", "dirty": false,
      "versions": {"geomol": "0.1.0", "python": "3.12.3", "torch": "2.13.0", ...},
      "torch_threads": 1, "machine": "x86_64 Linux-…", "cpus": 2, "load_average": [1.9, 2.1, 2.0],
+     "cpu": {"model": "AMD EPYC", "logical_cpus": 2, "physical_cores": 2, "caches": {"L1d": "32K", ...}, ...},
      "date": "2026-12-01T02:10:00+00:00"}
+
+``cpu`` (:func:`cpu_description`) says which processor the numbers came from: its model, cores, caches (size and
+how many logical CPUs share each) and vector instructions, so that speed figures from two machines can be told
+apart without guessing.
 
 ``commit`` and ``dirty`` come from the git checkout holding the ``geomol`` package (None when it
 is not one, e.g. an installed wheel). Absolute paths on the command line are recorded relative to the
@@ -26,7 +31,8 @@ from typing import Any, Sequence
 
 from geomol.version import PACKAGE_DIR, __version__
 
-__all__ = ["provenance", "library_versions", "git_commit", "portable_command"]
+__all__ = ["provenance", "library_versions", "git_commit", "portable_command", "portable_arguments",
+           "cpu_description"]
 
 _LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis",
               "scikit-learn")
@@ -68,16 +74,92 @@ def _portable_path(value: str, cwd: Path) -> str:
     return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else f".../{path.name}"
 
 
-def portable_command(argv: Sequence[str], cwd: str | os.PathLike | None = None) -> str:
-    """The shell line of ``python`` + ``argv``, absolute paths (also as ``--option=PATH`` or ``NAME=PATH``) made
-    relative to ``cwd`` (default: the working directory) when inside it, else shortened to ``.../<last part>``."""
+def portable_arguments(argv: Sequence[str], cwd: str | os.PathLike | None = None) -> list[str]:
+    """``argv`` with absolute paths (also as ``--option=PATH`` or ``NAME=PATH``) made relative to ``cwd`` (default:
+    the working directory) when inside it, else shortened to ``.../<last part>``."""
     where = Path.cwd() if cwd is None else Path(cwd)
     parts = []
     for arg in argv:
         option, equals, value = arg.partition("=")
         parts.append(f"{option}={_portable_path(value, where)}" if equals and Path(value).is_absolute()
                      else _portable_path(arg, where))
-    return shlex.join([Path(sys.executable).name, *parts])
+    return parts
+
+
+def portable_command(argv: Sequence[str], cwd: str | os.PathLike | None = None) -> str:
+    """The shell line of ``python`` + ``argv``, paths made portable (:func:`portable_arguments`)."""
+    return shlex.join([Path(sys.executable).name, *portable_arguments(argv, cwd)])
+
+
+_VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "asimd", "sve")
+"""The instruction-set flags of /proc/cpuinfo that change how fast the compiled loops and the BLAS run."""
+
+
+def _cpuinfo_fields(text: str) -> dict[str, str]:
+    """The first processor's ``key: value`` fields of /proc/cpuinfo text."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _caches(cpu_dir: Path) -> dict[str, dict[str, str | int]]:
+    """{"L1d": {"size": "32K", "shared_by": 1}, "L2": ..., "L3": ...} from sysfs (``cpu_dir``: /sys/.../cpu0)."""
+    caches = {}
+    for index in sorted((cpu_dir / "cache").glob("index*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except OSError:
+            continue
+        if kind == "Instruction":
+            continue
+        name = f"L{level}" + ("d" if kind == "Data" else "")
+        caches[name] = {"size": size, "shared_by": _count_cpus(shared)}
+    return caches
+
+
+def _count_cpus(cpu_list: str) -> int:
+    """Logical CPUs in a sysfs list such as ``0-3,8``."""
+    count = 0
+    for part in filter(None, cpu_list.split(",")):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    return count
+
+
+def cpu_description(cpuinfo: str | None = None, sysfs: str | os.PathLike = "/sys/devices/system/cpu") -> dict:
+    """The processor: model name, logical CPUs, physical cores (distinct core ids; the logical count where the
+    system gives none), L1d/L2/L3 caches of CPU 0 (size and the number of logical CPUs sharing each), whether it
+    runs under a hypervisor, and which vector instruction sets it has. ``cpuinfo``: the text of /proc/cpuinfo
+    (read when None); fields a system does not give are left out."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    first = _cpuinfo_fields(cpuinfo)
+    flags = set((first.get("flags") or first.get("Features") or "").split())
+    cores = {(block.get("physical id", "0"), block["core id"])
+             for block in map(_cpuinfo_fields, cpuinfo.split("\n\n")) if "core id" in block}
+    logical = cpuinfo.count("processor\t:") or cpuinfo.count("processor :") or os.cpu_count()
+    record = {"model": first.get("model name") or first.get("Model") or platform.processor() or platform.machine(),
+              "logical_cpus": logical, "physical_cores": len(cores) or logical,
+              "hypervisor": "hypervisor" in flags, "vector": [flag for flag in _VECTOR_FLAGS if flag in flags]}
+    caches = _caches(Path(sysfs) / "cpu0")
+    if caches:
+        record["caches"] = caches
+    return record
+
+
+THREAD_ENVIRONMENT = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "MKL_NUM_THREADS")
+"""Environment variables that change how torch's (and the compiled loops') OpenMP threads run and wait; those set
+are recorded (``threads_environment``)."""
 
 
 def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -89,5 +171,6 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return {"command": portable_command(sys.argv if argv is None else argv),
             "commit": commit, "dirty": dirty, "versions": library_versions(),
             "torch_threads": torch.get_num_threads(), "machine": f"{platform.machine()} {platform.platform()}",
-            "cpus": os.cpu_count(), "load_average": load,
+            "cpus": os.cpu_count(), "load_average": load, "cpu": cpu_description(),
+            "threads_environment": {name: os.environ[name] for name in THREAD_ENVIRONMENT if name in os.environ},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}

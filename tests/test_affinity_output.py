@@ -13,26 +13,19 @@ from rdkit import Chem
 from geomol.cli import main
 from tests.affinity_fixtures import one_torch_thread, write_sdf  # noqa: F401 (autouse fixture)
 from tests.conftest import REPO
+from tests.data.test_checks import with_coords
 
 EXAMPLE = REPO / "data" / "example"
 RECEPTOR, SERIES, MEASURED = (EXAMPLE / n for n in ("tnks2_protein.pdb", "tnks2_series.sdf",
                                                     "tnks2_series_measured.csv"))
 
 
-def _flat(mol: Chem.Mol) -> Chem.Mol:
-    flat = Chem.Mol(mol)
-    conformer = flat.GetConformer()
-    for i in range(flat.GetNumAtoms()):
-        p = conformer.GetAtomPosition(i)
-        conformer.SetAtomPosition(i, (p.x, p.y, 0.0))
-    return flat
-
-
 @pytest.fixture(scope="module")
 def twenty(tmp_path_factory):
     """18 tnks2 ligands as they are, one flattened to 2D (an error) and one repeated name (a warning)."""
     mols = [m for m in Chem.SDMolSupplier(str(SERIES), removeHs=False)]
-    return write_sdf(mols[:18] + [_flat(mols[18]), mols[0]], tmp_path_factory.mktemp("twenty") / "twenty.sdf")
+    flat = with_coords(mols[18], mols[18].GetConformer().GetPositions() * [1.0, 1.0, 0.0])
+    return write_sdf(mols[:18] + [flat, mols[0]], tmp_path_factory.mktemp("twenty") / "twenty.sdf")
 
 
 def test_twenty_ligands_fit_80_columns_one_line_each(twenty, tmp_path, capsys, monkeypatch):

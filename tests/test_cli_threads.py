@@ -1,11 +1,16 @@
 """``--threads`` and its default (item 7 of issue 14): never more threads than free physical cores."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from geomol.cli import main
-from geomol.commands.threads import default_threads, physical_cores, resolve_threads, take_threads_option
+from geomol.commands.threads import (default_threads, physical_cores, resolve_threads, take_threads_option,
+                                     wait_policy)
 from tests.conftest import REPO
 
 # 4 logical CPUs: two cores with two hyper-threads each
@@ -53,3 +58,25 @@ def test_the_command_applies_the_threads_before_running(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "--threads N" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("threads, free, environ, expected", [
+    (1, 0, {}, None),  # one thread: no team to wait for
+    (2, 2, {}, None),  # as many threads as free cores: the runtime's default
+    (2, 1, {}, "PASSIVE"),  # more threads than free cores: waiting threads sleep
+    (4, -3, {}, "PASSIVE"),
+    (2, 1, {"OMP_WAIT_POLICY": "ACTIVE"}, None),  # the user's choice stands
+    (2, 1, {"GOMP_SPINCOUNT": "100000"}, None),
+])
+def test_threads_beyond_the_free_cores_wait_passively(threads, free, environ, expected):
+    assert wait_policy(threads, free, environ) == expected
+
+
+def test_the_wait_policy_is_set_before_torch_loads():
+    """In a fresh interpreter (torch not loaded yet), asking for more threads than there are CPUs sets it."""
+    code = ("import os, sys\nfrom geomol.commands.threads import apply_threads\n"
+            "assert 'torch' not in sys.modules\napply_threads(64)\n"
+            "import torch\nprint(os.environ.get('OMP_WAIT_POLICY'), torch.get_num_threads())")
+    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=True)
+    assert out.stdout.split() == ["PASSIVE", "64"]

@@ -24,6 +24,7 @@ from geomol.inference.ligand_inputs import ligand_inputs
 from geomol.inference.names import DuplicateNameWarning
 from tests.affinity_fixtures import one_torch_thread, write_sdf  # noqa: F401 (autouse fixture)
 from tests.conftest import REPO
+from tests.data.test_checks import with_coords
 
 EXAMPLE = REPO / "data" / "example"
 RECEPTOR, SERIES = EXAMPLE / "tnks2_protein.pdb", EXAMPLE / "tnks2_series.sdf"
@@ -196,11 +197,7 @@ def test_repeated_smiles_names_unique_in_the_poses_written(tmp_path):
 
 
 def test_messages_name_the_molecule_by_its_title(tmp_path, model, series):
-    far = Chem.Mol(series[4])
-    conformer = far.GetConformer()
-    for i in range(far.GetNumAtoms()):
-        p = conformer.GetAtomPosition(i)
-        conformer.SetAtomPosition(i, (p.x + 60.0, p.y, p.z))
+    far = with_coords(series[4], series[4].GetConformer().GetPositions() + [60.0, 0.0, 0.0])
     ligands = write_sdf([series[3], far], tmp_path / "far.sdf")
     records = geomol.predict_affinity(RECEPTOR, ligands, model=model)
     title = far.GetProp("_Name")

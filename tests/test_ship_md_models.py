@@ -46,3 +46,19 @@ def test_evaluation_section_names_the_best_baseline(ship):
     text = "\n".join(ship.evaluation_lines(table, "+1, +2 frames"))
     assert "0.1200 Å² against 0.1800 for the best baseline (EGNN baseline, rolled out): 33 % lower" in text
     assert "moves its bonds by a median 0.020 Å" in text
+
+
+def test_seed_noise_at_the_last_epoch_both_sides_reached(ship):
+    # geomol trained longer than the official side: the verdict compares where both have a value
+    records = [_record(1, (0.28, 0.18), (0.29, None)), _record(2, (0.30, 0.20), (0.33, None))]
+    verdict = ship.seed_noise_lines(records)[0]
+    assert verdict.startswith("After 50 epochs: geomol 0.2900") and "official 0.3100" in verdict
+    assert "0.0200, is within the larger spread between one side's seeds (0.0400)" in verdict
+
+
+def test_chemistry_verdict_against_the_aim(ship):
+    good = {"bond_error_median_A": 0.04, "broken_bond_fraction": 0.0}
+    bad = {"bond_error_median_A": 0.04, "broken_bond_fraction": 0.25}
+    assert "meets the aim" in ship.chemistry_verdict(RolloutScore("A", "model", 0.1, 0.1, good, 3))
+    line = ship.chemistry_verdict(RolloutScore("B", "model", 0.1, 0.1, bad, 3))
+    assert "broken (> 0.3 Å off) in 25 % of the predicted frames: does not meet" in line

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--model", nargs="+", default=["default"], metavar="NAME|PATH",
                        help="shipped model name, model directory, or one or more .ckpt files (an ensemble); "
-                            "default: the shipped default model")
+                            "default: the shipped default model, contact-corpus")
     model.add_argument("--pocket-cutoff", type=float, metavar="Å",
                        help="pocket cutoff in Å (default: the value the model was trained with)")
     model.add_argument("--device", default="cpu", help="torch device (default cpu)")
@@ -70,11 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--write-poses", metavar="SDF", help="with --reference: write the generated poses here")
     output.add_argument("--measured", metavar="CSV", help="measured values (columns name and pK or dG_kcal_mol) "
                         "to compare with, matched by name")
-    output.add_argument("--plot", metavar="PNG", help="plot predicted vs measured pK (needs --measured)")
+    output.add_argument("--plot", metavar="PNG", help="plot predicted vs measured pK, titled by target and model, "
+                        "points named (needs --measured)")
     output.add_argument("--target", metavar="NAME", help="the target's name in titles (default: from the receptor "
                         "file name, e.g. tnks2 from tnks2_protein.pdb)")
     output.add_argument("--max-rows", type=int, default=40, help="rows shown in the terminal table (default 40)")
-    output.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    output.add_argument("--quiet", action="store_true", help="no progress bar and no table (the summary line stays)")
 
 
 # A ligand argument naming a file by its suffix (else it may be a residue name, a chain group or a SMILES).

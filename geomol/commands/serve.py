@@ -22,6 +22,9 @@ THREADS_IN_WORKERS = True
 """``--threads`` sets each worker's torch threads; the web process itself never imports torch."""
 
 _MIB = 1024 * 1024
+MAX_CONNECTIONS = 64
+"""Connections served at once (uvicorn answers 503 beyond): bounds the memory uploads in flight can take
+(64 × the request-size limit at the very most)."""
 KEEP_ALIVE_SECONDS = 30
 """Idle seconds before the server closes a kept-alive connection: longer than a client waits after a 503 (its
 Retry-After, typically a few seconds), so that a client reusing its connection does not meet the server closing
@@ -86,5 +89,5 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info",
                 proxy_headers=True, forwarded_allow_ips="127.0.0.1", timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                timeout_graceful_shutdown=15)
+                timeout_graceful_shutdown=15, limit_concurrency=MAX_CONNECTIONS)
     return 0

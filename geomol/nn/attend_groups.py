@@ -26,7 +26,7 @@ def _call(name: str, index: PairIndex, n_head: int, width: int, n_channel: int, 
              index.n_atoms, n_head, width // n_head, n_channel)
     indices = [getattr(index, field).contiguous() for field in _INDEX_FIELDS]
     pointers = [0 if t is None else t.data_ptr() for t in indices + tensors]
-    if native._function(f"{name}_{native._SUFFIX[dtype]}")(*sizes, *pointers):
+    if native.timed_call(name, native._function(f"{name}_{native._SUFFIX[dtype]}"), *sizes, *pointers):
         raise ValueError(f"{name}: an index of the chunk is out of range")
 
 

@@ -33,6 +33,7 @@ import platform
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,7 @@ from geomol.nn.radial import FLUSH_BELOW, MIN_EXPONENT, envelope_coefficients
 
 __all__ = ["NATIVE_ENV", "WIDE_ENV", "native_available", "wide_loops", "attend_pairs", "attend_pairs_backward",
            "diagonal_blocks", "counting_products", "count_products", "native_ready", "block_min_distance",
-           "nearest_atoms", "MAX_NEAREST", "run_edge_ranges", "keep_bits", "forget_derived"]
+           "nearest_atoms", "MAX_NEAREST", "run_edge_ranges", "keep_bits", "forget_derived", "timing_compiled"]
 
 MAX_NEAREST = 64
 """The most atoms :func:`nearest_atoms` keeps per group."""
@@ -67,6 +68,7 @@ _N_FORWARD_POINTERS, _N_BACKWARD_POINTERS = 21, 14
 
 _lock = threading.Lock()
 _counted: list[int] = []  # product FLOPs of the compiled calls inside counting_products()
+_timed: list[dict[str, float]] = []  # CPU seconds per compiled function inside timing_compiled()
 _library: ctypes.CDLL | None = None
 _tried = False
 
@@ -205,6 +207,32 @@ def counting_products():
         count[0] = _counted.pop()
 
 
+@contextmanager
+def timing_compiled():
+    """Measure the CPU time spent inside the compiled loops while the block runs: ``with timing_compiled() as
+    spent: ...; spent`` ({function name: CPU seconds of the calling thread}; with one thread, all their time), for
+    benchmarks that tell the compiled loops' share of a step from the rest."""
+    spent: dict[str, float] = {}
+    _timed.append(spent)
+    try:
+        yield spent
+    finally:
+        _timed.remove(spent)
+
+
+def timed_call(name: str, function, *arguments):
+    """``function(*arguments)``; inside :func:`timing_compiled` blocks, the calling thread's CPU time in it is added
+    to theirs under ``name`` (outside them, one list test and nothing else)."""
+    if not _timed:
+        return function(*arguments)
+    start = time.thread_time()
+    try:
+        return function(*arguments)
+    finally:
+        for spent in _timed:
+            spent[name] = spent.get(name, 0.0) + time.thread_time() - start
+
+
 def count_products(flops: int) -> None:
     """Add ``flops`` (2 per multiply-add) to the innermost :func:`counting_products` block, if any."""
     if _counted:
@@ -253,6 +281,11 @@ def _run_ranges(name: str, ranges: list[tuple[int, int]], arguments: list, error
 
     Raises ValueError ``"{name}: {error}"`` if a call reports invalid arguments; RuntimeError where the library is
     unavailable."""
+    timed_call(name, _run_ranges_now, name, ranges, arguments, error, accumulate)
+
+
+def _run_ranges_now(name: str, ranges: list[tuple[int, int]], arguments: list, error: str, accumulate=()) -> None:
+    """:func:`_run_ranges`, untimed."""
     function = _function(name)
     if len(ranges) == 1:  # the common one-thread case, without the bookkeeping below
         status = function(*ranges[0], *[a.data_ptr() if isinstance(a, torch.Tensor) else a for a in arguments])
@@ -491,7 +524,8 @@ def constant(value: float, dtype: torch.dtype) -> torch.Tensor:
     number of the tensors' dtype through a pointer."""
     key = (value, dtype)
     if key not in _constants:
-        _constants[key] = torch.tensor([value], dtype=dtype)
+        with torch.inference_mode(False):  # cached: an inference tensor could not be saved for backward later
+            _constants[key] = torch.tensor([value], dtype=dtype)
     return _constants[key]
 
 

@@ -108,7 +108,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None,
         cluster = jobqueue.cluster()
         cluster.scale(jobs=jobqueue.jobs)
     else:
-        cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True, dashboard_address=None,
+        cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True, dashboard_address=":0",
                                env=_WORKER_ENV)
     with cluster, Client(cluster) as client:
         yield client

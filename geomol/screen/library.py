@@ -80,24 +80,25 @@ def library_format(path: str | PathLike) -> str:
                              source=path)
 
 
+def _sdf_record(lines: list[str], count: int, path: Path, first_line: int) -> LibraryEntry:
+    title = lines[0].strip()
+    return LibraryEntry(count, title or f"#{count}", "\n".join(lines) + "\n",
+                        f"{path} [molecule {count}, line {first_line}]")
+
+
 def _sdf_entries(path: Path) -> Iterator[LibraryEntry]:
     lines: list[str] = []
-    first_line = 1
-    count = 0
+    first_line = count = 0
     for number, line in enumerate(iter_text_lines(path), start=1):
-        if line.startswith("$$$$"):
-            if any(text.strip() for text in lines):
-                title = lines[0].strip()
-                yield LibraryEntry(count, title or f"#{count}", "\n".join(lines) + "\n",
-                                   f"{path} [molecule {count}, line {first_line}]")
-                count += 1
-            lines, first_line = [], number + 1
-        else:
+        if not line.startswith("$$$$"):
             lines.append(line)
+            continue
+        if any(text.strip() for text in lines):
+            yield _sdf_record(lines, count, path, first_line + 1)
+            count += 1
+        lines, first_line = [], number
     if any(text.strip() for text in lines):  # a last record without its $$$$ line
-        title = lines[0].strip()
-        yield LibraryEntry(count, title or f"#{count}", "\n".join(lines) + "\n",
-                           f"{path} [molecule {count}, line {first_line}]")
+        yield _sdf_record(lines, count, path, first_line + 1)
 
 
 def iter_library(path: str | PathLike) -> Iterator[LibraryEntry]:

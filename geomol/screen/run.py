@@ -8,7 +8,6 @@ hold one shard each.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import replace
@@ -27,18 +26,10 @@ from geomol.screen.merge import merge_shards
 from geomol.screen.outputs import OutputFolder, table_bytes
 from geomol.screen.progress import ScreenProgress
 from geomol.screen.report import plot_screen
-from geomol.screen.settings import ScreenInputs, ScreenSettings
+from geomol.screen.settings import ScreenInputs, ScreenSettings, model_digest
 from geomol.screen.worker import ShardResult
 
 __all__ = ["screen_library"]
-
-
-def _model_digest(model) -> str:
-    h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 def _checked_inputs(library: Path, receptor, reference, settings: ScreenSettings) -> ScreenInputs:
@@ -63,7 +54,7 @@ def _checked_inputs(library: Path, receptor, reference, settings: ScreenSettings
     if settings.receptor_chains:
         structure.select_chains(list(settings.receptor_chains))
     PoseTemplate(read_ligand(reference, 0), None, settings.pose)  # a reference without 3D coordinates fails here
-    return replace(inputs, model_digest=_model_digest(model))
+    return replace(inputs, model_digest=model_digest(model))
 
 
 def _failed_shard_rows(shard: Shard, exc: BaseException) -> list[dict]:

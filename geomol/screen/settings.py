@@ -19,7 +19,7 @@ from typing import Any
 from geomol.data.posing.poses import PoseParameters
 from geomol.errors import ConfigError, StructureReadError
 
-__all__ = ["DockSettings", "ScreenSettings", "ScreenInputs"]
+__all__ = ["DockSettings", "ScreenSettings", "ScreenInputs", "model_digest"]
 
 _NOT_IN_FINGERPRINT = ("top", "threads")  # a resumed run may show more hits or use other threads
 
@@ -74,6 +74,15 @@ class ScreenSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def model_digest(model) -> str:
+    """SHA-256 of a model's weights (every tensor of its state dict, by name): the model's identity in a fingerprint."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def _file_bytes(path: str | PathLike, option: str) -> bytes:

@@ -208,7 +208,8 @@ class WorkerPool:
             self._workers[index] = self._spawn(index)
 
     def _retire(self, worker: _Worker, reason: str | None, *, gentle: bool) -> None:
-        if gentle and worker.process.is_alive():
+        """Stop a worker (asking first when ``gentle`` and it is idle); its job, if any, is settled with ``reason``."""
+        if gentle and worker.job is None and worker.process.is_alive():
             try:
                 worker.connection.send(None)
             except OSError:
@@ -219,7 +220,7 @@ class WorkerPool:
             worker.process.join(timeout=5.0)
         worker.connection.close()
         if worker.job and reason:
-            self.store.mark_failed(worker.job, reason)
+            self.store.settle(worker.job, reason)
         worker.job = None
 
     def _dispatch(self) -> None:

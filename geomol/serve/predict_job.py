@@ -120,7 +120,7 @@ def _compare(records: Sequence, measured_file: str | None, plot: Path) -> dict |
     try:
         return {"plot": True, **plot_predicted_vs_measured(records, measured, plot)}
     except DatasetError as exc:
-        return {"plot": False, "note": exc.reason if hasattr(exc, "reason") else str(exc),
+        return {"plot": False, "note": exc.reason,  # without its source: a path inside the server
                 "n": sum(1 for r in records if r.ok and r.name in measured)}
 
 

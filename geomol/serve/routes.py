@@ -14,6 +14,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel
 
 from geomol.serve.pool import QueueFull, WorkerPool
 from geomol.serve.settings import ServeSettings
@@ -26,7 +27,26 @@ __all__ = ["Runtime", "router", "job_spec", "RESULT_FILES"]
 RESULT_FILES = {"results.json": "application/json", "results.csv": "text/csv; charset=utf-8",
                 "poses.sdf": "chemical/x-mdl-sdfile", "plot.png": "image/png"}
 MODELS_WAIT_SECONDS = 20.0
-router = APIRouter()
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: the exception's kind, its message (the library's, naming the file), the HTTP status,
+    and the limit broken, if one was."""
+
+    type: str
+    message: str
+    status: int
+    limit: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error answer of the API."""
+
+    error: ErrorDetail
+
+
+router = APIRouter(responses={422: {"model": ErrorBody, "description": "invalid or inconsistent request"},
+                              401: {"model": ErrorBody, "description": "token missing or wrong"}})
 
 
 @dataclass
@@ -84,9 +104,10 @@ async def _models(runtime: Runtime) -> list[dict]:
 @router.get("/v1/models", summary="The affinity models jobs may name")
 async def models(request: Request) -> list[dict]:
     runtime = _runtime(request)
-    default = _resolve_model(runtime.settings.model, await _models(runtime))
+    available = await _models(runtime)
+    default = _resolve_model(runtime.settings.model, available)
     return [{key: m[key] for key in ("name", "description", "architecture", "members", "aliases")}
-            | {"default": m["name"] == default} for m in await _models(runtime)]
+            | {"default": m["name"] == default} for m in available]
 
 
 def _resolve_model(name: str, available: list[dict]) -> str:
@@ -121,8 +142,9 @@ def _ligand_upload(ligands: UploadedFile | None, smiles: str | None, reference: 
 
 
 @router.post("/v1/jobs", status_code=202, summary="Submit a receptor and a ligand series",
-             responses={413: {"description": "upload over a limit"}, 415: {"description": "content not accepted"},
-                        422: {"description": "inconsistent inputs"}, 503: {"description": "queue full"}})
+             responses={413: {"model": ErrorBody, "description": "upload over a limit"},
+                        415: {"model": ErrorBody, "description": "content is not what the field needs"},
+                        503: {"model": ErrorBody, "description": "queue full (Retry-After)"}})
 async def submit(request: Request,
                  receptor: Annotated[UploadFile, File(description="receptor: PDB or mmCIF (plain or gzip)")],
                  ligands: Annotated[UploadFile | None, File(description="posed ligands (SDF, MOL2, PDBQT) or "

@@ -170,6 +170,18 @@ class JobStore:
             rows = self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
         return {state: 0 for state in STATES} | {state: n for state, n in rows}
 
+    def settle(self, job_id: str, reason: str) -> None:
+        """End a job whose worker is gone: ``done`` if its results had been completed, else ``failed`` with
+        ``reason``; partial result folders are removed either way."""
+        for partial in self.job_dir(job_id).glob(".results-*"):
+            shutil.rmtree(partial, ignore_errors=True)
+        summary = self.results_dir(job_id) / SUMMARY
+        if summary.is_file():
+            self.mark_done(job_id, json.loads(summary.read_text(encoding="utf-8"))["counts"])
+        else:
+            shutil.rmtree(self.results_dir(job_id), ignore_errors=True)
+            self.mark_failed(job_id, reason)
+
     # ------------------------------------------------------------------ after a restart
     def recover(self) -> list[str]:
         """Make the table and the folders agree after the previous server stopped (see the module notes).
@@ -182,14 +194,8 @@ class JobStore:
         known = set()
         for record in self.list(limit=-1):
             known.add(record.id)
-            results = self.results_dir(record.id)
-            for partial in self.job_dir(record.id).glob(".results-*"):
-                shutil.rmtree(partial, ignore_errors=True)
-            if record.state == "running" and (results / SUMMARY).is_file():
-                self.mark_done(record.id, json.loads((results / SUMMARY).read_text(encoding="utf-8"))["counts"])
-            elif record.state == "running":
-                shutil.rmtree(results, ignore_errors=True)
-                self.mark_failed(record.id, INTERRUPTED)
+            if record.state == "running":
+                self.settle(record.id, INTERRUPTED)
         for folder in self.jobs_dir.iterdir():
             if folder.is_dir() and JOB_ID.match(folder.name) and folder.name not in known:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -339,3 +339,23 @@ def test_derived_weights_follow_their_source():
         native._derived_once(v, "test", make)
         v.mul_(2)
         assert torch.equal(native._derived_once(v, "test", make), v.T)
+
+
+def test_timing_compiled_counts_the_time_inside_the_compiled_loops_and_nothing_outside():
+    index, pairs, distance, sender, receiver, weights, _ = _pairs_case(torch.float32, 8, 4, 1, 32, seed=2)
+    rbf = RadialBasis(32, cutoff=1.5)
+
+    def run():
+        out = native.attend_pairs(index.group_start, sender, pairs.pair_neighbor, receiver, *weights,
+                                  distance=distance, rbf=rbf)
+        attend_groups(index, out["block_sum"], torch.zeros(1), torch.randn(pairs.num_groups, 32),
+                      torch.randn(pairs.num_groups, 4), out["alpha_weight"], torch.randn(pairs.num_pairs, 1, 3), 4)
+
+    with native.timing_compiled() as outer:
+        with native.timing_compiled() as inner:
+            run()
+        run()  # counted by the outer block only
+    run()  # counted by neither
+    assert set(inner) == set(outer) == {"geomol_attend_pairs_f32", "geomol_attend_groups"}
+    assert all(outer[name] > inner[name] > 0 for name in inner)  # the outer block also saw the second run
+    assert not native._timed  # both blocks removed themselves

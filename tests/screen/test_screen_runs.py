@@ -89,26 +89,6 @@ def test_300_ligands_complete_with_counts_that_add_up(uninterrupted):
     assert (out / "screen.png").stat().st_size > 10_000
 
 
-def test_a_worker_killed_mid_run_still_screens_every_ligand_once(jnk1, library_100, cluster, uninterrupted, tmp_path):
-    killed = []
-
-    def kill_a_busy_worker(result):
-        if killed:
-            return
-        busy = [worker for worker, keys in cluster.processing().items() if keys]
-        worker = busy[0]
-        shards = list(cluster.processing()[worker])
-        os.kill(cluster.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
-        killed.append(shards)
-
-    summary = _screen(library_100, jnk1, tmp_path, cluster, on_shard=kill_a_busy_worker)
-    assert killed and killed[0], "no worker was busy with a shard when one was killed"
-    assert summary["counts"]["ligands"] == 100 and not summary["failed_shards"]
-    assert [row["index"] for row in _results(tmp_path)] == list(range(100))
-    assert _without_paths(_results(tmp_path)) == _first_100(uninterrupted[0])
-    cluster.wait_for_workers(2, timeout=120)  # its nanny restarts it for the next tests
-
-
 def test_an_interrupted_run_resumed_gives_the_uninterrupted_result(jnk1, library_100, cluster, uninterrupted, tmp_path):
     finished = []
 
@@ -203,3 +183,23 @@ def test_coreless_ligands_are_docked_with_vina_when_asked(jnk1, library_300, clu
         if pose.GetProp("pose_method") == "vina":  # inside the reference's box (6 Å padding)
             xyz = pose.GetConformer().GetPositions()
             assert (xyz.min(0) > reference.min(0) - 6.5).all() and (xyz.max(0) < reference.max(0) + 6.5).all()
+
+
+# last in the module: the cluster may run the next module with one worker while the killed one restarts
+def test_a_worker_killed_mid_run_still_screens_every_ligand_once(jnk1, library_100, cluster, uninterrupted, tmp_path):
+    killed = []
+
+    def kill_a_busy_worker(result):
+        if killed:
+            return
+        busy = [worker for worker, keys in cluster.processing().items() if keys]
+        worker = busy[0]
+        shards = list(cluster.processing()[worker])
+        os.kill(cluster.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
+        killed.append(shards)
+
+    summary = _screen(library_100, jnk1, tmp_path, cluster, on_shard=kill_a_busy_worker)
+    assert killed and killed[0], "no worker was busy with a shard when one was killed"
+    assert summary["counts"]["ligands"] == 100 and not summary["failed_shards"]
+    assert [row["index"] for row in _results(tmp_path)] == list(range(100))
+    assert _without_paths(_results(tmp_path)) == _first_100(uninterrupted[0])

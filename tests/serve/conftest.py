@@ -11,16 +11,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi")
-pytest.importorskip("multipart")
-pytest.importorskip("httpx")
-
-from fastapi.testclient import TestClient  # noqa: E402
-
-from geomol.serve.app import create_app  # noqa: E402
-from geomol.serve.routes import Runtime  # noqa: E402
-from geomol.serve.settings import ServeSettings  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
+from geomol.serve.settings import ServeSettings
+from tests.conftest import REPO
 
 EXAMPLE = REPO / "data" / "example"
 BASE_URL = "http://localhost"
@@ -49,15 +41,26 @@ def wait_for_job(client, job_id: str, timeout: float = JOB_TIMEOUT, states=("don
     raise AssertionError(f"job {job_id} still {job['state']} after {timeout} s")
 
 
+def needs_serve_extra() -> None:
+    """Skip (each test module calls this) where the optional extra ``serve`` or httpx is not installed."""
+    for module in ("fastapi", "uvicorn", "multipart", "httpx"):
+        pytest.importorskip(module)
+
+
 class Served:
     """The session's app: ``client`` (TestClient), ``app``, ``runtime``, and apps sharing its runtime."""
 
-    def __init__(self, client: TestClient, app, settings: ServeSettings):
+    def __init__(self, client, app, settings: ServeSettings):
         self.client, self.app, self.settings = client, app, settings
-        self.runtime: Runtime = app.state.runtime
+        self.runtime = app.state.runtime
 
-    def sibling(self, settings: ServeSettings, *, pool=None) -> TestClient:
+    def sibling(self, settings: ServeSettings, *, pool=None):
         """A client of a new app with ``settings`` on this job store (and this pool, or ``pool``)."""
+        from fastapi.testclient import TestClient
+
+        from geomol.serve.app import create_app
+        from geomol.serve.routes import Runtime
+
         app = create_app(settings)
         app.state.runtime = Runtime(settings, self.runtime.store, pool or self.runtime.pool)
         return TestClient(app, base_url=BASE_URL, raise_server_exceptions=False, follow_redirects=False)
@@ -65,6 +68,11 @@ class Served:
 
 @pytest.fixture(scope="session")
 def served(tmp_path_factory):
+    needs_serve_extra()
+    from fastapi.testclient import TestClient
+
+    from geomol.serve.app import create_app
+
     warnings.filterwarnings("ignore", message=".*httpx.*", category=DeprecationWarning)
     settings = ServeSettings(data_dir=tmp_path_factory.mktemp("serve"), workers=2)
     app = create_app(settings)

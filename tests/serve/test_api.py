@@ -10,7 +10,9 @@ import time
 import pytest
 
 from geomol.serve.store import JOB_ID
-from tests.serve.conftest import EXAMPLE, example_upload, wait_for_job
+from tests.serve.conftest import EXAMPLE, example_upload, needs_serve_extra, wait_for_job
+
+needs_serve_extra()
 
 
 def test_health_models_and_offline_api_docs(served):
@@ -21,6 +23,9 @@ def test_health_models_and_offline_api_docs(served):
     assert [m["name"] for m in models if m["default"]] == ["contact-corpus"]
     spec = served.client.get("/openapi.json").json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/models", "/healthz"} <= set(spec["paths"])
+    refusals = spec["paths"]["/v1/jobs"]["post"]["responses"]
+    assert refusals["503"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+    assert refusals["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
     docs = served.client.get("/docs")
     assert docs.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in docs.text and "http" not in docs.text
     pytest.importorskip("swagger_ui_bundle")
@@ -119,9 +124,16 @@ def test_unknown_and_malformed_job_ids_are_404(served):
         assert response.status_code == 404 and response.json()["error"]["type"] == "NotFound"
 
 
+def _long_job() -> dict:
+    """The example receptor with its six ligands ten times over (60 ligands: a job of seconds, not a fraction)."""
+    files = example_upload("receptor")
+    files["ligands"] = ("ligands.sdf", (EXAMPLE / "tnks2_ligands.sdf").read_bytes() * 10)
+    return files
+
+
 def test_a_killed_worker_fails_its_job_and_is_replaced(served):
     pool = served.runtime.pool
-    files = example_upload("receptor", "ligands")
+    files = _long_job()
     job_id = served.client.post("/v1/jobs", files=files).json()["id"]
     wait_for_job(served.client, job_id, states=("running", "done", "failed"))
     worker = next((w for w in pool._workers if w.job == job_id), None)
@@ -140,7 +152,7 @@ def test_a_job_over_the_time_limit_is_stopped_with_the_reason(served):
     pool = served.runtime.pool
     pool.settings = served.settings.with_limits(job_seconds=0.05)
     try:
-        job_id = served.client.post("/v1/jobs", files=example_upload("receptor", "ligands")).json()["id"]
+        job_id = served.client.post("/v1/jobs", files=_long_job()).json()["id"]
         job = wait_for_job(served.client, job_id)
     finally:
         pool.settings = served.settings

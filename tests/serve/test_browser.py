@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve.conftest import EXAMPLE
+from tests.serve.conftest import EXAMPLE, needs_serve_extra
+
+needs_serve_extra()
 
 webdriver = pytest.importorskip("selenium.webdriver")
 uvicorn = pytest.importorskip("uvicorn")

@@ -11,7 +11,9 @@ import pytest
 from geomol.errors import ConfigError
 from geomol.serve.pool import WorkerPool
 from geomol.serve.settings import ServeSettings, read_token
-from tests.serve.conftest import EXAMPLE, example_upload
+from tests.serve.conftest import EXAMPLE, example_upload, needs_serve_extra
+
+needs_serve_extra()
 
 TOKEN = "team-secret-0123456789abcdef"
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from geomol.serve.store import INTERRUPTED, JobStore
-from tests.serve.conftest import EXAMPLE
+from tests.serve.conftest import EXAMPLE, needs_serve_extra
+
+needs_serve_extra()
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to follow the server's processes")
 START_TIMEOUT = 120.0

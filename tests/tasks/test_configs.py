@@ -39,7 +39,7 @@ def _overrides(name: str, tmp: Path) -> list[str]:
         return ["--data.init_args.plb_root", plb, "--data.init_args.fep_root", str(shared_path("fep_benchmark")),
                 "--data.init_args.targets", "[cmet, ptp1b]", "--data.init_args.series", "[jacs_set/cdk2]",
                 "--data.init_args.n_folds", "3"]
-    if name == "get_affinity_corpus.yaml":
+    if name in ("get_affinity_corpus.yaml", "get_affinity_corpus_long.yaml"):
         return ["--data.init_args.root", str(shared_path()), "--data.init_args.series", f"[{', '.join(CORPUS_SLICE)}]",
                 "--data.init_args.n_folds", "4", "--data.init_args.valid_fraction", "0.4"]
     if name in ("get_lba.yaml", "get_lep.yaml"):
