@@ -116,13 +116,13 @@ class FinetuneDecision:
             why = (f"{self.ligands} measured ligands are too few to check whether adapting helps (at least "
                    f"{self.min_ligands} with different pK are needed to hold out a pair and adapt on the rest)")
             if self.reason == "forced":
-                return f"adapted with your setting ({_setting_words(self.settings)}) unchecked: {why}."
+                return f"Adapted with your setting ({_setting_words(self.settings)}) unchecked: {why}."
             if self.adapted:
-                return (f"adapted with {_setting_words(self.settings)} unchecked: {why}; this setting is what helped "
+                return (f"Adapted with {_setting_words(self.settings)} unchecked: {why}; this setting is what helped "
                         f"on average with so few ligands on validation targets of the training corpus.")
-            return f"not adapted: {why}; {level}."
+            return f"Not adapted: {why}; {level}."
         base = self.base
-        text = "; ".join([f"within your {self.ligands} measured ligands (leave-pair-out: each held-out pair "
+        text = "; ".join([f"Within your {self.ligands} measured ligands (leave-pair-out: each held-out pair "
                           f"predicted by the model adapted on the other {self.ligands - 2}, {base.pairs} pairs) the "
                           f"base model orders {base.describe()} right"]
                          + [f"adapted with {_setting_words(s.settings)}: {s.describe()}" for s in self.candidates])

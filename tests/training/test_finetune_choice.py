@@ -69,7 +69,7 @@ def test_adapts_when_held_out_pairs_say_it_helps(one_member, graphs):
     fit = report.to_dict()
     assert fit["spearman_after"] > fit["spearman_before"]
     message = fit["decision"]["message"]
-    assert message.startswith(f"within your {len(graphs)} measured ligands") and "Adapted with" in message
+    assert message.startswith(f"Within your {len(graphs)} measured ligands") and "Adapted with" in message
     card = finetune_card(tuned, report, "tnks2_protein.pdb")
     assert message in card and f"{decision.settings.steps} Adam steps" in card
 
