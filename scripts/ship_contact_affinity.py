@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from geomol.commands.train_affinity import build
-from geomol.evaluation.model_cards import (data_section, per_target_plot, per_target_table, variants_table,
-                                           verdict)
+from geomol.evaluation.model_cards import (data_section, per_target_plot, per_target_table, rebuild_section,
+                                           variants_table, verdict)
 from geomol.evaluation.model_cards import figure as _f
 from geomol.inference.affinity_model import AffinityModel
 from geomol.tasks.cli import read_config
@@ -103,6 +103,9 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 ## Speed
 {speed_text}.
 
+{rebuild_section(f"geomol train-affinity --config models/{args.name}.yaml --out models/{args.name} --overwrite",
+                 args.agreement)}
+
 ## Limitations
 - The acceptance bar of issue 17 is not reached (table above): on a protein it has not seen it ranks a series
   better than ligand size on {_f(100 * row['expert_pose']['beats_hac_fraction'], 0)} % of the expert-pose targets, with a mean Spearman
@@ -129,10 +132,13 @@ def main(argv=None) -> Path:
     parser.add_argument("--out", default=None, help="model directory (default models/<the config's name>)")
     parser.add_argument("--fewshot", default=None, help="fewshot.json of this variant's cross-validation")
     parser.add_argument("--cache-dir", default=None, help="processed store (default $GEOMOL_CACHE)")
+    parser.add_argument("--agreement", default=str(REPO / "benchmarks" / "results" / "rebuild_agreement_contact-corpus.json"),
+                        help="benchmarks/rebuild_agreement.py result of a rebuild (skipped when absent)")
     args = parser.parse_args(argv)
     args.command = " ".join(["python", "scripts/ship_contact_affinity.py", *(argv if argv is not None else sys.argv[1:])])
     read = lambda path: json.loads(Path(path).read_text()) if path else None  # noqa: E731
     cv, corpus, speed = read(args.cv), read(args.corpus), read(args.speed)
+    args.agreement = read(args.agreement) if args.agreement and Path(args.agreement).exists() else None
     model, cpu_minutes = build(args.config, args.cache_dir)
     args.name = model.name
     row = {r["variant"]: r for r in cv["variants"]}[args.row]

@@ -9,14 +9,17 @@ its accuracy figures from the cross-validation summary written by ``benchmarks/a
 
 Usage::
 
+    python scripts/train_default_affinity.py rebuild --out-dir runs/default --spread-every 2   # all of the below
     python scripts/train_default_affinity.py train --seed 0 --out-dir runs/default   # one member per process
     python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json
     python scripts/train_default_affinity.py export --from-cv benchmarks/cv_runs/base   # the CV fold models instead
     python scripts/train_default_affinity.py domain --spread-every 2   # (re)compute the applicability domain only
 
-``export`` records the model's applicability domain (``geomol.inference.domain``) measured on the training
-complexes; ``domain`` recomputes it for the exported model and rewrites only ``manifest.json`` (the member
-weights, and so the predictions, stay bit-identical).
+``rebuild`` trains every seed whose ``seed<i>/last.ckpt`` is missing, one after another (a member interrupted
+mid-way continues from its ``seed<i>/resume.ckpt``, saved after every epoch), then exports them (to
+``--model-dir``, ``models/get-plb`` by default). ``export`` records the model's applicability domain
+(``geomol.inference.domain``) measured on the training complexes; ``domain`` recomputes it for the exported model
+and rewrites only ``manifest.json`` (the member weights, and so the predictions, stay bit-identical).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from geomol.data.paths import shared_data_dir
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "get_affinity_default.yaml"
 MODEL_DIR = REPO / "models" / "get-plb"
+RESUME = "resume"
 
 
 def member_overrides(args) -> dict:
@@ -43,9 +47,16 @@ def member_overrides(args) -> dict:
     saver = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
              "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": "final", "save_top_k": 0,
                            "save_last": True}}
+    # resume.ckpt after every epoch (the one of the highest step kept; AffinityModule's RandomStateCheckpoint adds
+    # torch's random state, for dropout), so that an interrupted member continues
+    resumer = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+               "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": RESUME, "monitor": "step",
+                             "mode": "max", "save_top_k": 1, "save_on_train_epoch_end": True,
+                             "enable_version_counter": False}}
     logger = {"class_path": "lightning.pytorch.loggers.CSVLogger",
               "init_args": {"save_dir": str(out), "name": f"seed{args.seed}"}}
-    trainer = {"max_epochs": args.epochs, "limit_val_batches": 0, "logger": logger, "callbacks": [saver],
+    trainer = {"max_epochs": args.epochs, "limit_val_batches": 0, "logger": logger,
+               "callbacks": [saver, resumer],
                "enable_progress_bar": False, "enable_model_summary": False}
     return {"seed_everything": args.seed, "trainer": trainer, "data": {"init_args": data}}
 
@@ -55,8 +66,11 @@ def train(args) -> None:
 
     torch.set_num_threads(1)
     cli = build_from_config(RECIPE, member_overrides(args))
+    resume = Path(args.out_dir) / f"seed{args.seed}" / f"{RESUME}.ckpt"
+    if resume.exists():
+        print(f"seed {args.seed}: continuing from {resume} (epoch {torch.load(resume, weights_only=True)['epoch']})")
     start = time.time()
-    cli.trainer.fit(cli.model, cli.datamodule)
+    cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=str(resume) if resume.exists() else None)
     print(f"seed {args.seed}: {args.epochs} epochs in {(time.time() - start) / 60:.1f} min → "
           f"{cli.trainer.checkpoint_callback.last_model_path}")
 
@@ -71,7 +85,12 @@ accuracy on the proteins it never saw is what the table below reports:
 
     python benchmarks/affinity_cv.py train --fold <k> --variant base --epochs {epochs} --out-dir <dir>
     python scripts/train_default_affinity.py export --from-cv <dir> --cv benchmarks/results/affinity_cv.json"""
-    return f"""Every complex used for training, {epochs} epochs per member, seeds 0…{members - 1}:
+    return f"""Every complex used for training, {epochs} epochs per member, seeds 0…{members - 1}. One command
+rebuilds it (members one after another; an interrupted member resumes from its last finished epoch):
+
+    python scripts/train_default_affinity.py rebuild --out-dir runs/default --epochs {epochs} --spread-every 2
+
+or member by member, then the export:
 
     python scripts/train_default_affinity.py train --seed <i> --epochs {epochs} --out-dir runs/default
     python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json"""
@@ -208,6 +227,16 @@ def domain(args) -> None:
     print(json.dumps(found.to_dict(), indent=1))
 
 
+def rebuild(args) -> None:
+    """Every member missing under ``--out-dir`` (seeds ``--seeds``), then the export."""
+    for seed in args.seeds:
+        if (Path(args.out_dir) / f"seed{seed}" / "last.ckpt").exists():
+            print(f"seed {seed}: trained already")
+            continue
+        train(argparse.Namespace(seed=seed, epochs=args.epochs, out_dir=args.out_dir, cache_dir=args.cache_dir))
+    export(argparse.Namespace(**{**vars(args), "from_cv": None}))
+
+
 def export(args) -> None:
     from geomol.api import load_model
 
@@ -225,10 +254,11 @@ def export(args) -> None:
     card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv), variants=variants)
     model = load_model(checkpoints)
     model.domain = _domain(model, args)
-    model.save(MODEL_DIR, card=card, name="get-plb",
+    model_dir = Path(getattr(args, "model_dir", None) or MODEL_DIR)
+    model.save(model_dir, card=card, name="get-plb",
                description="GET affinity ensemble trained on the protein-ligand-benchmark and the public FEP+ "
                            "benchmark (pK of a protein-ligand pose)", metrics=metrics, overwrite=True)
-    print(f"{len(checkpoints)} members → {MODEL_DIR}")
+    print(f"{len(checkpoints)} members → {model_dir}")
 
 
 def main() -> None:
@@ -239,18 +269,24 @@ def main() -> None:
     t.add_argument("--epochs", type=int, default=12)
     t.add_argument("--out-dir", required=True)
     t.add_argument("--cache-dir", default=None)
+    r = sub.add_parser("rebuild", help="train the missing members (one after another), then export them")
+    r.add_argument("--out-dir", required=True, help="where the members' runs go (seed<i>/last.ckpt)")
+    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    r.add_argument("--epochs", type=int, default=10)
     e = sub.add_parser("export")
     e.add_argument("--out-dir", help="members trained with 'train' (seed*/last.ckpt)")
     e.add_argument("--from-cv", help="use the best checkpoints of a cross-validation run (fold*/best.ckpt) instead")
-    e.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
-    e.add_argument("--variants", default=str(REPO / "benchmarks" / "results" / "affinity_cv_variants.json"),
-                   help="table of `benchmarks/affinity_cv.py compare` for the card (skipped when absent)")
-    for command in (e, sub.add_parser("domain", help="recompute the applicability domain of the exported model")):
+    for command in (r, e):
+        command.add_argument("--model-dir", default=str(MODEL_DIR), help="model directory to write")
+        command.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
+        command.add_argument("--variants", default=str(REPO / "benchmarks" / "results" / "affinity_cv_variants.json"),
+                             help="table of `benchmarks/affinity_cv.py compare` for the card (skipped when absent)")
+    for command in (r, e, sub.add_parser("domain", help="recompute the applicability domain of the exported model")):
         command.add_argument("--spread-every", type=int, default=1,
                              help="measure the ensemble spread on every k-th training complex (default 1: all)")
         command.add_argument("--cache-dir", default=None, help="processed-data cache (default: geomol's)")
     args = parser.parse_args()
-    {"train": train, "export": export, "domain": domain}[args.command](args)
+    {"rebuild": rebuild, "train": train, "export": export, "domain": domain}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ import json
 import math
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.data.paths import shared_data_dir
@@ -21,11 +23,12 @@ from geomol.evaluation.contact_cv import ContactCV, compare_fewshot_settings, co
 from geomol.evaluation.corpus_folds import checked_folds, load_items
 from geomol.evaluation.fewshot import METHODS, summarise
 from geomol.evaluation.get_cv import fewshot_of_folds, train_corpus_fold
-from geomol.evaluation.get_variants import GETFold
+from geomol.evaluation.get_variants import CORPUS_RECIPE, GETFold, corpus_fold_overrides
 from geomol.evaluation.predictions import fold_about, read_predictions, training_cpu
+from geomol.tasks.cli import read_config
 from geomol.training import ligand_baselines
 from geomol.training.finetune import FinetuneSettings
-from tests.conftest import shared_path
+from tests.conftest import benchmark_module, shared_path
 
 SERIES = ["plb/syk", "plb/hif2a", "plb/pfkfb3", "plb/tnks2"]
 TINY_GRIDS = {"rf": [{"n_estimators": 5, "max_features": "sqrt", "min_samples_leaf": 1}],
@@ -153,6 +156,20 @@ def test_predictions_from_another_split_or_corpus_are_refused(slice_run, slice_i
     assert pred[0] == 7.5 and np.isnan(pred[1:]).all()
 
 
+def _long_run_predictions_match(out: Path, slice_run, tmp_path: Path) -> None:
+    """benchmarks/get_convergence.py predict, given a fold's config and best checkpoint, writes the same test
+    predictions as the fold's training did (the path a long run's checkpoint takes into the table)."""
+    fold = GETFold(0, str(out), folds=2, epochs=1, series=SERIES, valid_fraction=0.5,
+                   cache_dir=str(slice_run[1] / "cache"))
+    config = read_config(CORPUS_RECIPE)
+    config["data"]["init_args"].update(corpus_fold_overrides(fold)["data"]["init_args"])
+    (tmp_path / "fold0.yaml").write_text(yaml.safe_dump(config))
+    benchmark_module("get_convergence").main(["predict", "--config", str(tmp_path / "fold0.yaml"), "--checkpoint",
+                                               str(out / "fold0_checkpoint" / "best.ckpt"),
+                                               "--out-dir", str(tmp_path / "long")])
+    assert (tmp_path / "long" / "fold0.csv").read_text() == (out / "fold0.csv").read_text()
+
+
 def test_get_folds_train_on_the_protocol_folds_and_enter_the_table(slice_run, slice_items, tmp_path):
     """benchmarks/affinity_corpus_get.py on the slice: each fold's best checkpoint predicts exactly that fold's
     test items, and the folder of fold CSVs is read as one out-of-fold prediction set."""
@@ -166,6 +183,7 @@ def test_get_folds_train_on_the_protocol_folds_and_enter_the_table(slice_run, sl
         assert json.loads((out / f"fold{fold}.json").read_text())["provenance"]["command"]
     pred = read_predictions(out, items, fold_of)  # refuses any item predicted outside its test fold
     assert np.isfinite(pred).all() and np.std(pred) > 0
+    _long_run_predictions_match(out, slice_run, tmp_path)
 
     records = [json.loads((out / f"fold{fold}.json").read_text()) for fold in (0, 1)]
     assert training_cpu(out) == pytest.approx(sum(r["train_cpu_seconds"] for r in records))
@@ -202,6 +220,7 @@ def test_contact_scorer_folds_enter_the_table(slice_run, slice_items, tmp_path):
         assert record["split_sizes"]["valid"] > 0 and json.loads((out / f"fold{record['fold']}.json").read_text())
     pred = read_predictions(out, items, fold_of)  # refuses any item predicted outside its test fold
     assert np.isfinite(pred).all() and np.std(pred) > 0
+    _long_run_predictions_match(out, slice_run, tmp_path)
     assert fold_about(out).startswith("contact scorer contact: per-atom contact MLP")
     assert training_cpu(out) == pytest.approx(sum(r["train_cpu_seconds"] for r in records))
 

@@ -132,10 +132,8 @@ def test_no_module_imports_a_higher_layer():
     assert upward == []
 
 
-def test_the_prediction_path_has_no_lightning_and_no_tasks():
-    modules = closure(import_graph(), PREDICTION_ENTRIES)
-    assert "geomol.inference.loading" in modules and "geomol.models.egno" in modules  # the closure is followed
-    assert sorted(m for m in modules if m.startswith("geomol.tasks")) == []
+def third_party_imports(modules: set[str]) -> set[str]:
+    """Top-level names of the packages outside geomol that ``modules`` import anywhere in their files."""
     third_party = set()
     for module in modules:
         path = REPO / (module.replace(".", "/") + ".py")
@@ -144,7 +142,24 @@ def test_the_prediction_path_has_no_lightning_and_no_tasks():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
             third_party.update(name.split(".")[0] for name in names)
-    assert "lightning" not in third_party and "pytorch_lightning" not in third_party
+    return third_party
+
+
+def test_the_prediction_path_has_no_lightning_and_no_tasks():
+    modules = closure(import_graph(), PREDICTION_ENTRIES)
+    assert "geomol.inference.loading" in modules and "geomol.models.egno" in modules  # the closure is followed
+    assert sorted(m for m in modules if m.startswith("geomol.tasks")) == []
+    assert {"lightning", "pytorch_lightning"} & third_party_imports(modules) == set()
+
+
+def test_the_training_library_has_no_lightning_and_no_tasks():
+    """The contact scorer's and ligand trees' training and the fine-tune loop (``geomol.training``) run without
+    Lightning; only GET's ``geomol fit`` path (``geomol.tasks``) uses it."""
+    modules = closure(import_graph(), ("geomol.training",))
+    assert {"geomol.training.contact_scorer", "geomol.training.ligand_baselines", "geomol.training.finetune",
+            "geomol.models.contact_scorer", "geomol.models.ligand_trees"} <= modules
+    assert sorted(m for m in modules if m.startswith("geomol.tasks")) == []
+    assert {"lightning", "pytorch_lightning"} & third_party_imports(modules) == set()
 
 
 def test_egno_without_rdkit_and_prediction_without_lightning_at_run_time():
@@ -156,3 +171,21 @@ def test_egno_without_rdkit_and_prediction_without_lightning_at_run_time():
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "[]", "[]"]
+
+
+def test_benchmarks_and_scripts_import_only_the_library():
+    """No ``sys.path`` edit in ``benchmarks/`` or ``scripts/`` but the one that puts the user's checkout of the
+    official code (the other side of a side-by-side comparison) on the path; benchmarks' sibling helpers
+    (``run_record``) come from the script's own folder, which Python puts first."""
+    edits = []
+    for path in sorted([*(REPO / "benchmarks").rglob("*.py"), *(REPO / "scripts").rglob("*.py")]):
+        source = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            target = node.func if isinstance(node, ast.Call) else None
+            if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
+                    and target.value.attr == "path" and isinstance(target.value.value, ast.Name)
+                    and target.value.value.id == "sys"):
+                argument = ", ".join(ast.get_source_segment(source, a) or "" for a in node.args)
+                if "official" not in argument:
+                    edits.append(f"{path.relative_to(REPO)}:{node.lineno}: sys.path.{target.attr}({argument})")
+    assert edits == []

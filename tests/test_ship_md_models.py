@@ -62,3 +62,8 @@ def test_chemistry_verdict_against_the_aim(ship):
     assert "meets the aim" in ship.chemistry_verdict(RolloutScore("A", "model", 0.1, 0.1, good, 3))
     line = ship.chemistry_verdict(RolloutScore("B", "model", 0.1, 0.1, bad, 3))
     assert "broken (> 0.3 Å off) in 25 % of the predicted frames: does not meet" in line
+
+
+def test_one_seed_per_side_gives_no_verdict(ship):
+    line = ship.seed_noise_lines([_record(1, (0.28, 0.18), (0.29, 0.19))])[0]
+    assert line.endswith("no seed noise to compare it with.") and "a gap of 0.0100" in line

@@ -36,7 +36,7 @@ from geomol.training.finetune import FinetuneSettings
 from geomol.version import PACKAGE_DIR
 
 __all__ = ["train_plb_fold", "score", "summarise", "compare", "train_corpus_fold", "denoising_losses",
-           "PREDICTION_FIELDS", "fold_test_targets", "fewshot_of_folds"]
+           "PREDICTION_FIELDS", "fold_test_targets", "fewshot_of_folds", "test_predictions"]
 
 
 def train_plb_fold(fold: GETFold) -> dict:
@@ -200,6 +200,20 @@ def denoising_losses(metrics_csv: Path, module) -> dict | None:
             "logged_steps": len(losses)}
 
 
+def test_predictions(checkpoint: str | Path, datamodule) -> list[tuple[str, float, float, int]]:
+    """A checkpoint's predictions on a data module's test split, the model loaded as users load it
+    (:func:`~geomol.inference.loading.load_model`): one ``(id, predicted pK, measured pK, ligand heavy
+    atoms)`` per test complex."""
+    model = load_model(checkpoint)
+    rows = []
+    with torch.inference_mode():
+        for batch in datamodule.test_dataloader():
+            pred, _ = model.predict(batch)
+            rows += [(graph.name, float(p), float(graph.y), heavy_atoms(graph))
+                     for graph, p in zip(batch.to_data_list(), pred)]
+    return rows
+
+
 def train_corpus_fold(fold: GETFold) -> dict:
     """Train one fold of a GET variant in the corpus cross-validation and write its out-of-fold predictions (the
     best-validation checkpoint on the fold's test items, loaded as users load a model) and record.
@@ -217,13 +231,7 @@ def train_corpus_fold(fold: GETFold) -> dict:
     train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
     checkpoint = cli.trainer.checkpoint_callback
     denoising = denoising_losses(Path(cli.trainer.logger.log_dir) / "metrics.csv", cli.model)
-    best = load_model(checkpoint.best_model_path)  # the inference path, as users load it
-    rows = []
-    with torch.inference_mode():
-        for batch in cli.datamodule.test_dataloader():
-            pred, _ = best.predict(batch)
-            rows += [(graph.name, float(p), float(graph.y), heavy_atoms(graph))
-                     for graph, p in zip(batch.to_data_list(), pred)]
+    rows = test_predictions(checkpoint.best_model_path, cli.datamodule)
     result = {"fold": fold.fold, "folds": fold.folds, "variant": fold.variant, "about": variant["about"],
               "epochs": fold.epochs, "limit_train_batches": fold.limit_train_batches,
               "val_check_interval": fold.val_check_interval, "seed": fold.seed + fold.fold,

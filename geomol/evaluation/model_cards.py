@@ -151,3 +151,23 @@ def training_graphs() -> list:
     clusters, _ = load_protein_clusters(corpus.receptors)
     dataset = CorpusDataset(corpus, clusters, num_workers=1, progress=False)
     return [dataset[i] for i in range(len(dataset))]
+
+
+def rebuild_section(command: str, agreement: dict | None) -> str:
+    """The card's "Rebuilding" section: the command, and how closely a rebuild predicted like the shipped model
+    (a ``benchmarks/rebuild_agreement.py`` result; ``None``: not measured)."""
+    text = f"## Rebuilding\n\n    {command}\n"
+    if not agreement:
+        return text + "\nHow closely a rebuild predicts like the shipped model was not measured.\n"
+    ensemble, members = agreement["ensemble"], agreement["members"]
+    same_epoch = [m for m in members if (m.get("shipped_origin") or {}).get("epoch") is not None
+                  and m["shipped_origin"].get("epoch") == (m.get("rebuilt_origin") or {}).get("epoch")]
+    lines = [f"A rebuild compared with the shipped members {agreement['shipped_members']} on "
+             f"{agreement['complexes']:,} complexes (`{agreement['provenance']['command']}`): ensemble pK Spearman "
+             f"{ensemble['spearman']:.3f}, |ΔpK| mean {ensemble['mean_abs_pk']:.3f}, 99th percentile "
+             f"{ensemble['p99_abs_pk']:.2f}, max {ensemble['max_abs_pk']:.2f}"]
+    if same_epoch and len(same_epoch) < len(members):
+        worst = max(m["mean_abs_pk"] for m in same_epoch)
+        lines.append(f"; the {len(same_epoch)} members whose validation chose the same epoch agree within a mean "
+                     f"|ΔpK| of {worst:.3f}, the others chose another epoch")
+    return text + "\n" + "".join(lines) + ".\n"

@@ -57,3 +57,19 @@ def test_per_target_plot_is_a_png_of_the_expert_pose_targets(tmp_path, monkeypat
     model_cards.per_target_plot(cv, "get_x", tmp_path / "targets.png", label="get-corpus")
     assert (tmp_path / "targets.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plotted == [([0.5], [0.1])]  # plb/cdk2 only: HAC 0.5, the model 0.1; the uni_fep target is not expert-pose
+
+
+def test_rebuild_section_states_the_command_and_the_measured_agreement():
+    command = "geomol train-affinity --config models/m.yaml --out models/m --overwrite"
+    assert "was not measured" in model_cards.rebuild_section(command, None)
+    pair = lambda epochs, mean: {"mean_abs_pk": mean, "shipped_origin": {"epoch": epochs[0]},  # noqa: E731
+                                 "rebuilt_origin": {"epoch": epochs[1]}}
+    agreement = {"shipped_members": [0, 1, 2], "complexes": 12345, "provenance": {"command": "python b.py"},
+                 "ensemble": {"spearman": 0.9912, "mean_abs_pk": 0.0841, "p99_abs_pk": 0.321, "max_abs_pk": 0.602},
+                 "members": [pair((3, 3), 0.01), pair((5, 9), 0.3), pair((2, 2), 0.04)]}
+    text = model_cards.rebuild_section(command, agreement)
+    assert f"    {command}\n" in text and "12,345 complexes (`python b.py`)" in text
+    assert "Spearman 0.991, |ΔpK| mean 0.084, 99th percentile 0.32, max 0.60" in text
+    assert "the 2 members whose validation chose the same epoch agree within a mean |ΔpK| of 0.040" in text
+    agreement["members"] = [pair((3, 3), 0.01)]  # every member chose its epoch: no clause about the others
+    assert "same epoch" not in model_cards.rebuild_section(command, agreement)

@@ -115,6 +115,11 @@ def test_upload_wait_and_read_the_ranked_table_and_the_plot(served, page_url, br
     assert browser.find_element(By.ID, "plot").is_displayed()
     assert "Pearson" in browser.find_element(By.ID, "plot-caption").text
     _screenshot(browser, "results", "serve_results.png")
+    links = {a.text: a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#downloads a")}
+    assert set(links) == {"table (CSV)", "table (JSON)", "poses (SDF)", "plot (PNG)"}
+    for href in links.values():  # the downloads are the job's own files
+        assert href.startswith(f"{page_url}/v1/jobs/{job_id}/")
+        assert served.client.get(href.removeprefix(page_url)).status_code == 200
 
     browser.find_element(By.CSS_SELECTOR, 'th[data-key="name"]').click()
     names = [row[headers.index("name")] for row in _table(browser)[1]]

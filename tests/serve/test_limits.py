@@ -11,7 +11,7 @@ import pytest
 from geomol.errors import ConfigError
 from geomol.serve.pool import WorkerPool
 from geomol.serve.settings import ServeSettings, read_token
-from tests.serve.conftest import EXAMPLE, example_upload, needs_serve_extra
+from tests.serve.conftest import EXAMPLE, example_upload, needs_serve_extra, wait_for_job
 
 needs_serve_extra()
 
@@ -149,6 +149,20 @@ def test_files_are_judged_by_their_content_not_their_name(served, role, name, co
     files = example_upload("receptor", "ligands")
     files[role] = (name, content)
     assert words in _error(served.client.post("/v1/jobs", files=files), status)["message"]
+
+
+def test_client_file_names_never_reach_the_disk(served):
+    files = example_upload("receptor", "ligands")
+    files["receptor"] = ("../../../escaped.pdb", files["receptor"][1])
+    files["ligands"] = ("/tmp/../ligands;rm -rf.sdf", files["ligands"][1])
+    response = served.client.post("/v1/jobs", files=files)
+    assert response.status_code == 202, response.text
+    job = response.json()["id"]
+    inputs = served.runtime.store.job_dir(job) / "inputs"
+    assert sorted(p.name for p in inputs.iterdir()) == ["ligands.sdf", "receptor.pdb"]  # the server's names
+    data_dir = served.settings.data_dir
+    assert not any(data_dir.parent.rglob("escaped.pdb")) and not any(data_dir.rglob("*rm -rf*"))
+    assert wait_for_job(served.client, job)["state"] == "done"
 
 
 @pytest.mark.parametrize("roles, data, words", [
