@@ -54,7 +54,8 @@ def test_declines_when_the_base_model_already_orders_the_measured_ligands(one_me
     torch.testing.assert_close(after - base, torch.full_like(base, 1.0), atol=1e-6, rtol=0)
     fit = tuned.metrics["finetune"]
     assert fit["settings"]["steps"] == 0 and fit["decision"]["reason"] == "does_not_help"
-    assert "Not adapted" in fit["decision"]["message"] and "base model orders 8 of 8 (100 %)" in fit["decision"]["message"]
+    message = fit["decision"]["message"]
+    assert "Not adapted" in message and "base model orders 8 of 8 (100 %)" in message
 
 
 def test_adapts_when_held_out_pairs_say_it_helps(one_member, graphs):
@@ -89,7 +90,8 @@ def test_a_forced_setting_is_used_and_its_estimate_reported(one_member, graphs):
     own = FinetuneSettings(steps=20, lr=2e-2, anchor=0.0)
     _, report = finetune_model(one_member, graphs, measured, _names(graphs), replace(QUICK, forced=own))
     decision = report.decision
-    assert decision.reason == "forced" and decision.settings == own and [s.settings for s in decision.candidates] == [own]
+    assert decision.reason == "forced" and decision.settings == own
+    assert [s.settings for s in decision.candidates] == [own]
     assert "your setting" in decision.message() and "does not say that adapting helps" in decision.message()
 
 
