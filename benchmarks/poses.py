@@ -32,12 +32,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
+import io
 import json
+import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -47,7 +51,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 FEP = SHARED / "fep_benchmark"
-WAYS = ("unrefined", "refined")
+WAYS = ("unrefined", "refined", "vina")
 
 
 def _series(args) -> list[dict]:
@@ -102,6 +106,10 @@ def _pose_series(row: dict, parameters: dict) -> tuple[list[dict], list, dict, b
     pocket = Pocket(receptor)
     reference_clashes = not pose_contacts(experts[0], pocket).clean
     templates = {way: PoseTemplate(experts[0], receptor, p) for way, p in parameters.items()}
+    setup = time.process_time()
+    vina = _VinaLocalOptimisation.for_series(folder / f"{row['scheme']}_protein.pdb", experts[0]) \
+        if "vina" in parameters else None
+    setup = time.process_time() - setup  # receptor preparation and Vina maps, once per series
     smiles_of = [Chem.MolToSmiles(_heavy(m)) for m in experts]
     rows, poses = [], {way: [] for way in parameters}
     for index, expert in enumerate(experts[1:], start=1):
@@ -113,8 +121,12 @@ def _pose_series(row: dict, parameters: dict) -> tuple[list[dict], list, dict, b
         for way, template in templates.items():
             cpu = time.process_time()
             posed = template.pose_all([(base["name"], smiles)])[0]
+            shift = float("nan")
+            if way == "vina":
+                posed, shift = vina.optimised(posed)
             cpu = time.process_time() - cpu
             out = {**base, "way": way, "cpu_seconds": cpu, "error": posed.error, "error_kind": posed.error_kind,
+                   "median_atom_shift": shift, "series_setup_cpu_seconds": setup if way == "vina" else 0.0,
                    "core_atoms": posed.core_atoms, "core_rmsd": posed.core_rmsd, "rmsd": float("nan"),
                    "rmsd_nearest_alternative": float("nan")}
             if posed.ok:
@@ -126,6 +138,76 @@ def _pose_series(row: dict, parameters: dict) -> tuple[list[dict], list, dict, b
             rows.append(out)
             poses[way].append(posed.molecule)
     return rows, experts[1:], poses, reference_clashes
+
+
+class _VinaLocalOptimisation:
+    """AutoDock Vina's local optimisation (``Vina.optimize``) of the embedded pose: the alternative to refinement.
+
+    The receptor's ATOM records are prepared by Meeko (as ``geomol screen --dock`` does; hetero groups left out,
+    Meeko cannot type most of them), Vina's maps cover the reference's box plus 8 Å per side. Vina moves the
+    whole ligand (position, orientation, torsions): the core is not held. A receptor Meeko cannot prepare
+    makes every ligand of the series an error (``ReceptorNotPrepared``).
+    """
+
+    def __init__(self, vina=None, reason: str = ""):
+        self._vina, self._reason = vina, reason
+
+    @classmethod
+    def for_series(cls, receptor: Path, reference) -> "_VinaLocalOptimisation":
+        from rdkit import Chem
+        from vina import Vina
+
+        from geomol.errors import DockingError
+        from geomol.screen.dock import receptor_pdbqt
+
+        protein = b"".join(line for line in receptor.read_bytes().splitlines(True)
+                           if line.startswith((b"ATOM", b"TER", b"END")))
+        try:
+            with _quiet():
+                rigid, _ = receptor_pdbqt(receptor.name, protein)
+        except DockingError as exc:
+            return cls(reason=str(exc).splitlines()[0])
+        vina = Vina(sf_name="vina", cpu=1, seed=1, verbosity=0)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "receptor.pdbqt"
+            path.write_text(rigid)
+            vina.set_receptor(str(path))
+        xyz = Chem.RemoveHs(reference, sanitize=False).GetConformer().GetPositions()
+        vina.compute_vina_maps(center=((xyz.min(0) + xyz.max(0)) / 2).tolist(),
+                               box_size=(xyz.max(0) - xyz.min(0) + 16.0).tolist())
+        return cls(vina)
+
+    def optimised(self, posed) -> tuple:
+        """(the PosedLigand with Vina's locally optimised pose, median heavy-atom shift from the embedded pose in Å)."""
+        from meeko import MoleculePreparation, PDBQTMolecule, PDBQTWriterLegacy, RDKitMolCreate
+        from rdkit import Chem
+
+        if not posed.ok:
+            return posed, float("nan")
+        if self._vina is None:
+            return dataclasses.replace(posed, molecule=None, error=self._reason,
+                                       error_kind="ReceptorNotPrepared"), float("nan")
+        with _quiet():
+            text, ok, error = PDBQTWriterLegacy.write_string(MoleculePreparation().prepare(posed.molecule)[0])
+            self._vina.set_ligand_from_string(text)
+            self._vina.optimize()
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "optimised.pdbqt"
+                self._vina.write_pose(str(path), overwrite=True)
+                (molecule,) = RDKitMolCreate.from_pdbqt_mol(PDBQTMolecule(path.read_text(), skip_typing=True))
+        embedded, moved = Chem.RemoveHs(posed.molecule), Chem.RemoveHs(molecule)
+        match = list(moved.GetSubstructMatch(embedded))
+        shift = float(np.median(np.linalg.norm(moved.GetConformer().GetPositions()[match]
+                                               - embedded.GetConformer().GetPositions(), axis=1))) if match else math.nan
+        return dataclasses.replace(posed, molecule=molecule), shift
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Meeko's and Vina's printing and warnings kept out of the table."""
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _predicted(model, receptor: Path, mols: list) -> list[float]:
@@ -174,6 +256,7 @@ def _summary(rows: list[dict], correlations: list[dict], way: str) -> dict:
     mine = [r for r in rows if r["way"] == way]
     posed = [r for r in mine if not r["error"]]
     rmsd = np.array([r["rmsd"] for r in posed if np.isfinite(r["rmsd"])])
+    shifts = np.array([r["median_atom_shift"] for r in posed])
     failed: dict[str, int] = {}
     for r in mine:
         if r["error"]:
@@ -188,6 +271,8 @@ def _summary(rows: list[dict], correlations: list[dict], way: str) -> dict:
                "mean_cpu_seconds_per_ligand": statistics.fmean(r["cpu_seconds"] for r in mine),
                "median_cpu_seconds_per_ligand": statistics.median(r["cpu_seconds"] for r in mine),
                "p99_cpu_seconds_per_ligand": float(np.percentile([r["cpu_seconds"] for r in mine], 99)),
+               "median_atom_shift_A": (float(np.nanmedian(shifts)) if np.isfinite(shifts).any() else None),
+               "series_setup_cpu_seconds": sorted({r["series_setup_cpu_seconds"] for r in mine}),
                "contacts": _fractions(posed),
                "contacts_reference_clean": _fractions([r for r in posed if not r["reference_clashes"]])}
     usable = [c for c in correlations if np.isfinite(c["expert"]) and np.isfinite(c[way])]
@@ -229,7 +314,8 @@ def _parameters(args) -> dict:
 
     pose = parsed(PoseParameters, args.parameter)
     refinement = RefinementParameters(**parsed(RefinementParameters, args.refinement_parameter))
-    ways = {"unrefined": PoseParameters(**pose, refinement=None), "refined": PoseParameters(**pose, refinement=refinement)}
+    ways = {"unrefined": PoseParameters(**pose, refinement=None), "refined": PoseParameters(**pose, refinement=refinement),
+            "vina": PoseParameters(**pose, refinement=None)}  # the embedded pose, then Vina's local optimisation
     return {way: ways[way] for way in args.ways}
 
 
@@ -242,7 +328,9 @@ def main() -> int:
                         help="PoseParameters fields other than their defaults (e.g. conformers=16)")
     parser.add_argument("--refinement-parameter", nargs="+", default=[], metavar="KEY=VALUE",
                         help="RefinementParameters fields other than their defaults (e.g. iterations=200)")
-    parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS), help="which posings to run")
+    parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS[:2]),
+                        help="which posings to run (default: unrefined refined; vina: the embedded pose locally "
+                             "optimised by AutoDock Vina, the alternative to refinement, needs vina and meeko)")
     parser.add_argument("--model", default="default", help="affinity model for the Spearman comparison")
     parser.add_argument("--no-affinity", action="store_true", help="skip the affinity comparison")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "poses.json")
