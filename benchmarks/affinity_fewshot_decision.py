@@ -14,6 +14,9 @@ leave-pair-out scores within the k ligands (:mod:`geomol.evaluation.fewshot_deci
 2. The chosen rule is evaluated once on the *test* targets (the protocol's few-shot targets: expert-pose series
    with at least max(k + 5, 10) ligands): mean Spearman per budget, paired differences to base ± standard error
    over targets and the worst target, for all targets and split by how well the base model ranks the target.
+3. The same for rules on the base model's own Spearman on the k measured ligands (``--gate-below`` thresholds ×
+   ``--gate-steps``, alone or with the leave-pair-out rule; :class:`~geomol.evaluation.fewshot_decision.InsetGate`),
+   and whether the chosen one passes the test declared before it was evaluated (:func:`adoption`).
 
 The featurised corpus, members and records are checkpointed under ``--work-dir`` (rerun the same
 command to resume). Usage::
@@ -27,14 +30,15 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from geomol.evaluation.fewshot import write_result
-from geomol.evaluation.fewshot_decision import (choice_record, choose_rule, format_decided, summarise_decided,
-                                                target_records)
+from geomol.evaluation.fewshot_decision import (add_inset, choice_record, choose_gate, choose_rule,
+                                                format_decided, summarise_decided, target_records)
 from geomol.evaluation.metrics import spearman
 from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 from geomol.provenance import provenance
@@ -121,6 +125,10 @@ def run(args) -> dict:
         targets = fold_targets(corpus, corpus.folds[f], args, np.random.default_rng(args.seed + f))
         for number, (phase, target, items) in enumerate(targets):
             if (phase, f, target) in done:
+                older = [r for r in rows if (r["phase"], r["fold"], r["target"]) == (phase, f, target)]
+                if any("base_inset" not in d for r in older for d in r["draws"]):
+                    add_inset(model, data, items, older, np.random.default_rng([args.seed, f, number]))
+                    records_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
                 continue
             from geomol.training.contact_scorer import predict_contact_scorer
 
@@ -149,13 +157,52 @@ def run(args) -> dict:
     summary = summarise_decided(test, chosen)
     print("validation targets (the rule was chosen here):\n" + format_decided(valid_summary))
     print("test targets (evaluated once):\n" + format_decided(summary))
+    gate = inset_gate(valid, test, chosen, args)
     return {"description": "few-shot fine-tuning of the default model's per-fold member, decided within the k "
                            "measured ligands (leave-pair-out); Spearman on each target's other ligands, mean over "
                            "draws, then over targets; differences paired per target",
             "config": str(args.config), "k": args.k, "draws": args.draws, "rule": choice_record(chosen),
             "min_gain_grid": args.grid, "margins_on_validation": margins, "validation_summary": valid_summary,
             "summary": summary, "valid_targets_per_fold": args.valid_targets, "folds": args.folds,
-            "cpu_seconds": time.process_time() - clock, "rows": rows, "provenance": provenance()}
+            "inset_gate": gate, "cpu_seconds": time.process_time() - clock, "rows": rows, "provenance": provenance()}
+
+
+def inset_gate(valid: list[dict], test: list[dict], chosen: FinetuneChoice, args) -> dict:
+    """The rules on the base model's own Spearman on the measured ligands (an :class:`InsetGate`, alone or with
+    the leave-pair-out rule ``chosen``): the grid's option chosen on the validation targets, evaluated once on the
+    test targets."""
+    gate, options = choose_gate(valid, chosen, args.gate_below, args.gate_steps)
+    print("gate on the base model's Spearman on the measured ligands, chosen on validation targets:")
+    for o in options:
+        print(f"  below {o['below']:>5g}, {o['steps']:>3} steps{' or pairs' if o['or_pairs'] else '         '}: "
+              + ", ".join(f"k={k} {g:+.3f}" for k, g in o["gain_per_k"].items()) + f"; bound {o['bound']:+.3f}")
+    print(f"chosen: {gate.describe()}")
+    valid_summary, summary = (summarise_decided(rows, (gate, chosen)) for rows in (valid, test))
+    print("validation targets (the gate was chosen here):\n" + format_decided(valid_summary))
+    print("test targets (evaluated once):\n" + format_decided(summary))
+    verdict = adoption(summary)
+    print(f"adopted as geomol finetune's rule: {verdict['adopted']} ({verdict['reason']})")
+    return {"description": "adapt when the base model's Spearman on the k measured ligands is below a threshold "
+                           "(or, with or_pairs, also where the leave-pair-out rule adapts), else the level alone",
+            "below_grid": args.gate_below, "steps_grid": args.gate_steps, "chosen": asdict(gate),
+            "options_on_validation": options, "validation_summary": valid_summary, "summary": summary,
+            "adoption": verdict}
+
+
+def adoption(summary: list[dict], weak_budgets: tuple[int, ...] = (5, 10), kept: float = 0.5) -> dict:
+    """The test declared before the gate was evaluated on test targets: it replaces the leave-pair-out rule only
+    if (a) no row (budget × group) of ``summary`` is below the base model by more than one standard error and
+    (b) on the targets the base model ranks poorly it keeps at least ``kept`` of always-adapting's gain at every
+    budget of ``weak_budgets``."""
+    below = [f"k={r['k']} {r['targets']}" for r in summary if r["decided_minus_base"] + r["decided_se"] < 0]
+    weak = {r["k"]: r["decided_minus_base"] / r["always_minus_base"] for r in summary
+            if r["targets"] == "base_weak" and r["k"] in weak_budgets}
+    short = [f"k={k} keeps {100 * f:.0f} %" for k, f in weak.items() if not f >= kept]
+    reason = "; ".join([*(f"{row} below base beyond 1 s.e." for row in below),
+                        *(f"{s} of always-adapting's gain on base-weak targets (< {100 * kept:.0f} %)"
+                          for s in short)]) or "both declared conditions met"
+    return {"adopted": not below and not short, "reason": reason, "below_base_beyond_se": below,
+            "weak_gain_kept": weak, "kept_required": kept}
 
 
 def build_args(argv=None) -> argparse.Namespace:
@@ -167,6 +214,9 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--valid-targets", type=int, default=6, help="validation targets per fold (rule choice)")
     parser.add_argument("--min-valid-ligands", type=int, default=15)
     parser.add_argument("--grid", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.15, 0.2, 0.3])
+    parser.add_argument("--gate-below", type=float, nargs="+", default=[-1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.01],
+                        help="thresholds of the base model's Spearman on the measured ligands (adapt below)")
+    parser.add_argument("--gate-steps", type=int, nargs="+", default=[10, 30, 100])
     parser.add_argument("--max-pairs", type=int, default=FinetuneChoice.max_pairs)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default=None)

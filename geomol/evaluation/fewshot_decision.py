@@ -12,11 +12,16 @@ Any margin ``min_gain`` then gives the decided model's Spearman without refittin
 :meth:`FinetuneChoice.conclude`, the rule ``geomol finetune`` applies), so the margin is chosen on the folds'
 *validation* targets (:func:`choose_min_gain`) and the chosen rule is evaluated once on the test targets
 (:func:`summarise_decided`). ``benchmarks/affinity_fewshot_decision.py`` is the command line.
+
+A second family of rules reads the base model's own Spearman on the k measured ligands (``base_inset``: no
+refitting; :func:`add_inset` adds it to records written before it was kept): an :class:`InsetGate` adapts below a
+threshold, alone or with the leave-pair-out rule (:func:`gated_spearman`), chosen on validation targets in the same
+way (:func:`choose_gate`). On the corpus it was evaluated and not adopted (``docs/predict.md``).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-from typing import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -25,8 +30,8 @@ from geomol.evaluation.metrics import mean_of, spearman
 from geomol.training.finetune import FinetuneSettings
 from geomol.training.finetune_choice import LEVEL_ONLY, FinetuneChoice, PairScore, fit_candidates
 
-__all__ = ["ALWAYS", "draw_record", "target_records", "decided_spearman", "choose_rule", "summarise_decided",
-           "format_decided", "choice_record"]
+__all__ = ["ALWAYS", "draw_record", "target_records", "add_inset", "decided_spearman", "choose_rule", "InsetGate",
+           "gated_spearman", "choose_gate", "summarise_decided", "format_decided", "choice_record"]
 
 ALWAYS = FinetuneSettings()
 """What ``geomol finetune`` did on every target before it decided from the measured ligands."""
@@ -56,8 +61,10 @@ def draw_record(model, data, items: np.ndarray, chosen: np.ndarray, choice: Fine
                    else candidates, None, seen)
     with torch.no_grad():
         base = spearman(start.head(rest_part).numpy(), y_rest)
+        inset = spearman(start.head(measured_part).numpy(), y[chosen].numpy())
     decision = replace(choice, min_gain=0.0).decide_started([start], [measured_part], y[chosen])
-    return {"base": base, "always": scores[_key(ALWAYS)], "candidates": {_key(c): scores[_key(c)] for c in candidates},
+    return {"base": base, "base_inset": inset, "always": scores[_key(ALWAYS)],
+            "candidates": {_key(c): scores[_key(c)] for c in candidates},
             "pairs": decision.base.pairs if decision.base else 0,
             "base_right": decision.base.right if decision.base else None,
             "right": {_key(s.settings): s.right for s in decision.candidates}}
@@ -68,6 +75,25 @@ def target_records(model, data, items: np.ndarray, ks: Sequence[int], draws: int
     """Every k's ``draws`` draw records of one target (k measured ligands drawn at random by ``rng``)."""
     return {k: [draw_record(model, data, items, rng.choice(len(items), size=k, replace=False), choice)
                 for _ in range(draws)] for k in ks}
+
+
+def add_inset(model, data, items: np.ndarray, rows: list[dict], rng: np.random.Generator) -> None:
+    """Add ``base_inset`` (the model's Spearman on the k measured ligands themselves) to the draw records of one
+    target's ``rows`` (one per k, in the order :func:`target_records` drew them) written before records had it:
+    the draws are replayed with the same ``rng``, checked against each record's Spearman on the other ligands."""
+    start = model.finetune_start().to(torch.float64).eval()
+    with torch.no_grad():
+        pred = start.head(start.frozen(data.batch(items))).numpy()
+    y = np.asarray(data.label[items], dtype=float)
+    for row in rows:
+        for record in row["draws"]:
+            chosen = rng.choice(len(items), size=row["k"], replace=False)
+            rest = np.setdiff1d(np.arange(len(items)), chosen)
+            replayed = spearman(pred[rest], y[rest])
+            if not np.isclose(replayed, record["base"], atol=1e-9, equal_nan=True):
+                raise RuntimeError(f"replayed draw of {row['target']} (k={row['k']}) does not match its record: "
+                                   f"Spearman {replayed} against {record['base']}")
+            record["base_inset"] = spearman(pred[chosen], y[chosen])
 
 
 def decided_spearman(record: dict, choice: FinetuneChoice, k: int) -> tuple[float, bool]:
@@ -83,12 +109,48 @@ def decided_spearman(record: dict, choice: FinetuneChoice, k: int) -> tuple[floa
     return (record["candidates"][_key(decision.settings)], True) if decision.adapted else (record["base"], False)
 
 
-def _target_means(rows: list[dict], choice: FinetuneChoice) -> list[dict]:
-    """Per target and k: the mean over draws of base, always and decided, and how often the decision adapted."""
+@dataclass(frozen=True)
+class InsetGate:
+    """A rule on the base model's own ranking of the measured ligands (``base_inset``, its Spearman on them; no
+    refitting): adapt with ``steps`` Adam steps (the choice's anchor and learning rate) when it is below ``below``,
+    otherwise set the level alone (a NaN Spearman, e.g. all measured pK equal: the level alone); with ``or_pairs``
+    also adapt where the choice's leave-pair-out rule does (with its setting)."""
+
+    below: float
+    steps: int
+    or_pairs: bool = False
+
+    def describe(self) -> str:
+        return (f"adapt with {self.steps} steps when the base Spearman on the measured ligands < {self.below:g}"
+                + (" or the leave-pair-out rule says so" if self.or_pairs else ""))
+
+
+def gated_spearman(record: dict, gate: InsetGate, choice: FinetuneChoice, k: int) -> tuple[float, bool]:
+    """As :func:`decided_spearman` for the rule ``gate`` (its leave-pair-out part from ``choice``)."""
+    if gate.or_pairs and record["pairs"]:
+        spearman_, adapted = decided_spearman(record, choice, k)
+        if adapted:
+            return spearman_, True
+    if record["base_inset"] < gate.below:  # NaN compares False
+        settings = FinetuneSettings(steps=gate.steps, lr=choice.lr, anchor=choice.anchor)
+        return record["candidates"][_key(settings)], True
+    return record["base"], False
+
+
+def _decider(rule: FinetuneChoice | tuple[InsetGate, FinetuneChoice]) -> Callable[[dict, int], tuple[float, bool]]:
+    if isinstance(rule, FinetuneChoice):
+        return lambda record, k: decided_spearman(record, rule, k)
+    return lambda record, k: gated_spearman(record, *rule, k)
+
+
+def _target_means(rows: list[dict], rule: FinetuneChoice | tuple[InsetGate, FinetuneChoice]) -> list[dict]:
+    """Per target and k: the mean over draws of base, always and decided (by a :class:`FinetuneChoice`, or an
+    :class:`InsetGate` with the choice for its leave-pair-out part), and how often the decision adapted."""
+    decide = _decider(rule)
     out = []
     for row in rows:
         draws = row["draws"]
-        decided, adapted = zip(*(decided_spearman(d, choice, row["k"]) for d in draws))
+        decided, adapted = zip(*(decide(d, row["k"]) for d in draws))
         out.append({"target": row["target"], "k": row["k"], "base_all": row["base_all"],
                     "base": mean_of(d["base"] for d in draws), "always": mean_of(d["always"] for d in draws),
                     "decided": mean_of(decided), "adapted": float(np.mean(adapted))})
@@ -113,17 +175,36 @@ def choose_rule(rows: list[dict], choice: FinetuneChoice, grid: Sequence[float])
     for fallback in [LEVEL_ONLY, *choice.candidates]:
         for gain in grid:
             rule = replace(choice, min_gain=gain, unvalidated=fallback)
-            means = _target_means(rows, rule)
-            per_k = {k: _paired([m for m in means if m["k"] == k], "decided") for k in sorted({m["k"] for m in means})}
-            bound = min(mean - (se if np.isfinite(se) else 0.0) for mean, se, _ in per_k.values())
-            table.append({"min_gain": gain, "unvalidated_steps": fallback.steps, "bound": bound, "rule": rule,
-                          "gain_per_k": {k: v[0] for k, v in per_k.items()},
-                          "se_per_k": {k: v[1] for k, v in per_k.items()}})
+            table.append({"min_gain": gain, "unvalidated_steps": fallback.steps, **_worst_budget(rows, rule),
+                          "rule": rule})
     best = max(table, key=lambda r: (round(r["bound"], 4), r["min_gain"], -r["unvalidated_steps"]))
     return best["rule"], [{k: v for k, v in r.items() if k != "rule"} for r in table]
 
 
-def summarise_decided(rows: list[dict], choice: FinetuneChoice, strong: float = 0.5) -> list[dict]:
+def _worst_budget(rows: list[dict], rule) -> dict:
+    """The decided model's mean gain over base per k, its standard error over targets, and the bound: the worst
+    k's mean gain minus its standard error."""
+    means = _target_means(rows, rule)
+    per_k = {k: _paired([m for m in means if m["k"] == k], "decided") for k in sorted({m["k"] for m in means})}
+    bound = min(mean - (se if np.isfinite(se) else 0.0) for mean, se, _ in per_k.values())
+    return {"bound": bound, "gain_per_k": {k: v[0] for k, v in per_k.items()},
+            "se_per_k": {k: v[1] for k, v in per_k.items()}}
+
+
+def choose_gate(rows: list[dict], choice: FinetuneChoice, thresholds: Sequence[float], steps: Sequence[int]
+                ) -> tuple[InsetGate, list[dict]]:
+    """The :class:`InsetGate` of the grid (``thresholds`` × ``steps`` × with or without the leave-pair-out rule of
+    ``choice``) whose worst budget has the highest bound on ``rows`` (validation targets), as :func:`choose_rule`;
+    of equals the lowest threshold (adapting least), the fewest steps, the gate alone. Returns it and every
+    option's gains per k."""
+    table = [{"below": t, "steps": n, "or_pairs": both, **_worst_budget(rows, (InsetGate(t, n, both), choice))}
+             for both in (False, True) for t in thresholds for n in steps]
+    best = max(table, key=lambda r: (round(r["bound"], 4), -r["below"], -r["steps"], not r["or_pairs"]))
+    return InsetGate(best["below"], best["steps"], best["or_pairs"]), table
+
+
+def summarise_decided(rows: list[dict], choice: FinetuneChoice | tuple[InsetGate, FinetuneChoice],
+                      strong: float = 0.5) -> list[dict]:
     """Per k and group (all targets; those the base model ranks at Spearman ≥ ``strong`` on all their ligands; the
     others): mean Spearman of base, always-adapted and decided, the paired differences to base with their
     standard errors over targets and the worst target's, and the fraction of draws adapted."""
