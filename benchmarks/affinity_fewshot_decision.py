@@ -30,15 +30,15 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from geomol.evaluation.fewshot import write_result
-from geomol.evaluation.fewshot_decision import (add_inset, choice_record, choose_gate, choose_rule,
-                                                format_decided, summarise_decided, target_records)
+from geomol.evaluation.fewshot_decision import (LEAVE_PAIR_OUT_ONLY, add_inset, choice_record, choose_gate,
+                                                choose_rule, format_decided, summarise_decided, target_records)
 from geomol.evaluation.metrics import spearman
 from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 from geomol.provenance import provenance
@@ -116,7 +116,7 @@ def run(args) -> dict:
     records_path = args.work_dir / "records.jsonl"
     rows = [json.loads(line) for line in records_path.open()] if records_path.exists() else []
     done = {(r["phase"], r["fold"], r["target"]) for r in rows}
-    choice = FinetuneChoice(max_pairs=args.max_pairs)
+    choice = replace(LEAVE_PAIR_OUT_ONLY, max_pairs=args.max_pairs)
     corpus, cv = corpus_and_variant(args.config, args.cache_dir, args.work_dir)
     print(f"corpus read: {len(corpus.ids)} complexes, {time.process_time() - clock:.0f} CPU s", flush=True)
     data = corpus.data

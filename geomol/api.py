@@ -166,10 +166,11 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
     Every member's encoder stays as it is (a contact scorer: its hidden layers); its read-out (a contact
     scorer: its last per-atom layer and descriptor term) takes ``steps`` small Adam steps on the measured
     pK, pulled towards its shipped weights (``anchor``), and its constant offset is refitted
-    (:mod:`geomol.training.finetune`). Whether and how far to adapt is decided from the measured ligands
-    themselves (leave-pair-out within them, :mod:`geomol.training.finetune_choice`): when adapting does not
-    order held-out pairs of them better than the model as it is, only the offset is refitted. The estimate
-    is in ``model.metrics["finetune"]["decision"]`` (its ``message`` in words) and on the model card.
+    (:mod:`geomol.training.finetune`). By default it takes 10 steps, and more only where an estimate from the
+    measured ligands themselves (leave-pair-out within them, :mod:`geomol.training.finetune_choice`) says that a
+    longer fit orders held-out pairs of them better than the model as it is by a margin; below 4 measured
+    ligands it takes 10 steps unchecked. The estimate is in ``model.metrics["finetune"]["decision"]`` (its
+    ``message`` in words) and on the model card.
 
     Args:
         receptor: the target's receptor, as for :func:`predict_affinity`.
@@ -182,7 +183,7 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
         name: the new model's name (default ``<base>-finetuned``).
         steps, lr, anchor: your own :class:`~geomol.training.finetune.FinetuneSettings` (any of them given:
             used whatever the estimate, which is still reported; unset ones take the defaults); all None:
-            decided from the measured ligands.
+            10 steps, more where the estimate favours it.
 
     Returns:
         The adapted model; ``model.metrics["finetune"]`` records the ligands, settings and the fit.

@@ -7,9 +7,10 @@ Example::
 
 The ligands named in the measured-values CSV (columns ``name`` and ``pK`` or ``dG_kcal_mol``, as
 for ``predict-affinity --measured``) are used; each member's last layers are fitted to them with the rest
-frozen and their weights pulled towards the base model's (see ``docs/predict.md``). Whether and how far
-to adapt is decided from those ligands (leave-pair-out within them); the estimate is printed and
-recorded. The output is a model directory (manifest, members, README.md card recording the fine-tuning).
+frozen and their weights pulled towards the base model's (see ``docs/predict.md``). By default they take
+10 Adam steps, more where an estimate from those ligands (leave-pair-out within them) favours a longer fit;
+the estimate is printed and recorded. The output is a model directory (manifest, members, README.md card
+recording the fine-tuning).
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measured values: columns name and pK or dG_kcal_mol (at least 2 matching ligands)")
     parser.add_argument("--out", required=True, metavar="DIR", help="model directory to write")
     parser.add_argument("--name", default="", help="the new model's name (default <base>-finetuned)")
-    own = " (your own setting, used whatever the within-set estimate; default: decided from the measured ligands)"
+    own = (" (your own setting, used whatever the within-set estimate; none of --steps, --lr, --anchor: 10 steps, "
+           "more where the measured ligands' estimate favours it)")
     parser.add_argument("--steps", type=int, default=None, help=f"Adam steps{own}")
     parser.add_argument("--lr", type=float, default=None, help=f"learning rate (unset: {_DEFAULTS.lr:g}){own}")
     parser.add_argument("--anchor", type=float, default=None,

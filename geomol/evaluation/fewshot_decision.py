@@ -16,7 +16,10 @@ Any margin ``min_gain`` then gives the decided model's Spearman without refittin
 A second family of rules reads the base model's own Spearman on the k measured ligands (``base_inset``: no
 refitting; :func:`add_inset` adds it to records written before it was kept): an :class:`InsetGate` adapts below a
 threshold, alone or with the leave-pair-out rule (:func:`gated_spearman`), chosen on validation targets in the same
-way (:func:`choose_gate`). On the corpus it was evaluated and not adopted (``docs/predict.md``).
+way (:func:`choose_gate`). The option chosen there, "adapt with 10 steps, or further where the leave-pair-out rule
+says so", is ``geomol finetune``'s rule: :class:`FinetuneChoice`'s defaults (its fallback 10 steps), while the
+first rule family (:func:`choose_rule`) starts from :data:`LEAVE_PAIR_OUT_ONLY` (the level alone where the estimate
+does not favour adapting); ``docs/predict.md`` has both evaluations.
 """
 from __future__ import annotations
 
@@ -30,11 +33,16 @@ from geomol.evaluation.metrics import mean_of, spearman
 from geomol.training.finetune import FinetuneSettings
 from geomol.training.finetune_choice import LEVEL_ONLY, FinetuneChoice, PairScore, fit_candidates
 
-__all__ = ["ALWAYS", "draw_record", "target_records", "add_inset", "decided_spearman", "choose_rule", "InsetGate",
-           "gated_spearman", "choose_gate", "summarise_decided", "format_decided", "choice_record"]
+__all__ = ["ALWAYS", "LEAVE_PAIR_OUT_ONLY", "draw_record", "target_records", "add_inset", "decided_spearman",
+           "choose_rule", "InsetGate", "gated_spearman", "choose_gate", "summarise_decided", "format_decided",
+           "choice_record"]
 
 ALWAYS = FinetuneSettings()
 """What ``geomol finetune`` did on every target before it decided from the measured ligands."""
+
+LEAVE_PAIR_OUT_ONLY = FinetuneChoice(unvalidated=LEVEL_ONLY, fallback=LEVEL_ONLY)
+"""The first rule: adapt only where the leave-pair-out estimate favours a candidate by the margin, else (and below
+``min_ligands``) set the level alone; the benchmark's rule families start from it."""
 
 
 def _key(settings: FinetuneSettings) -> str:
@@ -99,8 +107,10 @@ def add_inset(model, data, items: np.ndarray, rows: list[dict], rng: np.random.G
 def decided_spearman(record: dict, choice: FinetuneChoice, k: int) -> tuple[float, bool]:
     """The Spearman on the other ligands of the model ``choice`` leaves or adapts in this draw, and whether it
     adapted."""
-    if not record["pairs"]:  # nothing to validate: the choice's setting for too few ligands
-        fallback = choice.unvalidated
+    if not record["pairs"]:  # nothing to validate: the choice's setting for too few ligands, unless all measured pK
+        # are equal (k >= min_ligands without pairs; below it a NaN Spearman on them, as InsetGate reads it)
+        spread = k < choice.min_ligands and not np.isnan(record.get("base_inset", 0.0))
+        fallback = choice.unvalidated if spread else LEVEL_ONLY
         return (record["candidates"][_key(fallback)], True) if fallback.steps else (record["base"], False)
     settings = {_key(c): c for c in choice.candidates}
     base = PairScore(None, record["base_right"], record["pairs"])

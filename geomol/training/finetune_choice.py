@@ -11,15 +11,19 @@ them). At most ``max_pairs`` pairs are held out (a seeded random choice). The ca
 go (``steps``, one anchor and learning rate): one fit of the most steps per held-out pair and member serves them
 all, read at each candidate's step count (a fit stopped there ranks as one of that many steps).
 
-:class:`FinetuneChoice` adapts with the candidate that orders the most held-out pairs right (the fewest steps of
-equals) when it beats the model as it is by more than ``min_gain`` (a fraction of the pairs); otherwise the model
-keeps its weights and only its level is set to the measured ligands (``steps = 0``: it ranks as the base model).
-With fewer than ``min_ligands`` measured ligands (or no two with different pK) nothing can be held out and the
-level alone is set. The margin (0.3) and the setting for too few ligands (the level alone) were chosen on
-validation targets of the corpus cross-validation, never on test targets, as the option whose worst budget gained
-most over the model as it is less one standard error (``benchmarks/affinity_fewshot_decision.py``;
-``docs/predict.md`` has the evaluation on test targets). The candidates' anchor (1) is the one that gained most
-with 3 and 5 ligands on the same validation targets (``benchmarks/affinity_fewshot_settings.py``).
+:class:`FinetuneChoice` adapts with 10 steps (lr 0.001, anchor 1: :data:`DEFAULT`) unless the estimate favours
+going further: when the candidate that orders the most held-out pairs right (the fewest steps of equals) beats the
+model as it is by more than ``min_gain`` (a fraction of the pairs), it adapts with that candidate instead. With
+fewer than ``min_ligands`` measured ligands nothing can be held out and it adapts with 10 steps unchecked; when all
+measured ligands have the same pK they say nothing about ranking and only the model's level is set
+(``LEVEL_ONLY``: it ranks as the base model). The rule was chosen on validation targets of the corpus
+cross-validation, never on test targets, as the option whose worst budget gained most over the model as it is less
+one standard error, and evaluated once on test targets (``benchmarks/affinity_fewshot_decision.py``, key
+``inset_gate``; ``docs/predict.md``). The candidates' anchor (1) is the one that gained most with 3 and 5 ligands
+on the same validation targets (``benchmarks/affinity_fewshot_settings.py``). The first rule
+(:data:`~geomol.evaluation.fewshot_decision.LEAVE_PAIR_OUT_ONLY`) set the level alone wherever the estimate did
+not favour a candidate and below 4 ligands; where the base model ranks poorly it kept about a tenth of always
+adapting's gain.
 The :class:`FinetuneDecision` records the estimate and says it in words (:meth:`FinetuneDecision.message`);
 ``geomol finetune`` prints it and writes it on the model card and in the manifest (``metrics.finetune.decision``).
 """
@@ -37,11 +41,15 @@ from geomol.data.blocks import BlockGraph
 from geomol.errors import ConfigError
 from geomol.training.finetune import FinetuneSettings, fit_started
 
-__all__ = ["LEVEL_ONLY", "FinetuneChoice", "PairScore", "FinetuneDecision", "held_out_pairs", "fit_candidates",
-           "pair_scores"]
+__all__ = ["LEVEL_ONLY", "DEFAULT", "FinetuneChoice", "PairScore", "FinetuneDecision", "held_out_pairs",
+           "fit_candidates", "pair_scores"]
 
 LEVEL_ONLY = FinetuneSettings(steps=0)
 """The model's weights kept, only its level (constant offset) set to the measured ligands."""
+
+DEFAULT = FinetuneSettings(steps=10)
+"""What :class:`FinetuneChoice` adapts with unless the within-set estimate favours going further (and, unchecked,
+below ``min_ligands``): 10 Adam steps, lr 0.001, anchor 1."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +90,16 @@ class FinetuneDecision:
 
     Attributes:
         settings: the setting used (``LEVEL_ONLY`` when not adapted).
-        reason: ``"helps"`` (adapted: within-set validation says so), ``"does_not_help"`` (not adapted),
-            ``"too_few"`` (too few measured ligands to validate: the choice's ``unvalidated`` setting, chosen on
-            the corpus' validation targets) or ``"forced"`` (the user's setting).
+        reason: ``"helps"`` (the within-set estimate favours a candidate by more than the margin: adapted with it),
+            ``"default"`` (it does not: the choice's ``fallback``, by default 10 steps), ``"too_few"`` (too few
+            measured ligands to validate: the choice's ``unvalidated`` setting, by default 10 steps),
+            ``"no_spread"`` (all measured pK equal: the level alone) or ``"forced"`` (the user's setting).
         ligands: measured ligands used.
         base: the model as it is on the held-out pairs (``None`` without pairs).
         candidates: each candidate setting on the same pairs.
         min_gain: the margin over the base model a candidate needed.
         min_ligands: the fewest measured ligands a decision validates.
+        fallback: the setting used where the estimate does not favour a candidate by the margin.
     """
 
     settings: FinetuneSettings
@@ -99,6 +109,7 @@ class FinetuneDecision:
     candidates: list[PairScore] = field(default_factory=list)
     min_gain: float = 0.0
     min_ligands: int = 4
+    fallback: FinetuneSettings = DEFAULT
 
     @property
     def adapted(self) -> bool:
@@ -112,14 +123,18 @@ class FinetuneDecision:
     def message(self) -> str:
         """The decision and its estimate in words, for the user."""
         level = "only its level (a constant) was set to your ligands, so it ranks ligands as the base model does"
+        if self.reason == "no_spread":
+            return (f"Not adapted: your {self.ligands} measured ligands all have the same pK, so they say nothing "
+                    f"about how to rank ligands; {level}.")
         if self.base is None:
             why = (f"{self.ligands} measured ligands are too few to check whether adapting helps (at least "
                    f"{self.min_ligands} with different pK are needed to hold out a pair and adapt on the rest)")
             if self.reason == "forced":
                 return f"Adapted with your setting ({_setting_words(self.settings)}) unchecked: {why}."
             if self.adapted:
-                return (f"Adapted with {_setting_words(self.settings)} unchecked: {why}; this setting is what helped "
-                        f"on average with so few ligands on validation targets of the training corpus.")
+                return (f"Adapted with {_setting_words(self.settings)} unchecked: {why}; this is geomol's default "
+                        f"setting, which gained on average with so few ligands on validation targets of the "
+                        f"training corpus.")
             return f"Not adapted: {why}; {level}."
         base = self.base
         text = "; ".join([f"Within your {self.ligands} measured ligands (leave-pair-out: each held-out pair "
@@ -127,21 +142,33 @@ class FinetuneDecision:
                           f"base model orders {base.describe()} right"]
                          + [f"adapted with {_setting_words(s.settings)}: {s.describe()}" for s in self.candidates])
         gain = 100 * (self.estimate().accuracy - base.accuracy)
+        margin = f"{100 * self.min_gain:.0f} points"
         if self.reason == "helps":
-            return f"{text}. Adapted with {_setting_words(self.settings)} ({gain:+.0f} points over the base model)."
+            further = (f" (further than the default, {_setting_words(self.fallback)})"
+                       if self.fallback.steps and self.settings != self.fallback else "")
+            return (f"{text}. Adapted with {_setting_words(self.settings)}{further}: {gain:+.0f} points over the "
+                    f"base model, more than the {margin} needed.")
         if self.reason == "forced":
             caution = "" if gain > 100 * self.min_gain else (
                 " This estimate does not say that adapting helps here: check the model on ligands you held out, "
                 "or leave the setting to geomol (no --steps, --lr or --anchor).")
             return f"{text}. Adapted with your setting ({gain:+.0f} points over the base model).{caution}"
-        return (f"{text}. Not adapted: no setting ordered more than {100 * self.min_gain:.0f} points more held-out "
-                f"pairs right than the base model; {level}.")
+        if not self.adapted:
+            return (f"{text}. Not adapted: no setting ordered more than {margin} more held-out pairs right than the "
+                    f"base model; {level}.")
+        own = next((s for s in self.candidates if s.settings == self.settings), None)
+        estimate = (f" (its estimate here: {100 * (own.accuracy - base.accuracy):+.0f} points over the base model)"
+                    if own is not None else "")
+        return (f"{text}. Adapted with the default, {_setting_words(self.settings)}{estimate}: no setting ordered "
+                f"more than {margin} more held-out pairs right than the base model, which adapting further needs. "
+                f"The default gained on average on validation targets of the training corpus; so few pairs can "
+                f"neither confirm nor refute that it helps on yours.")
 
     def to_dict(self) -> dict:
         return {"reason": self.reason, "adapted": self.adapted, "settings": asdict(self.settings),
                 "ligands": self.ligands, "base": None if self.base is None else self.base.to_dict(),
                 "candidates": [s.to_dict() for s in self.candidates], "min_gain": self.min_gain,
-                "message": self.message()}
+                "default": asdict(self.fallback), "message": self.message()}
 
 
 def held_out_pairs(measured: Sequence[float], max_pairs: int, seed: int = 0) -> list[tuple[int, int]]:
@@ -230,11 +257,13 @@ class FinetuneChoice:
             :class:`~geomol.training.finetune.FinetuneSettings`).
         min_gain: the fraction of held-out pairs by which the best candidate must beat the model as it is.
         max_pairs: pairs held out at most (each costs one fit per member).
-        min_ligands: fewer measured ligands than this are not validated; the level alone is set.
+        min_ligands: fewer measured ligands than this are not validated (``unvalidated`` is used).
         seed: the choice of pairs when there are more than ``max_pairs``.
         forced: the user's own setting, used whatever its estimate (which is still reported); None: decide.
-        unvalidated: the setting used when nothing can be held out (fewer than ``min_ligands``), chosen on
-            validation targets of the corpus cross-validation (``LEVEL_ONLY``: the level alone).
+        unvalidated: the setting used when nothing can be held out (fewer than ``min_ligands``).
+        fallback: the setting used where no candidate beats the model as it is by more than ``min_gain``.
+            Both are :data:`DEFAULT` (10 steps), chosen on validation targets of the corpus cross-validation;
+            ``LEVEL_ONLY`` for both is the first rule (``fewshot_decision.LEAVE_PAIR_OUT_ONLY``).
     """
 
     steps: tuple[int, ...] = (10, 30, 100)
@@ -245,7 +274,8 @@ class FinetuneChoice:
     min_ligands: int = 4
     seed: int = 0
     forced: FinetuneSettings | None = None
-    unvalidated: FinetuneSettings = LEVEL_ONLY
+    unvalidated: FinetuneSettings = DEFAULT
+    fallback: FinetuneSettings = DEFAULT
 
     def __post_init__(self):
         if not self.steps or min(self.steps) < 1:
@@ -275,18 +305,21 @@ class FinetuneChoice:
         """:meth:`decide` from the members' fine-tuning starts and frozen parts (as :func:`pair_scores` takes)."""
         k = len(measured)
         pairs = held_out_pairs(measured.tolist(), self.max_pairs, self.seed) if k >= self.min_ligands else []
-        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands}
+        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands, "fallback": self.fallback}
         if not pairs:
-            return (FinetuneDecision(self.forced, "forced", k, **options) if self.forced is not None
-                    else FinetuneDecision(self.unvalidated, "too_few", k, **options))
+            if self.forced is not None:
+                return FinetuneDecision(self.forced, "forced", k, **options)
+            if len(set(measured.tolist())) < 2:  # nothing to rank: the level alone
+                return FinetuneDecision(LEVEL_ONLY, "no_spread", k, **options)
+            return FinetuneDecision(self.unvalidated, "too_few", k, **options)
         return self.conclude(k, *pair_scores(starts, frozens, measured, self.candidates, pairs))
 
     def conclude(self, ligands: int, base: PairScore, scores: Sequence[PairScore]) -> FinetuneDecision:
         """The decision for ``ligands`` measured ligands from the held-out pairs' scores (:func:`pair_scores`)."""
-        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands}
+        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands, "fallback": self.fallback}
         if self.forced is not None:
             return FinetuneDecision(self.forced, "forced", ligands, base, list(scores), **options)
         best = max(scores, key=lambda score: score.right)  # the first of equals: the fewest steps
         helps = best.right - base.right > self.min_gain * base.pairs
-        return FinetuneDecision(best.settings if helps else LEVEL_ONLY, "helps" if helps else "does_not_help",
+        return FinetuneDecision(best.settings if helps else self.fallback, "helps" if helps else "default",
                                 ligands, base, list(scores), **options)

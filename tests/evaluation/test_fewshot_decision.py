@@ -1,18 +1,24 @@
 """The few-shot decision benchmark's rules on recorded draws (geomol.evaluation.fewshot_decision): the gate on the
 base model's Spearman on the measured ligands adapts exactly below its threshold, the grid's choice follows the
-worst budget's gain on constructed records, and records written before ``base_inset`` get it by replaying their
-draws (a draw that does not replay is refused)."""
+worst budget's gain on constructed records, records written before ``base_inset`` get it by replaying their
+draws (a draw that does not replay is refused), and ``geomol finetune``'s default rule is the gate option chosen on
+the validation targets ("10 steps, or further where leave-pair-out says so")."""
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 import torch
 
-from geomol.evaluation.fewshot_decision import InsetGate, add_inset, choose_gate, gated_spearman
+from geomol.evaluation.fewshot_decision import (LEAVE_PAIR_OUT_ONLY, InsetGate, add_inset, choose_gate,
+                                                decided_spearman, gated_spearman, summarise_decided)
 from geomol.evaluation.metrics import spearman
 from geomol.training.finetune_choice import FinetuneChoice
+from tests.conftest import REPO
 
-CHOICE = FinetuneChoice()  # candidates 10, 30, 100 steps at lr 0.001, anchor 1; margin 0.3
+CHOICE = LEAVE_PAIR_OUT_ONLY  # candidates 10, 30, 100 steps at lr 0.001, anchor 1; margin 0.3; else the level alone
+ADOPTED = (InsetGate(1.01, 10, or_pairs=True), CHOICE)  # the gate option chosen on validation targets
 
 
 def _record(inset: float, base: float, gain10: float, pairs: int = 0, right: dict | None = None) -> dict:
@@ -111,3 +117,22 @@ def test_add_inset_replays_the_draws_and_refuses_a_draw_that_does_not_match():
         assert record["base_inset"] == pytest.approx(record["expected"])
     with pytest.raises(RuntimeError, match="does not match"):
         add_inset(_Model(pred), _Data(label), items, rows, np.random.default_rng(8))  # other draws
+
+
+def test_the_default_rule_is_the_gate_option_chosen_on_validation_targets():
+    """FinetuneChoice() (10 steps unless leave-pair-out favours a candidate by the margin) decides every draw as
+    "adapt with 10 steps when the measured ligands' Spearman < 1.01, or as leave-pair-out says": on constructed
+    draws, and on the benchmark's recorded validation draws (its selection set; the test draws are not read)."""
+    right = {"10/0.001/1": 5.0, "30/0.001/1": 9.0, "100/0.001/1": 6.0}
+    records = [(_record(0.9, 0.3, 0.1, pairs=10, right=right), 10),
+               (_record(0.9, 0.3, 0.1, pairs=10, right=dict.fromkeys(right, 6.0)), 5),
+               (_record(-0.5, 0.3, -0.1), 3), (_record(float("nan"), 0.3, 0.1), 3)]
+    records[0][0]["candidates"]["30/0.001/1"] = 0.55
+    outcomes = [decided_spearman(record, FinetuneChoice(), k) for record, k in records]
+    assert outcomes == [gated_spearman(record, *ADOPTED, k) for record, k in records]
+    assert [adapted for _, adapted in outcomes] == [True, True, True, False]
+    result = json.loads((REPO / "benchmarks" / "results" / "affinity_fewshot_decision.json").read_text())
+    valid = [row for row in result["rows"] if row["phase"] == "valid"]
+    assert result["inset_gate"]["chosen"] == {"below": 1.01, "steps": 10, "or_pairs": True}
+    assert summarise_decided(valid, FinetuneChoice()) == pytest.approx(result["inset_gate"]["validation_summary"],
+                                                                      nan_ok=True)
