@@ -207,8 +207,9 @@ def finetune_card(tuned: AffinityModel, report: FinetuneReport, receptor: str) -
     lines += [f"| {n} | {y:.2f} | {b:.2f} | {a:.2f} |"
               for n, y, b, a in zip(report.ligands, report.measured, report.before, report.after)]
     if report.decision is not None:
-        lines += ["", "## Whether to adapt: the estimate from the measured ligands", "", report.decision.message(),
-                  "", "(manifest `metrics.finetune.decision`; the rule and how it was chosen: `docs/predict.md`.)"]
+        lines += ["", "## How far to adapt: the rule and the estimate from the measured ligands", "",
+                  report.decision.rule(), "", report.decision.message(), "",
+                  "(manifest `metrics.finetune.decision`; the rule and how it was chosen: `docs/predict.md`.)"]
     lines += ["", "## Limitations", "",
               "- meant for this receptor and chemical series only; elsewhere use the base model;",
               "- fitted on a handful of values: the gain on the target's other ligands is not measured here, "

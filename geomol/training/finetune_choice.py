@@ -100,6 +100,7 @@ class FinetuneDecision:
         min_gain: the margin over the base model a candidate needed.
         min_ligands: the fewest measured ligands a decision validates.
         fallback: the setting used where the estimate does not favour a candidate by the margin.
+        unvalidated: the setting used below ``min_ligands``.
     """
 
     settings: FinetuneSettings
@@ -110,6 +111,7 @@ class FinetuneDecision:
     min_gain: float = 0.0
     min_ligands: int = 4
     fallback: FinetuneSettings = DEFAULT
+    unvalidated: FinetuneSettings = DEFAULT
 
     @property
     def adapted(self) -> bool:
@@ -119,6 +121,16 @@ class FinetuneDecision:
     def estimate(self) -> PairScore | None:
         """The within-set estimate of the setting used (the base model's when not adapted)."""
         return next((s for s in self.candidates if s.settings == self.settings), self.base)
+
+    def rule(self) -> str:
+        """The rule that made the decision, in words (for the model card)."""
+        if self.reason == "forced":
+            return "Your own setting (--steps, --lr or --anchor), used whatever the estimate, which is reported below."
+        words = lambda s: f"{_setting_words(s)} (lr {s.lr:g})" if s.steps else "the offset alone"  # noqa: E731
+        return (f"Rule: adapt with {words(self.fallback)}, unless the candidate that orders most held-out pairs of "
+                f"the measured ligands right orders more than {100 * self.min_gain:.0f} points more of them right "
+                f"than the base model: then with that candidate; below {self.min_ligands} measured ligands, "
+                f"{words(self.unvalidated)} unchecked; all measured pK equal, the offset alone.")
 
     def message(self) -> str:
         """The decision and its estimate in words, for the user."""
@@ -168,7 +180,7 @@ class FinetuneDecision:
         return {"reason": self.reason, "adapted": self.adapted, "settings": asdict(self.settings),
                 "ligands": self.ligands, "base": None if self.base is None else self.base.to_dict(),
                 "candidates": [s.to_dict() for s in self.candidates], "min_gain": self.min_gain,
-                "default": asdict(self.fallback), "message": self.message()}
+                "default": asdict(self.fallback), "rule": self.rule(), "message": self.message()}
 
 
 def held_out_pairs(measured: Sequence[float], max_pairs: int, seed: int = 0) -> list[tuple[int, int]]:
@@ -305,7 +317,8 @@ class FinetuneChoice:
         """:meth:`decide` from the members' fine-tuning starts and frozen parts (as :func:`pair_scores` takes)."""
         k = len(measured)
         pairs = held_out_pairs(measured.tolist(), self.max_pairs, self.seed) if k >= self.min_ligands else []
-        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands, "fallback": self.fallback}
+        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands, "fallback": self.fallback,
+                   "unvalidated": self.unvalidated}
         if not pairs:
             if self.forced is not None:
                 return FinetuneDecision(self.forced, "forced", k, **options)
@@ -316,7 +329,8 @@ class FinetuneChoice:
 
     def conclude(self, ligands: int, base: PairScore, scores: Sequence[PairScore]) -> FinetuneDecision:
         """The decision for ``ligands`` measured ligands from the held-out pairs' scores (:func:`pair_scores`)."""
-        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands, "fallback": self.fallback}
+        options = {"min_gain": self.min_gain, "min_ligands": self.min_ligands, "fallback": self.fallback,
+                   "unvalidated": self.unvalidated}
         if self.forced is not None:
             return FinetuneDecision(self.forced, "forced", ligands, base, list(scores), **options)
         best = max(scores, key=lambda score: score.right)  # the first of equals: the fewest steps

@@ -58,6 +58,7 @@ def test_goes_no_further_than_the_default_when_the_base_model_already_orders_the
     assert "Adapted with the default, 10 steps, anchor 1" in message and "Not adapted" not in message
     card = finetune_card(tuned, report, "tnks2_protein.pdb")
     assert message in card and "10 Adam steps" in card
+    assert "Rule: adapt with 10 steps, anchor 1 (lr 0.001), unless the candidate" in card
 
 
 def test_adapts_when_held_out_pairs_say_it_helps(one_member, graphs):
