@@ -3,8 +3,9 @@
 For every fold of a GET variant's cross-validation (``benchmarks/affinity_corpus_get.py`` wrote
 ``CV_DIR/fold{k}_checkpoint/best.ckpt``, chosen on that fold's validation slice), every test target (a
 series with at least ``k + --min-rest`` ligands) gets ``--draws`` random draws of ``k`` measured ligands.
-The fold's model is fine-tuned on them exactly as ``geomol finetune`` does (:func:`geomol.training.finetune.
-finetune_model`: encoder frozen, read-out weights and offset fitted with an L2 pull to the base weights) and
+The fold's model is fine-tuned on them as ``geomol finetune --steps ...`` does with a fixed setting (the
+decided one: ``benchmarks/affinity_fewshot_decision.py``; :func:`geomol.training.finetune.finetune_model`:
+encoder frozen, read-out weights and offset fitted with an L2 pull to the base weights) and
 scored by Spearman on the target's *other* ligands. On the same remainder the table also scores the fold's
 model without fine-tuning, the heavy-atom count (HAC), and a k-shot size fit (the HAC with the sign of its
 correlation on the k measured ligands: what k labels give without any model).

@@ -8,7 +8,9 @@ ligand is the reference pose, its receptor the pocket. Sections:
 * ``throughput``: one library screened end to end (posing with the default parameters + the default
   model) with 1 and with 2 local workers; ligands/s (wall, the whole run; and steady: between the first
   and the last finished shard, without the cluster's start and the merge), per worker, the 1 → 2
-  speed-up, CPU seconds per ligand by stage (from the workers), peak worker memory;
+  speed-up, CPU seconds per ligand by stage (from the workers), peak worker memory, and the driver's CPU
+  seconds per ligand in the steady part (its Dask client and the local scheduler included): how many
+  workers one driver can keep busy;
 * ``profile``: one shard in this process under cProfile (after a warm-up shard): where the time goes;
 * ``memory``: libraries of 10³, 10⁴ and 10⁵ ligands, each screened by 2 fresh workers for a fixed wall
   time (``--seconds``; the smallest may finish first), then interrupted: the workers' peak resident
@@ -93,23 +95,29 @@ def throughput(args, work: Path) -> dict:
     for workers in (1, 2):
         out = Path(tempfile.mkdtemp(prefix=f"screen_{workers}w_", dir=work))
         load = os.getloadavg()
-        finished = []  # (time, ligands) per shard: the steady rate leaves out the cluster's start and the merge
+        finished = []  # (time, driver CPU time, ligands) per shard: steady = without the cluster's start and the merge
         summary = screen_library(library, receptor, reference, out, ScreenSettings(shard_size=args.shard_size),
                                  workers=workers, quiet=True, plot=False,
-                                 on_shard=lambda result: finished.append((time.monotonic(), result.ligands)))
+                                 on_shard=lambda result: finished.append((time.monotonic(), time.process_time(),
+                                                                          result.ligands)))
         run = summary["run"]
-        steady = sum(n for _, n in finished[1:]) / max(1e-9, finished[-1][0] - finished[0][0])
+        steady_ligands = sum(n for *_, n in finished[1:])
+        steady = steady_ligands / max(1e-9, finished[-1][0] - finished[0][0])
+        driver = (finished[-1][1] - finished[0][1]) / max(1, steady_ligands)
         per_ligand = _per_ligand(summary)
         rows.append({"workers": workers, "ligands": summary["counts"]["ligands"], "scored": summary["counts"]["scored"],
                      "wall_seconds": run["wall_seconds"], "ligands_per_second": run["ligands_per_second"],
                      "steady_ligands_per_second": steady, "steady_ligands_per_second_per_worker": steady / workers,
                      "cpu_seconds_per_ligand": per_ligand, "cpu_seconds_per_ligand_total": sum(per_ligand.values()),
                      "ligands_per_cpu_second": 1 / max(1e-9, sum(per_ligand.values())),
+                     "driver_cpu_seconds_per_ligand_steady": driver,
+                     "workers_one_driver_keeps_busy": sum(per_ligand.values()) / max(1e-9, driver),
                      "peak_worker_rss_mb": run["peak_worker_rss_mb"], "load_average_before": load,
                      "load_average_after": os.getloadavg()})
         print(f"{workers} worker(s): {run['ligands_per_second']:.2f} ligands/s wall ({steady:.2f} steady), "
               f"{1 / max(1e-9, sum(per_ligand.values())):.1f} ligands per worker CPU second, "
-              f"peak worker {run['peak_worker_rss_mb']:.0f} MB, load {load[0]:.1f}", flush=True)
+              f"driver {1000 * driver:.2f} ms CPU per ligand (keeps {rows[-1]['workers_one_driver_keeps_busy']:.0f} "
+              f"workers busy), peak worker {run['peak_worker_rss_mb']:.0f} MB, load {load[0]:.1f}", flush=True)
     speedup = rows[1]["ligands_per_second"] / rows[0]["ligands_per_second"]
     steady_speedup = rows[1]["steady_ligands_per_second"] / rows[0]["steady_ligands_per_second"]
     print(f"1 → 2 workers: {speedup:.2f}× end to end, {steady_speedup:.2f}× steady")

@@ -38,6 +38,7 @@ from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs
 from geomol.inference.affinity_model import AffinityModel
 from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
+from geomol.training.finetune_choice import FinetuneChoice
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
@@ -158,14 +159,18 @@ def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[B
 
 def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measured: dict[str, float],
                       model: ModelReference = "default", *, out: str | PathLike | None = None, name: str = "",
-                      steps: int = 100, lr: float = 1e-3, anchor: float = 1.0,
+                      steps: int | None = None, lr: float | None = None, anchor: float | None = None,
                       receptor_chains: Sequence[str] | None = None, overwrite: bool = False) -> AffinityModel:
     """Adapt an affinity model to one target from a handful of its measured ligands (few-shot).
 
     Every member's encoder stays as it is (a contact scorer: its hidden layers); its read-out (a contact
     scorer: its last per-atom layer and descriptor term) takes ``steps`` small Adam steps on the measured
     pK, pulled towards its shipped weights (``anchor``), and its constant offset is refitted
-    (:mod:`geomol.training.finetune`).
+    (:mod:`geomol.training.finetune`). By default it takes 10 steps, and more only where an estimate from the
+    measured ligands themselves (leave-pair-out within them, :mod:`geomol.training.finetune_choice`) says that a
+    longer fit orders held-out pairs of them better than the model as it is by a margin; below 4 measured
+    ligands it takes 10 steps unchecked. The estimate is in ``model.metrics["finetune"]["decision"]`` (its
+    ``message`` in words) and on the model card.
 
     Args:
         receptor: the target's receptor, as for :func:`predict_affinity`.
@@ -176,14 +181,18 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
         out: write the adapted model as a model directory here (card included), for
             ``predict_affinity(..., model=out)`` and ``geomol predict-affinity --model out``.
         name: the new model's name (default ``<base>-finetuned``).
-        steps, lr, anchor: :class:`~geomol.training.finetune.FinetuneSettings`.
+        steps, lr, anchor: your own :class:`~geomol.training.finetune.FinetuneSettings` (any of them given:
+            used whatever the estimate, which is still reported; unset ones take the defaults); all None:
+            10 steps, more where the estimate favours it.
 
     Returns:
         The adapted model; ``model.metrics["finetune"]`` records the ligands, settings and the fit.
     """
     base = _affinity_model(model, "cpu")
-    tuned, report = finetune_on_ligands(base, receptor, ligands, measured, FinetuneSettings(steps, lr, anchor),
-                                        name=name, receptor_chains=receptor_chains)
+    given = {key: value for key, value in (("steps", steps), ("lr", lr), ("anchor", anchor)) if value is not None}
+    choice = FinetuneChoice(forced=FinetuneSettings(**given)) if given else FinetuneChoice()
+    tuned, report = finetune_on_ligands(base, receptor, ligands, measured, choice, name=name,
+                                        receptor_chains=receptor_chains)
     if out is not None:
         label = receptor.source if isinstance(receptor, Structure) else Path(receptor).name
         tuned.save(out, card=finetune_card(tuned, report, label), name=name or None, overwrite=overwrite)

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidSmilesError",
     "NoCommonCoreError",
     "EmbeddingError",
+    "PoseClashError",
     "SimulationError",
 ]
 
@@ -107,6 +108,11 @@ class NoCommonCoreError(PoseError):
 
 class EmbeddingError(PoseError):
     """No 3D conformer of a ligand could be embedded under the reference core's coordinates."""
+
+
+class PoseClashError(PoseError):
+    """Every pose of a ligand, refined in the pocket, still clashes with the receptor (a heavy-atom pair under
+    1.5 Å) or holds overlapping atoms: the ligand is reported, not scored."""
 
 
 class DockingError(PoseError):

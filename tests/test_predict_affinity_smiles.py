@@ -56,7 +56,8 @@ def test_command_from_smiles_csv_with_a_bad_line(model_dir, series_csv, tmp_path
     good = [r for r in rows if not r["error"]]
     assert len(good) == 3 and all(np.isfinite(r["pK"]) and r["n_pocket_blocks"] > 0 for r in good)
     assert all(r["core_atoms"] >= 15 and r["core_rmsd"] < 0.3 and r["min_receptor_distance"] > 1.0 for r in good)
-    assert "3 predicted, 1 failed" in capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())  # the summary is wrapped at the terminal's width
+    assert "4 ligand(s): 3 predicted (3 with warnings" in err and "1 failed (invalid SMILES ×1)" in err
     # the written poses are what was predicted: predicting them as ordinary ligands gives the same numbers
     assert [m.GetProp("_Name") for m in read_ligands(poses)] == [r["name"] for r in good]
     again = geomol.predict_affinity(RECEPTOR, poses, model=model_dir)
@@ -77,6 +78,7 @@ def test_api_from_smiles_strings_and_pairs(model_dir):
 @pytest.mark.parametrize("args, message", [
     (["--pairs", "pairs.csv", "--reference", "ref.sdf"], "--reference needs --receptor"),
     (["--receptor", "r.pdb", "--ligands", "l.sdf", "--write-poses", "p.sdf"], "--write-poses needs --reference"),
+    (["--receptor", "r.pdb", "--ligands", "l.sdf", "--no-refine"], "--no-refine needs --reference"),
 ])
 def test_option_misuse_is_named(model_dir, capsys, args, message):
     assert main(["predict-affinity", *args, "--model", str(model_dir)]) == 1
@@ -89,3 +91,30 @@ def test_mol2_receptor_with_docked_mol2_poses(model_dir):
     results = geomol.predict_affinity(folder / "receptor.mol2.gz", poses, model=model_dir)
     assert [r.name for r in results] == ["BindingDB_50186226", "BindingDB_50186228"]
     assert all(r.ok and np.isfinite(r.pK) and r.n_pocket_blocks > 10 for r in results)
+
+
+def test_no_refine_keeps_the_embedded_poses(model_dir, tmp_path):
+    """--no-refine (predict-affinity and screen) poses as before refinement existed; the default refines."""
+    import argparse
+
+    from geomol.commands import screen
+    from geomol.data.posing.poses import PoseParameters, PoseTemplate
+
+    smiles, name = ANALOGUES.read_text().splitlines()[1].split()
+    (tmp_path / "one.smi").write_text(f"{smiles} {name}\n")
+    written = {}
+    for flag in ([], ["--no-refine"]):
+        poses = tmp_path / f"poses{len(flag)}.sdf"
+        assert main(["predict-affinity", "--receptor", str(RECEPTOR), "--reference", str(REFERENCE), "--ligands",
+                     str(tmp_path / "one.smi"), "--write-poses", str(poses), "--model", str(model_dir), "--quiet",
+                     *flag]) == 0
+        written[bool(flag)] = read_ligands(poses)[0].GetConformer().GetPositions()
+    receptor = geomol.data.read_structure(RECEPTOR)
+    embedded = PoseTemplate(read_ligand(REFERENCE), receptor, PoseParameters(refinement=None)).pose(smiles, name)
+    np.testing.assert_allclose(written[True], embedded.molecule.GetConformer().GetPositions(), atol=1e-3)
+    assert not np.allclose(written[False], written[True], atol=1e-2)
+    parser = argparse.ArgumentParser()
+    screen.add_arguments(parser)
+    common = ["--receptor", "r.pdb", "--reference", "ref.sdf", "--library", "lib.smi", "--out", "out"]
+    assert screen._settings(parser.parse_args([*common, "--no-refine"])).pose.refinement is None
+    assert screen._settings(parser.parse_args(common)).pose.refinement is not None

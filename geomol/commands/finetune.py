@@ -7,8 +7,10 @@ Example::
 
 The ligands named in the measured-values CSV (columns ``name`` and ``pK`` or ``dG_kcal_mol``, as
 for ``predict-affinity --measured``) are used; each member's last layers are fitted to them with the rest
-frozen and their weights pulled towards the base model's (see ``docs/predict.md``). The output
-is a model directory (manifest, members, README.md card recording the fine-tuning).
+frozen and their weights pulled towards the base model's (see ``docs/predict.md``). By default they take
+10 Adam steps, more where an estimate from those ligands (leave-pair-out within them) favours a longer fit;
+the estimate is printed and recorded. The output is a model directory (manifest, members, README.md card
+recording the fine-tuning).
 """
 from __future__ import annotations
 
@@ -33,10 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measured values: columns name and pK or dG_kcal_mol (at least 2 matching ligands)")
     parser.add_argument("--out", required=True, metavar="DIR", help="model directory to write")
     parser.add_argument("--name", default="", help="the new model's name (default <base>-finetuned)")
-    parser.add_argument("--steps", type=int, default=_DEFAULTS.steps, help=f"Adam steps (default {_DEFAULTS.steps})")
-    parser.add_argument("--lr", type=float, default=_DEFAULTS.lr, help=f"learning rate (default {_DEFAULTS.lr:g})")
-    parser.add_argument("--anchor", type=float, default=_DEFAULTS.anchor,
-                        help=f"pull towards the base weights (default {_DEFAULTS.anchor:g})")
+    own = (" (your own setting, used whatever the within-set estimate; none of --steps, --lr, --anchor: 10 steps, "
+           "more where the measured ligands' estimate favours it)")
+    parser.add_argument("--steps", type=int, default=None, help=f"Adam steps{own}")
+    parser.add_argument("--lr", type=float, default=None, help=f"learning rate (unset: {_DEFAULTS.lr:g}){own}")
+    parser.add_argument("--anchor", type=float, default=None,
+                        help=f"pull towards the base weights (unset: {_DEFAULTS.anchor:g}){own}")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
 
 
@@ -50,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
                               name=args.name, steps=args.steps, lr=args.lr, anchor=args.anchor,
                               receptor_chains=args.receptor_chains, overwrite=args.overwrite)
     fit = tuned.metrics["finetune"]
-    Console().print(f"fine-tuned {fit['base_model']} on {fit['ligands']} measured ligands: RMSE "
-                    f"{fit['rmse_before']} → {fit['rmse_after']} pK, Spearman {fit['spearman_before']} → "
-                    f"{fit['spearman_after']} (on those ligands); wrote {args.out}")
+    console = Console()
+    console.print(f"fine-tuned {fit['base_model']} on {fit['ligands']} measured ligands: RMSE "
+                  f"{fit['rmse_before']} → {fit['rmse_after']} pK, Spearman {fit['spearman_before']} → "
+                  f"{fit['spearman_after']} (on those ligands, a fit, not a test); wrote {args.out}")
+    console.print(f"decision: {fit['decision']['message']}", highlight=False)
     return 0

@@ -18,7 +18,8 @@ non-zero only when nothing could be predicted. The terminal shows name, pK, ± a
 (:mod:`geomol.commands.affinity_output`); every column is in ``--out``.
 With ``--reference`` the ligands are SMILES (``.smi`` or CSV files, their columns found by common names
 such as ``smiles``/``ligand_smiles`` and ``name``/``ligand_name`` or given with ``--smiles-column``, or SMILES
-strings), posed on the reference ligand first; the pose report (core_atoms, core_rmsd,
+strings), posed on the reference ligand first and relaxed in the pocket (``--no-refine``: as embedded); a
+ligand whose pose still clashes with the receptor is reported as an error, not scored; the pose report (core_atoms, core_rmsd,
 min_receptor_distance, clashes) is added to the rows. PDBQT docking poses take their bond orders from the
 file's REMARK SMILES (meeko) or from ``--smiles``.
 """
@@ -54,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--smiles", metavar="SMILES|FILE", help="bond orders of PDBQT poses that carry no REMARK "
                         "SMILES: the ligand's SMILES, or a .smi/.csv file matched by name (PDBQT file name)")
     inputs.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")
+    inputs.add_argument("--no-refine", action="store_true", help="with --reference: keep each pose as embedded on the "
+                        "reference core, without relaxing it in the pocket (docs/predict.md)")
     inputs.add_argument("--pairs", metavar="CSV", help="many receptor–ligand pairs: CSV with columns receptor, "
                         "ligands and optional ligand (index or title) and name; paths relative to the CSV")
     model = parser.add_argument_group("model")
@@ -134,6 +137,8 @@ def check_inputs(args: argparse.Namespace) -> None:
         raise ConfigError("--write-poses needs --reference")
     if args.plot and not args.measured:
         raise ConfigError("--plot needs --measured")
+    if args.no_refine and not args.reference:
+        raise ConfigError("--no-refine needs --reference (it concerns poses made from SMILES)")
     if args.smiles_column and not args.reference:
         raise ConfigError("--smiles-column needs --reference (SMILES lists are posed on a reference ligand)")
     if args.smiles and args.reference:
@@ -158,13 +163,14 @@ def _pair_inputs(row: "PairRow") -> list["LigandInput"]:  # noqa: F821 (names fr
 def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
     """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
     from geomol.api import ligand_inputs, posed_inputs
-    from geomol.data.posing.poses import write_poses
+    from geomol.data.posing.poses import PoseParameters, write_poses
     from geomol.inference.ligand_inputs import with_unique_names
     from geomol.inference.tables import read_pairs
 
     if args.reference:
         inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
-                                     smiles_column=args.smiles_column)
+                                     smiles_column=args.smiles_column,
+                                     parameters=PoseParameters(refinement=None) if args.no_refine else None)
         if args.write_poses:
             write_poses(args.write_poses, posed)
         return [(args.receptor, inputs)]

@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="affinity model: shipped name or model directory (default: the shipped default model)")
     model.add_argument("--conformers", type=int, help="ETKDG conformers per ligand when posing on the reference "
                        "(default: the posing default, see docs/predict.md)")
+    model.add_argument("--no-refine", action="store_true", help="keep poses as embedded on the reference core, "
+                       "without relaxing them in the pocket")
     model.add_argument("--dock", action="store_true", help="dock ligands without a common core with the reference in "
                        "its box with AutoDock Vina (else they are reported as failures)")
     model.add_argument("--exhaustiveness", type=int, default=8, help="Vina exhaustiveness with --dock (default 8)")
@@ -79,7 +81,8 @@ def _settings(args: argparse.Namespace):
     from geomol.data.posing.poses import PoseParameters
     from geomol.screen.settings import DockSettings, ScreenSettings
 
-    pose = PoseParameters(**({"conformers": args.conformers} if args.conformers else {}))
+    pose = PoseParameters(**({"conformers": args.conformers} if args.conformers else {}),
+                          **({"refinement": None} if args.no_refine else {}))
     dock = DockSettings(exhaustiveness=args.exhaustiveness) if args.dock else None
     return ScreenSettings(model=args.model, receptor_chains=tuple(args.receptor_chains or ()) or None, pose=pose,
                           dock=dock, shard_size=args.shard_size, batch_size=args.batch_size, top=args.top)

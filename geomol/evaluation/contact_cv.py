@@ -33,7 +33,7 @@ from geomol.training.contact_scorer import (CONTACT_LOSSES, ContactData, calibra
 from geomol.training.finetune import FinetuneSettings
 from geomol.training.ligand_baselines import select_ligand_model
 
-__all__ = ["CorpusContacts", "ContactCV", "corpus_contacts", "module_contacts", "contact_fold", "fold_members",
+__all__ = ["CorpusContacts", "ContactCV", "corpus_contacts", "module_contacts", "contact_fold", "fold_members", "fold_member",
            "compare_fewshot_settings", "ligand_sums", "HEAVY"]
 
 HEAVY = DESCRIPTOR_NAMES.index("heavy_atoms")
@@ -220,24 +220,27 @@ def fold_members(corpus: CorpusContacts, cv: ContactCV) -> tuple[list, list[dict
     (:func:`~geomol.training.contact_scorer.calibrate_contact_scorer`). Together the members have seen every
     cluster, and each member's accuracy on the clusters it never saw is what the cross-validation reports.
     """
+    members, origins = zip(*(fold_member(corpus, cv, k) for k in range(len(corpus.folds))))
+    return list(members), list(origins)
+
+
+def fold_member(corpus: CorpusContacts, cv: ContactCV, k: int):
+    """Member ``k`` of :func:`fold_members` (a calibrated contact scorer) and what it was trained on."""
     if cv.model != "mlp":
         raise ConfigError(f"members are contact scorers (model 'mlp'), not {cv.model!r}")
-    members, origins = [], []
-    for k, fold in enumerate(corpus.folds):
-        train = source_items(fold["train"], corpus.data.keys, cv.train_sources)
-        fit = fit_contact_scorer(corpus.data, train, fold["valid"], loss=cv.loss, epochs=cv.epochs,
-                                 seed=cv.seed + 100 * k, hidden=cv.hidden, descriptors=cv.descriptors,
-                                 train_keys=corpus.clusters if cv.compare_within == "protein" else None,
-                                 pooled=cv.pooled, views=corpus.views, message_steps=cv.message_steps,
-                                 recipe=cv.recipe)
-        calibrate_contact_scorer(fit.model, corpus.data, train)
-        members.append(fit.model)
-        origins.append({"fold": k, "epoch": fit.epoch, "valid_mean_target_spearman": round(fit.score, 4),
-                        "train_items": len(train), "valid_items": len(fold["valid"]),
-                        "scale": round(float(fit.model.scale), 4), "offset": round(float(fit.model.offset), 4)})
-        print(f"member {k}: epoch {fit.epoch}, validation {fit.score:.3f}, scale {float(fit.model.scale):.3f}",
-              flush=True)
-    return members, origins
+    fold = corpus.folds[k]
+    train = source_items(fold["train"], corpus.data.keys, cv.train_sources)
+    fit = fit_contact_scorer(corpus.data, train, fold["valid"], loss=cv.loss, epochs=cv.epochs,
+                             seed=cv.seed + 100 * k, hidden=cv.hidden, descriptors=cv.descriptors,
+                             train_keys=corpus.clusters if cv.compare_within == "protein" else None,
+                             pooled=cv.pooled, views=corpus.views, message_steps=cv.message_steps, recipe=cv.recipe)
+    calibrate_contact_scorer(fit.model, corpus.data, train)
+    origin = {"fold": k, "epoch": fit.epoch, "valid_mean_target_spearman": round(fit.score, 4),
+              "train_items": len(train), "valid_items": len(fold["valid"]),
+              "scale": round(float(fit.model.scale), 4), "offset": round(float(fit.model.offset), 4)}
+    print(f"member {k}: epoch {fit.epoch}, validation {fit.score:.3f}, scale {float(fit.model.scale):.3f}",
+          flush=True)
+    return fit.model, origin
 
 
 def compare_fewshot_settings(contacts: CorpusContacts, grid: list[FinetuneSettings], ks: list[int], *,

@@ -1,8 +1,9 @@
 """Few-shot adaptation in the cross-validation: how much k measured ligands of an unseen target help.
 
 Every held-out target (a series with at least ``k + min_rest`` ligands) gets random draws of ``k`` measured
-ligands; the fold's model is fine-tuned on them exactly as ``geomol finetune`` does
-(:mod:`geomol.training.finetune`) and scored by Spearman on the target's *other* ligands. On the same remainder
+ligands; the fold's model is fine-tuned on them as ``geomol finetune --steps ...`` does
+(:mod:`geomol.training.finetune`, a fixed setting; ``geomol finetune`` alone first decides whether to adapt,
+:mod:`geomol.evaluation.fewshot_decision`) and scored by Spearman on the target's *other* ligands. On the same remainder
 the table also scores the fold's model without fine-tuning, the heavy-atom count (HAC), and a k-shot size fit
 (the HAC with the sign of its correlation on the k measured ligands: what k labels give without any model).
 Summaries average each target's mean over draws, over the expert-pose targets and over all.
@@ -67,7 +68,8 @@ def contact_fewshot_scores(model, data, items: np.ndarray, heavy: np.ndarray, k:
                            rng: np.random.Generator, settings: FinetuneSettings) -> dict[str, float]:
     """:func:`draw_scores` for a calibrated contact scorer on the items ``items`` of
     :class:`~geomol.training.contact_scorer.ContactData` (``heavy``: every item's heavy atoms), fine-tuned as
-    ``geomol finetune`` does (:func:`~geomol.training.finetune.adapt_member`, in double precision)."""
+    ``geomol finetune`` does with a fixed setting (:func:`~geomol.training.finetune.adapt_member`, in double
+    precision)."""
     from geomol.training.contact_scorer import predict_contact_scorer
 
     y = torch.as_tensor(data.label[items])

@@ -49,7 +49,7 @@ class AffinityPrediction:
         warnings: what makes the number doubtful (input or prediction outside the model's applicability
             domain, see ``docs/predict.md``); empty for an input like the training complexes.
         receptor: the receptor file (or description).
-        source: where the ligand came from (``'file [molecule i]'``).
+        source: where the ligand came from (``"file [molecule i 'title']"``, ``"file [line n 'name']"``).
         extra: additional columns (e.g. the pose report of a ligand posed from SMILES), written after
             :data:`COLUMNS`.
         findings: the error and warnings as :class:`~geomol.data.chemistry.checks.Finding` s (severity,

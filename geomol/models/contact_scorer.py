@@ -20,7 +20,7 @@ used for prediction and fine-tuning (the :class:`~geomol.models.affinity_member.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from geomol.errors import ConfigError, ModelLoadError
 from geomol.models.affinity_member import AffinityMember, register_member_kind
 from geomol.nn.scatter import scatter_mean
 
-__all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactBatch", "ContactScorer", "has_ligand_chemistry"]
+__all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactBatch", "FrozenContacts", "ContactScorer", "has_ligand_chemistry"]
 
 WITH_CHEMISTRY = len(ATOM_CONTACT_FEATURES) + len(CHEMISTRY_CONTACT_FEATURES)
 """Per-atom input width of a scorer that reads the interaction roles too (``ContactRecipe(roles=True)``)."""
@@ -92,6 +92,25 @@ class ContactBatch:
                  for i, start in enumerate(starts)]))
         return cls(torch.from_numpy(np.concatenate(rows)), torch.from_numpy(owner), descriptors, n_ligands, edges,
                    len(views))
+
+
+class FrozenContacts(NamedTuple):
+    """What fine-tuning a contact scorer keeps fixed for a batch (:meth:`ContactScorer.frozen`); rows are ligands
+    view after view (``views · n_ligands``).
+
+    Attributes:
+        summed: ``(views·n_ligands, hidden)`` the per-atom MLP's last hidden layer summed over each ligand's atoms.
+        count: ``(views·n_ligands,)`` each ligand's atom count (the last layer's bias is added once per atom).
+        descriptors: ``(views·n_ligands, D)`` normalised ligand descriptors, or None (no descriptor term).
+        pooled: ``(views·n_ligands,)`` the non-additive term, or None (none).
+        views: views per ligand.
+    """
+
+    summed: torch.Tensor
+    count: torch.Tensor
+    descriptors: torch.Tensor | None
+    pooled: torch.Tensor | None
+    views: int
 
 
 @register_member_kind
@@ -261,13 +280,33 @@ class ContactScorer(nn.Module, AffinityMember):
         self.scale.fill_(slope)
         self.offset.fill_(float(label.mean() - slope * raw.mean()))
 
-    def forward(self, batch: ContactBatch) -> torch.Tensor:
-        """Scores of a batch of ligands (:class:`ContactBatch`, from :meth:`inputs` or the training data).
+    @torch.no_grad()
+    def frozen(self, inputs: ContactBatch) -> "FrozenContacts":
+        """What fine-tuning keeps fixed, per ligand and view: the last hidden layer summed over the ligand's atoms,
+        its atom count, the normalised descriptors and the non-additive term (see :class:`FrozenContacts`)."""
+        hidden, normalised, owner, n = self._hidden(inputs)
+        summed = torch.zeros(n, hidden.shape[1], dtype=hidden.dtype, device=hidden.device).index_add(0, owner, hidden)
+        ones = torch.ones(len(owner), dtype=hidden.dtype, device=hidden.device)
+        count = torch.zeros(n, dtype=hidden.dtype, device=hidden.device).index_add(0, owner, ones)
+        pooled = self._pooled(hidden, normalised, owner, n)
+        return FrozenContacts(summed, count, normalised, pooled, inputs.views)
 
-        Returns:
-            ``(B,)`` scores, the mean over the batch's views: pK once :meth:`calibrate` has run (only differences
-            within one receptor's series are informative), raw training scores before.
-        """
+    def head(self, frozen: "FrozenContacts") -> torch.Tensor:
+        """``(B,)`` pK from :meth:`frozen`: the per-atom last layer is linear, so its sum over a ligand's atoms is
+        the layer applied to the summed hidden state (bias times the atom count); as :meth:`forward` otherwise."""
+        last = self.atom_mlp[-1]
+        score = frozen.summed @ last.weight[0] + frozen.count * last.bias[0]
+        if self.descriptor_head is not None:
+            score = score + self.descriptor_head(frozen.descriptors).squeeze(-1)
+        if frozen.pooled is not None:
+            score = score + frozen.pooled
+        if frozen.views > 1:
+            score = score.reshape(frozen.views, -1).mean(0)
+        return self.scale * score + self.offset
+
+    def _hidden(self, batch: ContactBatch) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, int]:
+        """The per-atom last hidden layer ``(N, hidden)``, the normalised descriptors per ligand and view
+        ``(views·n_ligands, D)`` (None without the descriptor term), each row's owner and ``views·n_ligands``."""
         descriptors, bonds, owner = batch.descriptors, batch.bonds, batch.owner
         if self.descriptor_head is not None and descriptors is None:
             raise ConfigError("this contact scorer has a descriptor term: pass the ligands' descriptors")
@@ -283,16 +322,34 @@ class ContactScorer(nn.Module, AffinityMember):
             for step in self.messages:
                 neighbours = scatter_mean(hidden[others], ends, len(hidden))
                 hidden = hidden + step(torch.cat([hidden, neighbours], 1))
-        per_atom = self.atom_mlp[-1](hidden).squeeze(-1)
-        score = torch.zeros(n, dtype=per_atom.dtype, device=per_atom.device).index_add(0, owner, per_atom)
         normalised = None
         if self.descriptor_head is not None:
             normalised = (descriptors.to(dtype) - self.descriptor_mean) / self.descriptor_std
+        return hidden, normalised, owner, n
+
+    def _pooled(self, hidden: torch.Tensor, normalised: torch.Tensor | None, owner: torch.Tensor,
+                n: int) -> torch.Tensor | None:
+        """``(n,)`` the non-additive term of every ligand and view, or None without one."""
+        if self.pooled_mlp is None:
+            return None
+        mean = scatter_mean(hidden, owner, n)
+        return self.pooled_mlp(mean if normalised is None else torch.cat([mean, normalised], 1)).squeeze(-1)
+
+    def forward(self, batch: ContactBatch) -> torch.Tensor:
+        """Scores of a batch of ligands (:class:`ContactBatch`, from :meth:`inputs` or the training data).
+
+        Returns:
+            ``(B,)`` scores, the mean over the batch's views: pK once :meth:`calibrate` has run (only differences
+            within one receptor's series are informative), raw training scores before.
+        """
+        hidden, normalised, owner, n = self._hidden(batch)
+        per_atom = self.atom_mlp[-1](hidden).squeeze(-1)
+        score = torch.zeros(n, dtype=per_atom.dtype, device=per_atom.device).index_add(0, owner, per_atom)
+        if normalised is not None:
             score = score + self.descriptor_head(normalised).squeeze(-1)
-        if self.pooled_mlp is not None:
-            mean = scatter_mean(hidden, owner, n)
-            pooled_input = mean if normalised is None else torch.cat([mean, normalised], 1)
-            score = score + self.pooled_mlp(pooled_input).squeeze(-1)
+        pooled = self._pooled(hidden, normalised, owner, n)
+        if pooled is not None:
+            score = score + pooled
         if batch.views > 1:
             score = score.reshape(batch.views, batch.n_ligands).mean(0)
         return self.scale * score + self.offset

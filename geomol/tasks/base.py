@@ -10,7 +10,8 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from geomol.tasks.callbacks import FinalCheckpoint, PredictionWriter, RandomStateCheckpoint, ValidationReport
+from geomol.tasks.callbacks import (EpochLength, FinalCheckpoint, PredictionWriter, RandomStateCheckpoint,
+                                    ValidationReport)
 from geomol.tasks.gather import EpochCollector
 from geomol.tasks.optim import adam_with_decay
 
@@ -58,7 +59,7 @@ class GeomolModule(pl.LightningModule):
             self.recipe = self.recipe_type.from_dict(record, source="checkpoint")
 
     def configure_callbacks(self):
-        return [RandomStateCheckpoint(), ValidationReport(), FinalCheckpoint(), PredictionWriter()]
+        return [RandomStateCheckpoint(), ValidationReport(), FinalCheckpoint(), EpochLength(), PredictionWriter()]
 
     @property
     def stage(self) -> str:

@@ -6,6 +6,8 @@
 * :class:`FinalCheckpoint` makes every fit end with a checkpoint of its last step, also when a
   short run (``max_steps``, ``limit_val_batches: 0``, ``check_val_every_n_epoch`` larger than the
   run) never validated, and says where the checkpoints are;
+* :class:`EpochLength` sizes each training epoch by its own number of batches (block-budget batching packs a
+  different number of batches each epoch), so that every epoch trains on all its batches and validates at its end;
 * :class:`CPUTime` logs the CPU hours a fit has used, summed over the runs that resumed it (a long run's cost);
 * :class:`PredictionWriter` writes ``geomol predict``'s outputs, one row per item with its name,
   as ``predictions.csv`` and ``predictions.json`` in the run's log directory.
@@ -23,10 +25,12 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.trainer.connectors.data_connector import _parse_num_batches
+from lightning.pytorch.trainer.states import RunningStage
 
 from geomol.tasks.gather import gather_objects
 
-__all__ = ["RandomStateCheckpoint", "ValidationReport", "FinalCheckpoint", "CPUTime", "PredictionWriter",
+__all__ = ["RandomStateCheckpoint", "ValidationReport", "FinalCheckpoint", "EpochLength", "CPUTime", "PredictionWriter",
            "prediction_rows"]
 
 
@@ -112,6 +116,34 @@ class FinalCheckpoint(Callback):
                 pl_module.print(f"best checkpoint ({cb.monitor} {score:.4g}): {cb.best_model_path}")
             elif cb.monitor is None and (cb.last_model_path or cb.best_model_path):
                 pl_module.print(f"last checkpoint: {cb.last_model_path or cb.best_model_path}")
+
+
+class EpochLength(Callback):
+    """Size every training epoch by the batches of that epoch, not by those of the first.
+
+    Lightning reads the training loader's length once, when it sets up the data: an epoch ends after that many
+    batches, and with ``val_check_interval`` a fraction it validates when the batch index reaches a multiple of that
+    length times the fraction. Batches formed by a block budget
+    (:class:`~geomol.data.batching.sampler.DynamicBatchSampler`) pack each epoch's shuffle into a slightly different
+    number of batches, so without this an epoch with fewer batches than the first ends without validating (no
+    validation score, no early-stopping check, no best checkpoint for it) and one with more leaves its last batches
+    out. At the start of each epoch, after the sampler has been given the epoch, this sets the epoch's number of
+    batches (``limit_train_batches`` applied as Lightning applies it) and, for a fractional
+    ``val_check_interval``, the batch interval between validations. Loaders without a length are left alone.
+    """
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        loop = trainer.fit_loop
+        combined = loop._combined_loader
+        if combined is None or not all(hasattr(loader, "__len__") for loader in combined.flattened):
+            return
+        limits = [_parse_num_batches(RunningStage.TRAINING, len(loader), trainer.limit_train_batches)
+                  for loader in combined.flattened]
+        combined.limits = limits
+        loop.max_batches = max(limits)
+        fractional = isinstance(trainer.val_check_interval, float)
+        if fractional and getattr(trainer, "_val_check_time_interval", None) is None and loop.max_batches > 0:
+            trainer.val_check_batch = max(1, int(loop.max_batches * trainer.val_check_interval))
 
 
 class CPUTime(Callback):

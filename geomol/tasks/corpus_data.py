@@ -48,7 +48,8 @@ class CorpusDataModule(AffinityDataModule):
             ``benchmarks/affinity_corpus_cv.py``) fold ``k`` here is fold ``k`` of the cross-validation
             protocol (``docs/evaluation.md``), whatever the store skipped.
         pose_parameters: :class:`~geomol.data.posing.poses.PoseParameters` fields for posing SMILES
-            (default: its defaults).
+            (default: its defaults, without refinement in the pocket unless ``refinement`` is given —
+            ``{}`` for its defaults — so that the store's existing items keep their cache keys).
         Other arguments: see :class:`~geomol.tasks.affinity_data.AffinityDataModule`.
     """
 
@@ -64,7 +65,7 @@ class CorpusDataModule(AffinityDataModule):
         self.series, self.max_series_per_source = series, max_series_per_source
         self.split_args = dict(method=split, n_folds=n_folds, fold=fold, valid_fraction=valid_fraction,
                                test_fraction=test_fraction, seed=split_seed)
-        self.pose_parameters = PoseParameters(**(pose_parameters or {}))
+        self.pose_parameters = PoseParameters.from_dict(pose_parameters or {})
 
     # ------------------------------------------------------------------ records
     @property

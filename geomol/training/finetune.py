@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -36,7 +36,7 @@ from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import ligand_inputs
 from geomol.models.affinity_member import AffinityMember
 
-__all__ = ["FinetuneSettings", "FinetuneReport", "adapt_member", "finetune_model", "finetune_on_ligands",
+__all__ = ["FinetuneSettings", "FinetuneReport", "adapt_member", "fit_started", "finetune_model", "finetune_on_ligands",
            "finetune_card"]
 
 
@@ -69,6 +69,7 @@ class FinetuneReport:
     after: list[float]
     settings: FinetuneSettings
     base_model: str
+    decision: Any = None  # the FinetuneDecision that chose ``settings`` (geomol.training.finetune_choice), if any
 
     def to_dict(self) -> dict:
         fit = {f"{name}_{when}": func(pred, self.measured) for when, pred in (("before", self.before),
@@ -76,22 +77,39 @@ class FinetuneReport:
                for name, func in (("rmse", rmse), ("spearman", spearman))}
         return {"base_model": self.base_model, "ligands": len(self.ligands), "settings": asdict(self.settings),
                 **{k: None if math.isnan(v) else round(v, 4) for k, v in fit.items()},
-                "measured": dict(zip(self.ligands, self.measured))}
+                "measured": dict(zip(self.ligands, self.measured)),
+                **({"decision": self.decision.to_dict()} if self.decision is not None else {})}
 
 
 def adapt_member(member: AffinityMember, inputs: Any, measured: torch.Tensor,
-                 settings: FinetuneSettings = FinetuneSettings()) -> AffinityMember:
+                 settings: FinetuneSettings = FinetuneSettings(), weights: torch.Tensor | None = None
+                 ) -> AffinityMember:
     """A copy of ``member`` adapted to k measured complexes of one target (see the module notes).
 
     Args:
         member: a trained member of any kind.
         inputs: ``member.inputs(graphs)`` of the k complexes.
         measured: ``(k,)`` pK, in the dtype the adapted copy computes in.
+        weights: ``(k,)`` non-negative weight of each complex in the fit (default all 1; a complex of weight 0 is
+            left out, as a held-out one in :mod:`geomol.training.finetune_choice`).
     """
     new = member.finetune_start().to(measured.dtype).eval()
     with torch.no_grad():  # the frozen part is computed once
         frozen = new.frozen(inputs)
-        new.level.add_((measured - new.head(frozen)).mean())
+    return fit_started(new, frozen, measured, settings, weights)
+
+
+def fit_started(new: AffinityMember, frozen: Any, measured: torch.Tensor, settings: FinetuneSettings,
+                weights: torch.Tensor | None = None,
+                on_step: Callable[[int, AffinityMember], None] | None = None) -> AffinityMember:
+    """The fine-tuning loop on ``new`` (a :meth:`~AffinityMember.finetune_start` copy, changed in place) whose
+    frozen part for the k complexes is ``frozen``; ``measured`` and ``weights`` as in :func:`adapt_member`.
+    ``on_step(step, new)`` is called after every optimiser step (1 … ``settings.steps``): ``new`` then ranks
+    ligands as a fit of ``step`` steps does (its level is refitted only at the end)."""
+    weights = torch.ones_like(measured) if weights is None else weights.to(measured.dtype)
+    mean = lambda values: (weights * values).sum() / weights.sum()  # noqa: E731
+    with torch.no_grad():
+        new.level.add_(mean(measured - new.head(frozen)))
     head = new.finetune_parameters()
     anchors = [p.detach().clone() for p in head]
     trained = [*head, new.level] if new.finetune_loss == "mse" else head
@@ -99,28 +117,32 @@ def adapt_member(member: AffinityMember, inputs: Any, measured: torch.Tensor,
     for p in trained:
         p.requires_grad_(True)
     optimiser = torch.optim.Adam(trained, lr=settings.lr) if trained else None
-    for _ in range(settings.steps if optimiser else 0):
+    for step in range(settings.steps if optimiser else 0):
         optimiser.zero_grad()
         residual = new.head(frozen) - measured
         pull = sum(((p - a) ** 2).sum() for p, a in zip(head, anchors))
-        fit = (residual ** 2).mean() if new.finetune_loss == "mse" else ((residual - residual.mean()) ** 2).mean()
+        fit = mean(residual ** 2) if new.finetune_loss == "mse" else mean((residual - mean(residual)) ** 2)
         (fit + settings.anchor * pull).backward()
         optimiser.step()
+        if on_step is not None:
+            on_step(step + 1, new)
     if new.finetune_loss == "centred":
         with torch.no_grad():
-            new.level.sub_((new.head(frozen) - measured).mean())
+            new.level.sub_(mean(new.head(frozen) - measured))
     return new.requires_grad_(True).eval()
 
 
 def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured: Sequence[float], names: Sequence[str],
-                   settings: FinetuneSettings = FinetuneSettings(), *, name: str = "") -> tuple[AffinityModel,
-                                                                                                 FinetuneReport]:
+                   settings=FinetuneSettings(), *, name: str = "") -> tuple[AffinityModel, FinetuneReport]:
     """Every member adapted to the measured complexes (see the module notes).
 
     Args:
         model: an affinity model of any member kind (a GET read-out must be one
             :func:`~geomol.models.readouts.adapted_readout` accepts).
         graphs: the k measured complexes, built with ``model.recipe``; measured: their pK; names: theirs.
+        settings: a :class:`FinetuneSettings`, or a rule that decides them from the measured complexes
+            (:class:`~geomol.training.finetune_choice.FinetuneChoice`: its ``decide(model, graphs, measured)``
+            returns the decision, recorded in the report).
         name: the new model's name (default ``<base>-finetuned``).
 
     Raises:
@@ -129,6 +151,8 @@ def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured:
     if len(graphs) < 2 or len(graphs) != len(measured) or len(names) != len(graphs):
         raise ConfigError(f"fine-tuning needs at least 2 measured complexes (one name and pK each), got "
                           f"{len(graphs)} complexes, {len(measured)} values, {len(names)} names")
+    decision = None if isinstance(settings, FinetuneSettings) else settings.decide(model, graphs, measured)
+    settings = settings if decision is None else decision.settings
     target = torch.tensor(list(measured), dtype=model.dtype)
     before = model.predict(list(graphs))[0].tolist()
     with torch.no_grad():
@@ -140,13 +164,13 @@ def finetune_model(model: AffinityModel, graphs: Sequence[BlockGraph], measured:
                           description=f"{model.name or 'an affinity model'} fine-tuned on {len(graphs)} measured "
                                       "ligands of one target")
     report = FinetuneReport(list(names), target.tolist(), before, tuned.predict(list(graphs))[0].tolist(), settings,
-                            model.name)
+                            model.name, decision)
     tuned.metrics = {"finetune": report.to_dict(), "base_model_metrics": dict(model.metrics)}
     return tuned, report
 
 
 def finetune_on_ligands(model: AffinityModel, receptor, ligands, measured: Mapping[str, float],
-                        settings: FinetuneSettings = FinetuneSettings(), *, name: str = "",
+                        settings=FinetuneSettings(), *, name: str = "",
                         receptor_chains: Sequence[str] | None = None) -> tuple[AffinityModel, FinetuneReport]:
     """:func:`finetune_model` on the ligands (anything ``predict_affinity`` takes) that have a measured pK.
 
@@ -174,12 +198,18 @@ def finetune_card(tuned: AffinityModel, report: FinetuneReport, receptor: str) -
              "## What changed", "",
              f"- in every member {tuned.members[0].finetune_moves()} moved by "
              f"{settings['steps']} Adam steps (learning rate {settings['lr']:g}) with an L2 pull of weight "
-             f"{settings['anchor']:g} towards the base weights, and the constant offset was refitted;",
+             f"{settings['anchor']:g} towards the base weights, and the constant offset was refitted;"
+             if settings["steps"] else "- the weights are the base model's; only the constant offset was refitted "
+                                       "(the model ranks ligands as the base model does);",
              f"- on the {fit['ligands']} measured ligands: RMSE {fit['rmse_before']} → {fit['rmse_after']} pK, "
              f"Spearman {fit['spearman_before']} → {fit['spearman_after']} (a fit, not a test).", "",
              "## Measured ligands used", "", "| ligand | measured pK | before | after |", "|---|---|---|---|"]
     lines += [f"| {n} | {y:.2f} | {b:.2f} | {a:.2f} |"
               for n, y, b, a in zip(report.ligands, report.measured, report.before, report.after)]
+    if report.decision is not None:
+        lines += ["", "## How far to adapt: the rule and the estimate from the measured ligands", "",
+                  report.decision.rule(), "", report.decision.message(), "",
+                  "(manifest `metrics.finetune.decision`; the rule and how it was chosen: `docs/predict.md`.)"]
     lines += ["", "## Limitations", "",
               "- meant for this receptor and chemical series only; elsewhere use the base model;",
               "- fitted on a handful of values: the gain on the target's other ligands is not measured here, "

@@ -10,9 +10,11 @@ from geomol.data import read_structure
 from geomol.data.chemistry.checks import (
     CLASH_DISTANCE,
     CONTACT_DISTANCE,
+    closest_nonbonded_pair,
     contact_findings,
     ligand_geometry_findings,
     molecule_findings,
+    overlap_findings,
     receptor_findings,
     structure_ligand_findings,
 )
@@ -80,7 +82,10 @@ def test_stretched_bonds_fragments_and_bad_valence():
     coords[0] += 4.0  # a methyl carbon pulled 7 Å away from its neighbour
     assert codes(molecule_findings(with_coords(LIGAND, coords)))["bond_lengths"] == "error"
     salt = embedded("C[NH3+].[Cl-]")
-    assert codes(molecule_findings(salt)) == {"fragments": "warning"}
+    salt_coords = salt.GetConformer().GetPositions()
+    assert codes(molecule_findings(salt)) == {"fragments": "warning", "overlapping_atoms": "error"}  # Cl⁻ at 0,0,0
+    salt_coords[2] = salt_coords[1] + [0.0, 0.0, 3.1]  # the chloride 3.1 Å from the ammonium N
+    assert codes(molecule_findings(with_coords(salt, salt_coords))) == {"fragments": "warning"}
     bad = Chem.RWMol(LIGAND)
     bad.GetAtomWithIdx(1).SetFormalCharge(-3)
     found = molecule_findings(bad.GetMol())
@@ -161,3 +166,46 @@ def test_unsanitisable_record_warns_with_a_remedy(tmp_path):
     with pytest.warns(UserWarning, match="formal charge"):
         mol = read_ligand(path)
     assert "valence" in mol.GetProp("_geomol_sanitize_error")
+
+
+def test_clash_thresholds_by_hand_computed_distances():
+    """A receptor carbon at the origin; one ligand heavy atom at a chosen distance, the other 4 Å away."""
+    receptor = np.zeros((1, 3))
+
+    def found(distance: float, elements=None):
+        ligand = np.array([[distance, 0.0, 0.0], [distance + 4.0, 0.0, 0.0]])
+        return contact_findings(ligand, receptor, elements, source="series.smi [line 4 'lig-12']")
+
+    (error,) = found(1.49)
+    assert (error.code, error.severity) == ("clash", "error") and "closest 1.49 Å" in error.message
+    assert "Re-pose or minimise" in error.message and "'lig-12'" in error.source
+    (warning,) = found(1.51)
+    assert (warning.code, warning.severity) == ("close_contact", "warning") and "closest 1.51 Å" in warning.message
+    assert codes(found(2.19)) == {"close_contact": "warning"}
+    assert found(2.21) == []
+    assert found(1.9, ["Zn"]) == [] and codes(found(1.4, ["Zn"])) == {"clash": "error"}
+
+
+def test_overlapping_atoms_inside_a_ligand_hydrogens_included():
+    """Ethane's hydrogens: one moved to a hand-set distance from a hydrogen of the other carbon."""
+    ethane = embedded("CC")
+    ethane.SetProp("_Name", "ethane-3")
+    coords = ethane.GetConformer().GetPositions()
+    first = [n.GetIdx() for n in ethane.GetAtomWithIdx(0).GetNeighbors() if n.GetAtomicNum() == 1][0]
+    second = [n.GetIdx() for n in ethane.GetAtomWithIdx(1).GetNeighbors() if n.GetAtomicNum() == 1][0]
+    assert closest_nonbonded_pair(coords, [(0, 1)])[2] > 1.0  # as embedded: no overlap
+
+    def moved(distance: float) -> Chem.Mol:  # on the line from the second carbon through its hydrogen
+        placed = coords.copy()
+        outward = placed[second] - placed[1]
+        placed[first] = placed[second] + distance * outward / np.linalg.norm(outward)
+        return with_coords(ethane, placed)
+
+    found = overlap_findings(moved(0.56))
+    assert codes(found) == {"overlapping_atoms": "error"}
+    labels = sorted((f"H{first + 1}", f"H{second + 1}"), key=lambda label: int(label[1:]))
+    assert f"atoms {labels[0]} and {labels[1]} are 0.56 Å apart" in found[0].message
+    assert "'ethane-3'" in found[0].source and "Re-pose or minimise" in found[0].message
+    assert overlap_findings(moved(1.01)) == []
+    i, j, distance = closest_nonbonded_pair(np.array([[0.0, 0, 0], [0.8, 0, 0], [0.0, 1.5, 0]]), [(0, 1)])
+    assert (i, j) == (0, 2) and distance == pytest.approx(1.5)  # a bond at 0.8 Å is no overlap

@@ -11,6 +11,7 @@ from rdkit.Chem import rdMolAlign
 from geomol.data.io import read_ligands, read_structure
 from geomol.data.io.smiles import read_smiles_file
 from geomol.data.posing.poses import POSE_COLUMNS, PosedLigand, PoseParameters, PoseTemplate, write_poses
+from geomol.data.posing.refinement import Pocket, pose_contacts
 from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, StructureReadError
 from tests.conftest import shared_path
 
@@ -46,6 +47,21 @@ def test_analogues_are_posed_close_to_the_expert_pose(bace, name):
     assert mol.GetNumConformers() == 1 and mol.GetProp("_Name") == name
     assert mol.GetNumAtoms() > mol.GetNumHeavyAtoms()  # hydrogens kept, with coordinates, as read_ligand does
     assert np.isfinite(mol.GetConformer().GetPositions()).all()
+
+
+@pytest.mark.parametrize("name", ["CAT-4c", "CAT-13k"])
+def test_refinement_removes_the_clash_or_overlap_of_the_embedded_pose(bace, name):
+    """As embedded, CAT-4c has a carbon 1.8 Å from the receptor and CAT-13k two hydrogens 0.9 Å apart."""
+    experts, reference, template, receptor = bace
+    smiles = smiles_of(experts[name])
+    embedded = PoseTemplate(reference, receptor, PoseParameters(refinement=None)).pose(smiles, name)
+    refined = template.pose(smiles, name)
+    pocket = Pocket(receptor)
+    before, after = pose_contacts(embedded.molecule, pocket), pose_contacts(refined.molecule, pocket)
+    assert not before.clean and after.clean  # no heavy-atom pair under 2.2 Å, no atoms under 1.0 Å apart
+    assert refined.min_receptor_distance == pytest.approx(after.receptor_distance, abs=1e-3)
+    assert refined.core_rmsd < 0.1 and refined.core_atoms == embedded.core_atoms
+    assert heavy_rmsd(refined.molecule, experts[name]) < heavy_rmsd(embedded.molecule, experts[name]) + 0.1
 
 
 def test_the_same_seed_gives_the_same_pose(bace):
@@ -169,13 +185,13 @@ def test_a_rascal_core_with_part_of_a_ring_is_trimmed_to_a_seed_rdfmcs_accepts()
 def test_mirror_images_join_only_for_ligands_without_stereocentres():
     from rdkit.Chem import AllChem
 
-    from geomol.data.posing.poses import _add_mirror_image, _without_stereocentres
+    from geomol.data.posing.embedding import add_mirror_image, without_stereocentres
 
-    assert _without_stereocentres(Chem.MolFromSmiles("CC(O)CC"))  # unassigned: either hand is the molecule
-    assert not _without_stereocentres(Chem.MolFromSmiles("C[C@H](O)CC"))
+    assert without_stereocentres(Chem.MolFromSmiles("CC(O)CC"))  # unassigned: either hand is the molecule
+    assert not without_stereocentres(Chem.MolFromSmiles("C[C@H](O)CC"))
     mol = Chem.MolFromSmiles("CC(O)Cc1ccccc1")
     AllChem.EmbedMolecule(mol, randomSeed=1)
-    mirror = _add_mirror_image(mol, 0)
+    mirror = add_mirror_image(mol, 0)
     a, b = mol.GetConformer(0).GetPositions(), mol.GetConformer(mirror).GetPositions()
     distances = lambda xyz: np.linalg.norm(xyz[:, None] - xyz[None], axis=-1)  # noqa: E731
     assert mol.GetNumConformers() == 2 and np.allclose(distances(a), distances(b))

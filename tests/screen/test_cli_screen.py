@@ -1,12 +1,16 @@
 """``geomol screen`` from the command line: a run on the test cluster, and errors as one line."""
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
+import re
+import shlex
 
 import pytest
 
 from geomol.cli import main
+from tests.conftest import REPO
 
 
 def _arguments(jnk1, library, out):
@@ -50,3 +54,34 @@ def test_a_library_of_another_format_is_refused_before_any_worker_starts(jnk1, t
     library.write_text("CCO\n")
     assert main(_arguments(jnk1, library, tmp_path / "out") + ["--workers", "1"]) == 1
     assert "library.txt: a library is a SMILES list" in capsys.readouterr().err
+
+
+def _documented(option: str) -> list[str]:
+    """The arguments of the ``geomol screen`` command in the bash block of docs/screen.md that holds ``option``."""
+    text = (REPO / "docs" / "screen.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        line = block.replace("\\\n", " ")
+        if option in line:
+            words = shlex.split(line)
+            assert words[:2] == ["geomol", "screen"]
+            return words[2:]
+    raise AssertionError(f"no command with {option} in docs/screen.md")
+
+
+def test_the_documented_slurm_command_is_the_laptop_command_with_batch_workers(monkeypatch):
+    """docs/screen.md's SLURM command (not run: no SLURM here) parses, and its workers' job script says what it asks."""
+    pytest.importorskip("dask_jobqueue")
+    from geomol.commands import screen as command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    laptop, slurm = parser.parse_args(_documented("--workers")), parser.parse_args(_documented("--cluster slurm"))
+    for option in ("receptor", "reference", "library", "out"):
+        assert getattr(slurm, option) == getattr(laptop, option)
+    monkeypatch.chdir(REPO)
+    command.check_inputs(slurm)
+    with command._jobqueue(slurm).cluster() as cluster:
+        script = cluster.job_script()
+    for text in ("#SBATCH -p cpu", "#SBATCH -t 02:00:00", "#SBATCH --mem=", "--nworkers 32", "--nthreads 1",
+                 "export OMP_NUM_THREADS=1", "source ~/envs/geomol/bin/activate"):
+        assert text in script, text

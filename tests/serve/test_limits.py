@@ -1,9 +1,12 @@
 """Every limit and guard of geomol serve: token, host, sizes, ligand count, content, queue, errors as JSON."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import gzip
 import os
+import re
+import shlex
 import stat
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from geomol.errors import ConfigError
 from geomol.serve.pool import WorkerPool
 from geomol.serve.settings import ServeSettings, read_token
+from tests.conftest import REPO
 from tests.serve.conftest import EXAMPLE, example_upload, needs_serve_extra, wait_for_job
 
 needs_serve_extra()
@@ -47,6 +51,24 @@ def test_the_command_refuses_a_public_host_without_a_token(capsys):
 
     assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 1
     assert "--token-file" in capsys.readouterr().err
+
+
+def test_the_documented_team_command_gives_a_tokened_loopback_server(tmp_path):
+    """docs/serve.md's team command (not run: a server runs until stopped) parses into the settings it promises."""
+    from geomol.commands import serve as command
+
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "docs" / "serve.md").read_text(encoding="utf-8"), re.S)
+    words = shlex.split(next(b for b in blocks if "--token-file" in b).replace("\\\n", " "), comments=True)
+    assert words[:2] == ["geomol", "serve"]
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    os.chmod(token_file, stat.S_IRUSR | stat.S_IWUSR)
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = parser.parse_args([str(token_file) if w == "/etc/geomol/token" else w for w in words[2:]])
+    settings = command.settings_from(args)
+    assert (settings.host, settings.port, settings.token, settings.workers) == ("127.0.0.1", 8000, TOKEN, 4)
+    assert str(settings.data_dir) == "/srv/geomol"
 
 
 def test_with_a_token_every_request_needs_it(served):

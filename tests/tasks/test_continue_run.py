@@ -94,3 +94,27 @@ def test_cpu_hours_are_logged_and_carried_over_a_resume(tmp_path, monkeypatch):
     resumed.load_state_dict(state)
     assert resumed.cpu_seconds() >= state["cpu_seconds"]
     assert CPUTime().cpu_seconds() < state["cpu_seconds"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_epochs_of_different_lengths_train_every_batch_and_validate_at_their_end(tmp_path, monkeypatch):
+    """Block-budget batching packs each epoch into its own number of batches. Here epoch 1 has one batch fewer
+    and epoch 2 one more than epoch 0: every epoch still trains on all its batches and validates once, at its end
+    (Lightning alone would skip epoch 1's validation and cut epoch 2 short)."""
+    from geomol.data.batching.sampler import FixedBatchSampler
+
+    monkeypatch.chdir(tmp_path)
+    whole_epochs = FixedBatchSampler._epoch_batches
+
+    def uneven(self):
+        batches = whole_epochs(self)
+        if not self.shuffle or len(batches) < 2:
+            return batches
+        return {1: batches[:-1], 2: batches + batches[:1]}.get(self.epoch, batches)
+
+    monkeypatch.setattr(FixedBatchSampler, "_epoch_batches", uneven)
+    assert _nbody("fit", tmp_path / "run", *RUN) == 0
+    rows = _rows(tmp_path / "run" / "egno_nbody" / "version_0" / "metrics.csv")
+    trained = [sum(1 for r in rows if r["epoch"] == str(e) and r.get("train/loss")) for e in range(3)]
+    validated = [r["epoch"] for r in rows if r.get("val/loss")]
+    assert trained == [3, 2, 4] and validated == ["0", "1", "2"]

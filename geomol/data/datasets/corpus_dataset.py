@@ -42,13 +42,18 @@ from geomol.data.posing.poses import POSE_COLUMNS, PoseParameters, PoseTemplate
 from geomol.data.splits.protein_clusters import ProteinClusters
 from geomol.data.complexes.recipe import ComplexRecipe
 
-__all__ = ["STRICT_SANITISATION_SOURCES", "build_smiles_complex", "corpus_recipes", "corpus_info_from_meta",
+__all__ = ["STRICT_SANITISATION_SOURCES", "STORE_POSE_PARAMETERS", "build_smiles_complex", "corpus_recipes", "corpus_info_from_meta",
            "CorpusDataset"]
 
 STRICT_SANITISATION_SOURCES = ("ddg_bindingdb",)
 """Sources whose poses RDKit cannot sanitise are skipped (and reported): docked MOL2 poses whose chemistry
 RDKit cannot perceive. Expert-prepared poses (plb, fep_benchmark) are used unsanitised with a warning, as in
 their single-source datasets, whose stored graphs they share."""
+
+
+STORE_POSE_PARAMETERS = PoseParameters(refinement=None)
+"""The store's posing of SMILES: as embedded, without refinement in the pocket (the posing its items were
+built with; refinement would change every item's cache key, so it is asked for explicitly)."""
 
 
 def _stamp(path: str) -> tuple[str, int, int]:
@@ -60,7 +65,7 @@ def _stamp(path: str) -> tuple[str, int, int]:
 @functools.lru_cache(maxsize=2)
 def _template(reference: tuple, receptor: tuple, keep_hydrogens: bool, parameters: str) -> PoseTemplate:
     structure = cached_receptor(receptor[0], keep_hydrogens)
-    return PoseTemplate(read_ligand(reference[0], 0), structure, PoseParameters(**json.loads(parameters)))
+    return PoseTemplate(read_ligand(reference[0], 0), structure, PoseParameters.from_dict(json.loads(parameters)))
 
 
 def cached_template(reference: str, receptor: str, keep_hydrogens: bool, parameters: PoseParameters) -> PoseTemplate:
@@ -91,7 +96,7 @@ def build_smiles_complex(files: dict[str, str], *, smiles: str, pose: dict[str, 
     Raises:
         PoseError: the SMILES cannot be posed (the item is skipped and reported).
     """
-    template = cached_template(files["reference"], files["receptor"], keep_hydrogens, PoseParameters(**pose))
+    template = cached_template(files["reference"], files["receptor"], keep_hydrogens, PoseParameters.from_dict(pose))
     posed = template.pose(smiles, source=f"SMILES {smiles!r} on {files['reference']}")
     receptor = cached_receptor(files["receptor"], keep_hydrogens)
     fragments = load_fragment_vocab(files["fragments"]) if "fragments" in files else None
@@ -109,7 +114,7 @@ def corpus_recipes(items: Sequence[CorpusItem], clusters: ProteinClusters, *, re
                    pose_parameters: PoseParameters | None = None, cache_dir=None) -> list[tuple[Recipe, ItemInfo]]:
     """One ``(recipe, info)`` per corpus item, in order; ``info.protein`` is the item's protein cluster."""
     extra, params = recipe_inputs(recipe, cache_dir)
-    pose = (pose_parameters or PoseParameters()).to_dict()
+    pose = (pose_parameters or STORE_POSE_PARAMETERS).to_dict()
     out = []
     for item in items:
         if item.pose:
@@ -145,7 +150,7 @@ class CorpusDataset(ProcessedDataset):
         clusters: protein clusters covering every item's receptor
             (:func:`~geomol.data.splits.protein_clusters.load_protein_clusters`).
         recipe: graph construction (default :class:`~geomol.data.complexes.recipe.ComplexRecipe`).
-        pose_parameters: how SMILES are posed (default :class:`~geomol.data.posing.poses.PoseParameters`).
+        pose_parameters: how SMILES are posed (default :data:`STORE_POSE_PARAMETERS`, unrefined).
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``, ``name``).
 
     Attributes:

@@ -18,9 +18,18 @@ analogue is posed like this (:class:`PoseTemplate`):
    (``embed_hydrogens=True`` embeds them too);
 3. for a ligand without stereocentres each conformer's mirror image joins the candidates
    (distance geometry cannot tell a non-planar core from its mirror image);
-4. every conformer is superposed on the reference core (core RMSD), and the pose chosen is the one
-   with the smallest ``clash overlap + core_rmsd_weight * core RMSD``, where the clash overlap is the
-   sum over ligand–receptor heavy-atom pairs closer than ``clash_distance`` of the shortfall (Å).
+4. every conformer is superposed on the reference core (core RMSD), and scored by
+   ``clash overlap + core_rmsd_weight * core RMSD`` (+ the distance of its non-core atoms from the
+   reference's), where the clash overlap is the sum over ligand–receptor heavy-atom pairs closer than
+   ``clash_distance`` of the shortfall (Å);
+5. the best-scored conformers get their hydrogens and are refined in the pocket one after the other
+   (:mod:`geomol.data.posing.refinement`: MMFF94 with the receptor's atoms as fixed walls, the core's
+   heavy atoms held on the reference) until one has no clash (no ligand–receptor heavy-atom pair under
+   2.2 Å) and no overlapping atoms; when none of them is, a second set of conformers is embedded with
+   another seed and refined the same way. The pose kept is the first clean one, else the one with the
+   most room. A ligand whose every refined pose still has a heavy atom under 1.5 Å from the receptor
+   (or overlapping atoms) raises :class:`~geomol.errors.PoseClashError` rather than being scored.
+   ``PoseParameters(refinement=None)`` (``--no-refine``) keeps the best-scored conformer as embedded.
 
 Everything is seeded, so the same SMILES, reference, receptor and :class:`PoseParameters` give the
 same pose. A ligand that cannot be posed raises a :class:`~geomol.errors.PoseError` subclass
@@ -36,21 +45,24 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 from rdkit import Chem
-from rdkit.Chem import rdDistGeom, rdFMCS, rdMolAlign
-from rdkit.Geometry import Point3D
+from rdkit.Chem import rdFMCS, rdMolAlign
 from scipy.spatial import cKDTree
 
 from geomol.data.posing.common_core import find_mcs, rascal_seed
+from geomol.data.posing.embedding import add_mirror_image, embed_on_core, rdkit_seed, without_stereocentres
+from geomol.data.posing.refinement import (Pocket, RefinementParameters, best_refined, clash_reason,
+                                           reference_core_clash)
 from geomol.data.io._source import rdkit_messages, rdkit_reason
 from geomol.data.io.structure import Structure
-from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseError
+from geomol.errors import (ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseClashError,
+                           PoseError)
 
 __all__ = ["POSE_COLUMNS", "PoseParameters", "PosedLigand", "PoseTemplate", "write_poses"]
 
@@ -77,13 +89,17 @@ class PoseParameters:
         embed_hydrogens: embed with explicit hydrogens (slower); by default the heavy atoms are
             embedded and hydrogens placed afterwards.
         embed_attempts: embedding attempts per conformer before the core map is relaxed (see
-            :meth:`PoseTemplate._embed`); 0 gives every try RDKit's default (10 × the atom count).
+            :func:`~geomol.data.posing.embedding.embed_on_core`); 0 gives every try RDKit's default (10 × the atom count).
         clash_distance: Å; ligand–receptor heavy-atom pairs closer than this count as clashes.
         core_rmsd_weight: weight of the core RMSD (Å) against the clash overlap (Å) in the pose score.
         reference_weight: weight of the distance (Å, capped at ``reference_cap``) from each ligand
             heavy atom outside the core to the nearest reference heavy atom: analogues tend to put
             their substituents where the reference has atoms.
         reference_cap: Å; atoms farther than this from the reference all count the same.
+        refinement: how poses are refined in the pocket (:class:`~geomol.data.posing.refinement.RefinementParameters`,
+            or a dict of its fields); None keeps the best-scored conformer as embedded. :meth:`to_dict` leaves
+            it out when None, and :meth:`from_dict` reads a record without it as unrefined (records written
+            before refinement existed, such as the corpus store's cache keys, keep their meaning).
     """
 
     conformers: int = 8
@@ -98,8 +114,11 @@ class PoseParameters:
     core_rmsd_weight: float = 1.0
     reference_weight: float = 1.0
     reference_cap: float = 2.0
+    refinement: RefinementParameters | None = field(default_factory=RefinementParameters)
 
     def __post_init__(self):
+        if isinstance(self.refinement, dict):
+            object.__setattr__(self, "refinement", RefinementParameters(**self.refinement))
         if self.conformers < 1 or self.max_mappings < 1 or self.min_core_atoms < 1 or self.embed_attempts < 0:
             raise ConfigError("conformers, max_mappings and min_core_atoms must be ≥ 1, embed_attempts ≥ 0")
         if not (self.mcs_timeout > 0 and min(self.clash_distance, self.core_rmsd_weight, self.reference_weight,
@@ -109,7 +128,24 @@ class PoseParameters:
             raise ConfigError(f"mcs_seed must be one of {MCS_SEEDS}, not {self.mcs_seed!r}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.refinement is None:
+            del out["refinement"]
+        return out
+
+    @classmethod
+    def from_dict(cls, record: dict) -> "PoseParameters":
+        """The parameters of a :meth:`to_dict` record; without ``'refinement'``, unrefined."""
+        return cls(**{"refinement": None, **record})
+
+
+class _Candidate(NamedTuple):
+    """One embedded conformer and its score (lower is better)."""
+
+    score: float
+    conf_id: int
+    mapping: list[tuple[int, int]]  # (ligand atom, reference atom) of the core
+    core_rmsd: float  # Å
 
 
 @dataclass
@@ -161,15 +197,6 @@ def _parse_smiles(smiles: str, source: str) -> Chem.Mol:
     return mol
 
 
-def _rdkit_seed(seed: int, mapping: int) -> int:
-    """A positive embedding seed per (user seed, core mapping).
-
-    RDKit derives each conformer's seed from the given one multiplicatively, so seed 0 would embed
-    the same conformer every time.
-    """
-    return ((seed + 1) * 7919 + mapping) % (2**31 - 1) or 1
-
-
 def _heavy_reference(reference: Chem.Mol) -> Chem.Mol:
     """The reference without hydrogens, sanitised, with its conformer (Å)."""
     if reference is None or reference.GetNumConformers() == 0:
@@ -181,28 +208,6 @@ def _heavy_reference(reference: Chem.Mol) -> Chem.Mol:
     except Exception as exc:  # noqa: BLE001 - RDKit raises plain runtime errors for unsanitisable molecules
         raise PoseError(f"the reference ligand cannot be sanitised ({exc})", source=f"reference {name!r}") from exc
     return heavy
-
-
-def _stereocentres(mol: Chem.Mol) -> set[int]:
-    """Indices of the atoms with a specified tetrahedral configuration."""
-    return {atom.GetIdx() for atom in mol.GetAtoms() if atom.GetChiralTag() != Chem.ChiralType.CHI_UNSPECIFIED}
-
-
-def _without_stereocentres(mol: Chem.Mol) -> bool:
-    """True when no atom has a specified tetrahedral configuration (so a mirror image is the same molecule)."""
-    return not _stereocentres(mol)
-
-
-def _add_mirror_image(mol: Chem.Mol, conf_id: int) -> int:
-    """Add the mirror image (x → −x) of conformer ``conf_id`` to ``mol``; returns its id.
-
-    Distance geometry cannot tell a non-planar core from its mirror image, so some conformers
-    come out with the core reflected; for a molecule without stereocentres the reflected
-    conformer is as valid a conformer, and the better of the two fits the reference core.
-    """
-    mirrored = Chem.Conformer(mol.GetConformer(conf_id))
-    mirrored.SetPositions(mirrored.GetPositions() * np.array([-1.0, 1.0, 1.0]))
-    return mol.AddConformer(mirrored, assignId=True)
 
 
 class PoseTemplate:
@@ -222,9 +227,8 @@ class PoseTemplate:
         self.reference = _heavy_reference(reference)
         self._reference_xyz = self.reference.GetConformer().GetPositions()
         self._reference_tree = cKDTree(self._reference_xyz)
-        if isinstance(receptor, Structure):
-            receptor = receptor.coords[receptor.is_heavy]
-        self._receptor = None if receptor is None or len(receptor) == 0 else cKDTree(np.asarray(receptor, float))
+        pocket = None if receptor is None else Pocket(receptor)
+        self._pocket = pocket if pocket is not None and len(pocket) else None
 
     # ------------------------------------------------------------------ public
     def pose(self, smiles: str, name: str = "", source: str = "") -> PosedLigand:
@@ -234,28 +238,25 @@ class PoseTemplate:
         if self.parameters.embed_hydrogens:
             ligand = Chem.AddHs(ligand)
         reference_match, ligand_matches = self._common_core(ligand, source)
-        candidates = []
-        mappings = self._distinct_mappings(ligand, ligand_matches)
-        per_mapping = max(1, -(-self.parameters.conformers // len(mappings)))
-        mirrors = _without_stereocentres(ligand)
-        for k, ligand_match in enumerate(mappings):
-            mapping = list(zip(ligand_match, reference_match))
-            conf_ids = self._embed(ligand, mapping, per_mapping, _rdkit_seed(self.parameters.seed, k))
-            if mirrors:
-                conf_ids += [_add_mirror_image(ligand, conf_id) for conf_id in conf_ids]
-            for conf_id in conf_ids:
-                candidates.append(self._scored(ligand, conf_id, mapping))
+        if self.parameters.refinement is not None and self._pocket is not None:
+            reason = reference_core_clash(self._pocket, self.reference, reference_match)
+            if reason:
+                raise PoseClashError(reason, source=source)
+        mappings = [list(zip(match, reference_match)) for match in self._distinct_mappings(ligand, ligand_matches)]
+        candidates = self._candidates(ligand, mappings, self.parameters.conformers, first_seed=0)
         if not candidates:
             raise EmbeddingError(f"no conformer could be embedded on the {len(reference_match)}-atom core "
                                  "(a stereocentre that cannot match the reference core?)", source=source)
-        _, conf_id, core_rmsd, distances, clashes = min(candidates, key=lambda c: c[0])
-        pose = Chem.Mol(ligand, confId=conf_id)
-        if not self.parameters.embed_hydrogens:
-            pose = Chem.AddHs(pose, addCoords=True)
+        if self.parameters.refinement is None:
+            chosen = min(candidates, key=lambda c: c.score)
+            pose = self._with_hydrogens(ligand, chosen.conf_id)
+        else:
+            chosen, pose = self._refined(ligand, mappings, candidates, source)
         pose.SetProp("_Name", name or smiles)
         pose.SetProp("smiles", smiles)
-        report = PosedLigand(name, smiles, source, pose, len(reference_match), core_rmsd,
-                             float(distances.min()) if distances.size else math.nan, clashes)
+        nearest, close = self._receptor_contacts(pose.GetConformer().GetPositions()[_heavy_atoms(pose)])
+        report = PosedLigand(name, smiles, source, pose, len(reference_match), chosen.core_rmsd,
+                             float(nearest.min()) if nearest.size else math.nan, int(close.size))
         for column, value in report.report().items():
             pose.SetProp(column, f"{value:.4g}" if isinstance(value, float) else str(value))
         return report
@@ -314,59 +315,79 @@ class PoseTemplate:
                 break
         return list(distinct.values())
 
-    def _embed(self, ligand: Chem.Mol, mapping: list[tuple[int, int]], count: int, seed: int) -> list[int]:
-        """Conformer ids embedded with the core held at the reference coordinates.
+    def _candidates(self, ligand: Chem.Mol, mappings: list[list[tuple[int, int]]], conformers: int,
+                    first_seed: int) -> list[_Candidate]:
+        """About ``conformers`` scored conformers (and mirror images), spread over the core mappings."""
+        per_mapping = max(1, -(-conformers // len(mappings)))
+        mirrors = without_stereocentres(ligand)
+        candidates = []
+        for k, mapping in enumerate(mappings):
+            conf_ids = embed_on_core(ligand, mapping, self._reference_xyz, per_mapping,
+                                     rdkit_seed(self.parameters.seed, first_seed + k), self.parameters.embed_attempts)
+            if mirrors:
+                conf_ids += [add_mirror_image(ligand, conf_id) for conf_id in conf_ids]
+            candidates += [self._scored(ligand, conf_id, mapping) for conf_id in conf_ids]
+        return candidates
 
-        A stereocentre of the ligand in the core can contradict the reference geometry (the series
-        has both enantiomers). RDKit would then try an impossible embedding hundreds of times per
-        conformer, so the first try gets ``embed_attempts`` attempts; when it fails, the
-        stereocentres and their neighbours are released from the coordinate map and embedding is
-        tried again, and only if there is nothing to release (or that fails too) is the full map
-        tried with RDKit's default number of attempts.
+    def _with_hydrogens(self, ligand: Chem.Mol, conf_id: int) -> Chem.Mol:
+        pose = Chem.Mol(ligand, confId=conf_id)
+        return pose if self.parameters.embed_hydrogens else Chem.AddHs(pose, addCoords=True)
+
+    def _refined(self, ligand: Chem.Mol, mappings: list[list[tuple[int, int]]], candidates: list[_Candidate],
+                 source: str) -> tuple[_Candidate, Chem.Mol]:
+        """The chosen candidate and its pose refined in the pocket (see the module notes, step 5).
+
+        Raises:
+            PoseClashError: every refined pose keeps a heavy atom under 1.5 Å from the receptor, or
+                overlapping atoms.
         """
-        attempts = self.parameters.embed_attempts
-        ids = self._embed_with_map(ligand, mapping, count, seed, attempts)
-        if ids:
-            return ids
-        stereo = _stereocentres(ligand)
-        released = stereo | {n.GetIdx() for i in stereo for n in ligand.GetAtomWithIdx(i).GetNeighbors()}
-        kept = [(l, r) for l, r in mapping if l not in released]
-        if released and len(mapping) > len(kept) >= 3:
-            ids = self._embed_with_map(ligand, kept, count, seed, attempts)
-        if not ids and attempts:
-            ids = self._embed_with_map(ligand, mapping, count, seed, 0)
-        return ids
+        refinement = self.parameters.refinement
 
-    def _embed_with_map(self, ligand: Chem.Mol, mapping: list[tuple[int, int]], count: int, seed: int,
-                        attempts: int) -> list[int]:
-        params = rdDistGeom.ETKDGv3()
-        params.randomSeed = seed
-        params.maxIterations = attempts
-        params.numThreads = 1
-        params.clearConfs = False
-        params.SetCoordMap({l: Point3D(*self._reference_xyz[r]) for l, r in mapping})
-        with rdkit_messages():
-            return list(rdDistGeom.EmbedMultipleConfs(ligand, count, params))
+        def attempts() -> Iterator[tuple[_Candidate, Chem.Mol, list[int]]]:
+            batch = candidates
+            for retry in (False, True):
+                if retry:  # seeds beyond the first batch's, one per mapping
+                    batch = self._candidates(ligand, mappings, refinement.retry_conformers,
+                                             first_seed=self.parameters.max_mappings)
+                for candidate in sorted(batch, key=lambda c: c.score)[:refinement.candidates]:
+                    held = [atom for atom, _ in candidate.mapping]
+                    yield candidate, self._with_hydrogens(ligand, candidate.conf_id), held
+                if not refinement.retry_conformers:
+                    return
 
-    def _scored(self, ligand: Chem.Mol, conf_id: int, mapping: list[tuple[int, int]]):
-        """(score, conformer id, core RMSD Å, [n_heavy] nearest receptor distances Å, clashes)."""
+        chosen, pose, contacts, tried = best_refined(attempts(), self._pocket, refinement)
+        if not contacts.acceptable:
+            held = {atom: self._reference_xyz[r] for atom, r in chosen.mapping}
+            raise PoseClashError(clash_reason(pose, contacts, self._pocket, tried, held), source=source)
+        return chosen, pose
+
+    def _receptor_contacts(self, heavy_xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """([n] distance from each of n heavy-atom positions to the nearest receptor heavy atom, distances of the
+        atom pairs closer than ``clash_distance``), Å; both empty without a receptor."""
+        if self._pocket is None:
+            return np.empty(0), np.empty(0)
+        nearest, _ = self._pocket.tree.query(heavy_xyz)
+        close, _ = self._pocket.tree.query(heavy_xyz, k=16, distance_upper_bound=self.parameters.clash_distance)
+        return nearest, close[np.isfinite(close)]
+
+    def _scored(self, ligand: Chem.Mol, conf_id: int, mapping: list[tuple[int, int]]) -> _Candidate:
         p = self.parameters
         core_rmsd = rdMolAlign.AlignMol(ligand, self.reference, prbCid=conf_id, atomMap=mapping)
         xyz = ligand.GetConformer(conf_id).GetPositions()
         core = {l for l, _ in mapping}
-        heavy = [a.GetIdx() for a in ligand.GetAtoms() if a.GetAtomicNum() > 1]
+        heavy = _heavy_atoms(ligand)
         outside = [i for i in heavy if i not in core]
         score = p.core_rmsd_weight * core_rmsd
         if outside and p.reference_weight:
             to_reference, _ = self._reference_tree.query(xyz[outside])
             score += p.reference_weight * float(np.minimum(to_reference, p.reference_cap).sum())
-        if self._receptor is None:
-            return score, conf_id, core_rmsd, np.empty(0), 0
-        nearest, _ = self._receptor.query(xyz[heavy])
-        close, _ = self._receptor.query(xyz[heavy], k=16, distance_upper_bound=p.clash_distance)
-        close = close[np.isfinite(close)]
+        _, close = self._receptor_contacts(xyz[heavy])
         score += float((p.clash_distance - close).sum())
-        return score, conf_id, core_rmsd, nearest, int(close.size)
+        return _Candidate(score, conf_id, mapping, core_rmsd)
+
+
+def _heavy_atoms(mol: Chem.Mol) -> list[int]:
+    return [a.GetIdx() for a in mol.GetAtoms() if a.GetAtomicNum() > 1]
 
 
 def write_poses(path: str | PathLike, posed: Sequence[PosedLigand], *, hydrogens: bool = True) -> int:
