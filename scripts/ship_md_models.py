@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -62,7 +63,14 @@ def protein_evaluation(models: dict, data: Path, restore_bonds: bool = False):
 
 
 def _summary(path: Path) -> dict:
-    return json.loads(path.read_text())
+    summary = json.loads(path.read_text())
+    summary["provenance"]["command"] = user_command(summary["provenance"]["command"])
+    return summary
+
+
+def user_command(command: str) -> str:
+    """``geomol ...`` for a recorded ``python .../geomol ...`` or ``python -m geomol ...`` command line."""
+    return re.sub(r"^\S*python\S*\s+(-m\s+geomol(\.cli)?|\S*geomol(/__main__\.py)?)\s", "geomol ", command)
 
 
 def _data_lines_md17(summary: dict) -> list[str]:
@@ -152,13 +160,20 @@ def evaluation_lines(table, horizon_text: str) -> list[str]:
              "two non-bonded heavy atoms closer than 2 Å (`geomol.evaluate_rollouts`).", "",
              table.to_markdown(), "",
              f"S2S of {model.name}: {model.s2s_mse:.4f} Å² against {best.s2s_mse:.4f} for the best baseline "
-             f"({best.name}): {abs(gain):.0f} % {'lower' if gain >= 0 else 'higher'}."]
+             f"({best.name}): {_relative(model.s2s_mse, best.s2s_mse)}; against "
+             + ", ".join(f"{r.name}: {_relative(model.s2s_mse, r.s2s_mse)}" for r in baselines
+                         if r.s2s_mse is not None) + "."]
     lines += ["", *(f"- {chemistry_verdict(row)}" for row in table.rows if row.kind.startswith("model")), ""]
     reference = rows.get("reference MD")
     if reference is not None:
         lines.append(f"The reference MD itself moves its bonds by a median {reference.chemistry['bond_error_median_A']:.3f} Å "
                      "from the start frame: that much bond-length error is thermal motion, not a model's fault.")
     return lines + [""]
+
+
+def _relative(value: float, baseline: float) -> str:
+    gain = 100 * (1 - value / baseline)
+    return f"{abs(gain):.1f} % {'lower' if gain >= 0 else 'higher'}"
 
 
 def chemistry_verdict(row) -> str:
@@ -203,7 +218,7 @@ def ship_md17(args) -> None:
                    "and nothing else", "GFN2-xTB, not the DFT of the original MD17: the dynamics differ from MD17's",
                    "the epoch budget is what one shared CPU core afforded (see the side-by-side table), far below the "
                    "official 5,000-epoch protocol"]
-    reproduce = [summary["provenance"]["command"].replace("python -m geomol.cli", "geomol"),
+    reproduce = [summary["provenance"]["command"],
                  *[r["provenance"]["command"] for r in records], args.train_command or "",
                  f"python scripts/ship_md_models.py md17 --molecule {args.molecule} ..."]
     text = card(name, f"EGNO for {args.molecule} heavy-atom dynamics at 500 K (GFN2-xTB MD made by `geomol simulate`, "
@@ -230,7 +245,8 @@ def ship_protein(args) -> None:
     limitations = ["two short runs of one protein at 300 K in implicit solvent: tens of picoseconds, not the "
                    "nanoseconds-to-microseconds of the EGNO paper's AdK data (240 ps per frame)",
                    "the horizon is a few picoseconds: fast local fluctuations, no conformational change",
-                   "the epoch budget is what one shared CPU core afforded"]
+                   "the epoch budget is what one shared CPU core afforded (20 min: 20 epochs; the EGNN baseline 8 min: 5 "
+                   "epochs)", _aim_line(table)]
     reproduce = [runs[k]["provenance"]["command"] for k in runs] + [args.train_command or "",
                                                                     "python scripts/ship_md_models.py protein ..."]
     text = card(name, "EGNO for FKBP12 backbone dynamics (implicit-solvent MD made by `geomol simulate`): backbone "
@@ -238,6 +254,20 @@ def ship_protein(args) -> None:
                 "per-frame velocity.", _data_lines_protein(runs), splits, table, horizon, [], limitations,
                 [line for line in reproduce if line])
     _export(args, name, text, table, {"data": runs})
+
+
+def _aim_line(table) -> str:
+    """The issue's protein aim (≥ 20 % lower S2S than no motion and than linear extrapolation), met or not."""
+    rows = {row.name: row for row in table.rows}
+    model = next(r for r in table.rows if r.kind == "model")
+    names = ("no motion (last frame)", "linear extrapolation")
+    met = all(model.s2s_mse <= 0.8 * rows[name].s2s_mse for name in names)
+    return (f"S2S {_relative(model.s2s_mse, rows[names[0]].s2s_mse)} than no motion and "
+            f"{_relative(model.s2s_mse, rows[names[1]].s2s_mse)} than linear extrapolation on the independent run: "
+            f"{'meets' if met else 'does not meet'} the aim of "
+            "≥ 20 % below both. Over 1.5 ps the backbone's motion is mostly thermal fluctuation, and trained on 30 ps "
+            "the model learned little beyond standing still; longer runs with frames further apart (nanoseconds: "
+            "a GPU's work) are the next step")
 
 
 def _export(args, name: str, text: str, table, facts: dict) -> None:

@@ -44,7 +44,8 @@ def test_evaluation_section_names_the_best_baseline(ship):
             RolloutScore("reference MD", "reference MD", None, None, chemistry, 10)]
     table = RolloutTable(rows, [1, 2], list(range(10)), "3 bonds and 2 angles from the topology")
     text = "\n".join(ship.evaluation_lines(table, "+1, +2 frames"))
-    assert "0.1200 Å² against 0.1800 for the best baseline (EGNN baseline, rolled out): 33 % lower" in text
+    assert "0.1200 Å² against 0.1800 for the best baseline (EGNN baseline, rolled out): 33.3 % lower; against EGNN baseline, rolled out: 33.3 % lower, no motion (last frame): 40.0 % lower, linear extrapolation: 98.7 % lower." in text
+    assert ship._relative(0.2163, 0.2157) == "0.3 % higher"
     assert "moves its bonds by a median 0.020 Å" in text
 
 
@@ -67,3 +68,9 @@ def test_chemistry_verdict_against_the_aim(ship):
 def test_one_seed_per_side_gives_no_verdict(ship):
     line = ship.seed_noise_lines([_record(1, (0.28, 0.18), (0.29, 0.19))])[0]
     assert line.endswith("no seed noise to compare it with.") and "a gap of 0.0100" in line
+
+
+def test_commands_as_a_user_types_them(ship):
+    assert ship.user_command("python geomol/__main__.py simulate protein p.pdb --seed 2") == "geomol simulate protein p.pdb --seed 2"
+    assert ship.user_command("python3.11 .../geomol simulate molecule aspirin") == "geomol simulate molecule aspirin"
+    assert ship.user_command("python -m geomol.cli fit --config c.yaml") == "geomol fit --config c.yaml"
