@@ -130,6 +130,7 @@ class EpochLength(Callback):
     out. At the start of each epoch, after the sampler has been given the epoch, this sets the epoch's number of
     batches (``limit_train_batches`` applied as Lightning applies it) and, for a fractional
     ``val_check_interval``, the batch interval between validations. Loaders without a length are left alone.
+    Not yet covered: the epoch a run resumes in the middle of (Lightning calls no epoch-start hook for it).
     """
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -52,7 +52,7 @@ __all__ = ["Finding", "ERROR", "WARNING", "errors_of", "warnings_of", "ligand_ge
            "ligand_size_findings", "molecule_findings", "structure_ligand_findings", "receptor_findings",
            "contact_findings", "COINCIDENT_DISTANCE", "FLAT_TOLERANCE", "BOND_LENGTH_RANGE",
            "MAX_LIGAND_HEAVY_ATOMS", "MAX_LIGAND_POLYMER_RESIDUES", "CLASH_DISTANCE", "CLOSE_CONTACT_DISTANCE",
-           "CONTACT_DISTANCE", "METALS", "OVERLAP_DISTANCE", "closest_nonbonded_pair", "overlap_findings"]
+           "CONTACT_DISTANCE", "METALS", "OVERLAP_DISTANCE", "closest_nonbonded_pair", "bond_pairs", "overlap_findings"]
 
 ERROR, WARNING = "error", "warning"
 COINCIDENT_DISTANCE = 0.5
@@ -99,14 +99,6 @@ def warnings_of(findings: Sequence[Finding]) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------- the ligand alone
-def _closest_pair(coords: np.ndarray) -> tuple[int, int, float]:
-    """(i, j, distance in Å) of the two closest points of [N, 3] coords (N ≥ 2)."""
-    distances = np.linalg.norm(coords[:, None, :] - coords[None, :, :], axis=-1)
-    distances[np.diag_indices(len(coords))] = np.inf
-    i, j = np.unravel_index(int(np.argmin(distances)), distances.shape)
-    return int(min(i, j)), int(max(i, j)), float(distances[i, j])
-
-
 def ligand_geometry_findings(coords: np.ndarray, source: str = "") -> list[Finding]:
     """Coordinates that cannot be a 3D pose: all zero, coincident atoms, a flat (2D) drawing.
 
@@ -120,7 +112,7 @@ def ligand_geometry_findings(coords: np.ndarray, source: str = "") -> list[Findi
     if len(coords) < 2:
         return []
     found = []
-    i, j, distance = _closest_pair(coords)
+    i, j, distance = closest_nonbonded_pair(coords, ())
     if distance < COINCIDENT_DISTANCE:
         spread = float(np.linalg.norm(coords - coords.mean(0), axis=1).max())
         what = ("all atoms lie on one point (collapsed coordinates)" if spread < COINCIDENT_DISTANCE else
@@ -156,6 +148,11 @@ def closest_nonbonded_pair(coords: np.ndarray, bonds: Sequence[tuple[int, int]])
     return int(min(i, j)), int(max(i, j)), float(distances[i, j])
 
 
+def bond_pairs(mol: Chem.Mol) -> list[tuple[int, int]]:
+    """The (i, j) atom indices of every bond of ``mol``."""
+    return [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
+
+
 def _atom_label(mol: Chem.Mol, index: int) -> str:
     return f"{mol.GetAtomWithIdx(index).GetSymbol()}{index + 1}"
 
@@ -168,8 +165,7 @@ def overlap_findings(mol: Chem.Mol, source: str = "") -> list[Finding]:
     """
     if mol.GetNumConformers() == 0 or mol.GetNumAtoms() < 2:
         return []
-    bonds = [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
-    i, j, distance = closest_nonbonded_pair(mol.GetConformer().GetPositions(), bonds)
+    i, j, distance = closest_nonbonded_pair(mol.GetConformer().GetPositions(), bond_pairs(mol))
     if distance >= OVERLAP_DISTANCE:
         return []
     return [Finding(ERROR, "overlapping_atoms", f"atoms {_atom_label(mol, i)} and {_atom_label(mol, j)} are "

@@ -37,6 +37,7 @@ from geomol.data.chemistry.checks import (
     CLOSE_CONTACT_DISTANCE,
     METALS,
     OVERLAP_DISTANCE,
+    bond_pairs,
     closest_nonbonded_pair,
 )
 from geomol.data.io._source import rdkit_messages
@@ -166,14 +167,10 @@ class PoseContacts:
                 -min(self.overlap_distance, OVERLAP_DISTANCE))
 
 
-def _bonds(mol: Chem.Mol) -> list[tuple[int, int]]:
-    return [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
-
-
 def pose_contacts(mol: Chem.Mol, pocket: Pocket | None) -> PoseContacts:
     """The :class:`PoseContacts` of ``mol``'s (first) conformer; receptor distances are inf without a pocket."""
     xyz = mol.GetConformer().GetPositions()
-    i, j, overlap = closest_nonbonded_pair(xyz, _bonds(mol))
+    i, j, overlap = closest_nonbonded_pair(xyz, bond_pairs(mol))
     heavy = np.array([a.GetIdx() for a in mol.GetAtoms() if a.GetAtomicNum() > 1])
     if pocket is None or not len(pocket) or not len(heavy):
         return PoseContacts(math.inf, math.inf, -1, -1, overlap, (i, j))
