@@ -130,10 +130,19 @@ class EpochLength(Callback):
     out. At the start of each epoch, after the sampler has been given the epoch, this sets the epoch's number of
     batches (``limit_train_batches`` applied as Lightning applies it) and, for a fractional
     ``val_check_interval``, the batch interval between validations. Loaders without a length are left alone.
-    Not yet covered: the epoch a run resumes in the middle of (Lightning calls no epoch-start hook for it).
+    A run resumed in the middle of an epoch gets no epoch-start hook for that epoch; its loader has the epoch from
+    the checkpoint (:meth:`~geomol.data.batching.sampler.EpochBatchSampler.load_state_dict`), and the epoch is
+    sized when training starts.
     """
 
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._size_epoch(trainer)
+
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._size_epoch(trainer)
+
+    @staticmethod
+    def _size_epoch(trainer: pl.Trainer) -> None:
         loop = trainer.fit_loop
         combined = loop._combined_loader
         if combined is None or not all(hasattr(loader, "__len__") for loader in combined.flattened):

@@ -96,14 +96,11 @@ def test_cpu_hours_are_logged_and_carried_over_a_resume(tmp_path, monkeypatch):
     assert CPUTime().cpu_seconds() < state["cpu_seconds"]
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-def test_epochs_of_different_lengths_train_every_batch_and_validate_at_their_end(tmp_path, monkeypatch):
-    """Block-budget batching packs each epoch into its own number of batches. Here epoch 1 has one batch fewer
-    and epoch 2 one more than epoch 0: every epoch still trains on all its batches and validates once, at its end
-    (Lightning alone would skip epoch 1's validation and cut epoch 2 short)."""
+def _uneven_epochs(monkeypatch) -> None:
+    """Make epoch 1 of the n-body training loader one batch shorter and epoch 2 one batch longer than epoch 0
+    (3, 2 and 4 batches), as block-budget batching packs each epoch's shuffle into its own number of batches."""
     from geomol.data.batching.sampler import FixedBatchSampler
 
-    monkeypatch.chdir(tmp_path)
     whole_epochs = FixedBatchSampler._epoch_batches
 
     def uneven(self):
@@ -113,8 +110,49 @@ def test_epochs_of_different_lengths_train_every_batch_and_validate_at_their_end
         return {1: batches[:-1], 2: batches + batches[:1]}.get(self.epoch, batches)
 
     monkeypatch.setattr(FixedBatchSampler, "_epoch_batches", uneven)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_epochs_of_different_lengths_train_every_batch_and_validate_at_their_end(tmp_path, monkeypatch):
+    """Every epoch trains on all its batches and validates once, at its end (Lightning alone, which sizes every
+    epoch by the first, would skip epoch 1's validation and cut epoch 2 short)."""
+    monkeypatch.chdir(tmp_path)
+    _uneven_epochs(monkeypatch)
     assert _nbody("fit", tmp_path / "run", *RUN) == 0
     rows = _rows(tmp_path / "run" / "egno_nbody" / "version_0" / "metrics.csv")
     trained = [sum(1 for r in rows if r["epoch"] == str(e) and r.get("train/loss")) for e in range(3)]
     validated = [r["epoch"] for r in rows if r.get("val/loss")]
     assert trained == [3, 2, 4] and validated == ["0", "1", "2"]
+
+
+EVERY_STEP = ["--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint", "--trainer.callbacks.filename=last",
+              "--trainer.callbacks.every_n_train_steps=1", "--trainer.callbacks.enable_version_counter=false"]
+
+
+@pytest.mark.parametrize("killed_at_step", [4, 7])  # in the middle of the shorter epoch 1, of the longer epoch 2
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_resumed_in_the_middle_of_an_epoch_of_its_own_length_equals_an_uninterrupted_run(
+        tmp_path, monkeypatch, killed_at_step):
+    """last.ckpt after every step, the run killed in the middle of an epoch whose length differs from the first
+    epoch's: the resumed run continues that epoch's shuffle where it stopped, ends the epoch after its own
+    number of batches, validates at its end, and logs exactly what the uninterrupted run logs."""
+    monkeypatch.chdir(tmp_path)
+    _uneven_epochs(monkeypatch)
+    assert _nbody("fit", tmp_path / "whole", *RUN, *EVERY_STEP) == 0
+    whole = _rows(tmp_path / "whole" / "egno_nbody" / "version_0" / "metrics.csv")
+
+    def kill(self, trainer, module, batch, batch_idx):
+        if trainer.global_step == killed_at_step:
+            raise SimulatedKill
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ValidationReport, "on_train_batch_start", kill, raising=False)
+        with pytest.raises(SimulatedKill):
+            _nbody("fit", tmp_path / "cut", *RUN, *EVERY_STEP)
+    last = tmp_path / "cut" / "egno_nbody" / "version_0" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == killed_at_step
+
+    assert _nbody("fit", tmp_path / "cut", *RUN, *EVERY_STEP, "--ckpt_path", "last") == 0
+    resumed = _rows(tmp_path / "cut" / "egno_nbody" / "version_0" / "metrics.csv")
+    assert [r["epoch"] for r in resumed if r.get("val/loss")] == ["0", "1", "2"]
+    assert len(resumed) == len(whole) and all(_same(a, b) for a, b in zip(whole, resumed))

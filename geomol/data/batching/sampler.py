@@ -129,8 +129,13 @@ class EpochBatchSampler(Sampler[list[int]]):
         return {"epoch": self.epoch, "batches": self.yielded}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        """Make the next pass over epoch ``state['epoch']`` skip the batches already seen."""
+        """Select epoch ``state['epoch']`` and make its next pass skip the batches already seen.
+
+        The epoch is selected here, not left to a later :meth:`set_epoch`, because Lightning fetches the first
+        batch of a resumed run (and reads the loader's length) before it sets the sampler's epoch.
+        """
         self._resume = (int(state["epoch"]), int(state["batches"]))
+        self.epoch = self._resume[0]
 
 
 class DynamicBatchSampler(EpochBatchSampler):
