@@ -48,6 +48,8 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--predictions", nargs="*", default=[], metavar="NAME=CSV")
     parser.add_argument("--ensembles", nargs="*", default=[], metavar="NAME=A+B",
                         help="equal-weight ensembles of variants above, their predictions standardised within each target")
+    parser.add_argument("--only-folds", type=int, nargs="+", default=None, metavar="K",
+                        help="score every variant on these test folds only (side by side with a variant run on them)")
     parser.add_argument("--write-predictions", type=Path, default=None, metavar="DIR")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "affinity_corpus_cv.json")
     args = parser.parse_args(argv)
@@ -66,7 +68,7 @@ def main(argv=None) -> dict:
         reference=args.reference, n_bits=args.n_bits,
         predictions=dict(spec.split("=", 1) for spec in args.predictions),
         ensembles={name: members.split("+") for name, members in (spec.split("=", 1) for spec in args.ensembles)},
-        write_to=args.write_predictions)
+        only_folds=args.only_folds, write_to=args.write_predictions)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(dump(result) + "\n")
     print(f"wrote {args.output}")

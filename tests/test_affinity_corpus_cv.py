@@ -139,6 +139,19 @@ def test_reference_is_scored_on_each_variants_own_targets(slice_run, slice_items
         corpus_cv.corpus_cross_validation(**slice_args, baselines=["hac"], reference="nothing")
 
 
+def test_only_folds_scores_every_variant_on_those_test_folds(slice_run, slice_items, monkeypatch):
+    _, out, slice_args = slice_run
+    folds = {row["id"]: int(row["fold"]) for row in _rows(out / "preds" / "hac.csv")}
+    monkeypatch.setattr(corpus_cv, "load_items", lambda *args: slice_items)
+    result = corpus_cv.corpus_cross_validation(**slice_args, baselines=["hac"], only_folds=[0])
+    fields = result["per_target"]["fields"]
+    fold0_hac = [r[fields.index("hac_spearman")] for r in result["per_target"]["rows"] if r[fields.index("fold")] == 0]
+    (hac,) = result["variants"]
+    assert hac["items_predicted"] == sum(k == 0 for k in folds.values()) < len(folds)
+    assert hac["all"]["targets"] == len(fold0_hac) and hac["all"]["spearman"] == pytest.approx(np.mean(fold0_hac), abs=1e-3)
+    assert "test folds [0] only" in result["description"]
+
+
 def test_predictions_from_another_split_or_corpus_are_refused(slice_run, slice_items):
     out, (items, clusters) = slice_run[1], slice_items
     _, fold_of = checked_folds(items, clusters, 2, 0)

@@ -109,7 +109,7 @@ def corpus_cross_validation(*, root: Path | None = None, sources: Sequence[str] 
                             baselines: Sequence[str] = ("hac", *LIGAND_MODELS), reference: str | None = None,
                             n_bits: int = 1024, predictions: Mapping[str, Path] | None = None,
                             ensembles: Mapping[str, Sequence[str]] | None = None,
-                            write_to: Path | None = None) -> dict:
+                            only_folds: Sequence[int] | None = None, write_to: Path | None = None) -> dict:
     """The protocol's table: every baseline and given variant scored on the same folds and targets.
 
     Args:
@@ -120,6 +120,8 @@ def corpus_cross_validation(*, root: Path | None = None, sources: Sequence[str] 
         reference: a variant scored again on each other variant's own targets (``reference_spearman``).
         predictions: name → out-of-fold predictions (a CSV or a folder of ``fold*.csv``).
         ensembles: name → the variants it averages (standardised within targets).
+        only_folds: score every variant on the test items of these folds only (a side by side with a variant
+            trained on some folds; baselines are still fitted on each fold's training part).
         write_to: a folder for each baseline's out-of-fold predictions (``<name>.csv``).
 
     Returns:
@@ -155,6 +157,9 @@ def corpus_cross_validation(*, root: Path | None = None, sources: Sequence[str] 
             raise ConfigError(f"ensemble {name}: no variant {unknown} (known: {sorted(predicted)})")
         predicted[name] = target_ensemble([predicted[m] for m in members], keys)
         cpu[name], about[name] = None, "mean of " + ", ".join(members) + ", each standardised within targets"
+    if only_folds is not None:
+        outside = ~np.isin(fold_of, np.asarray(list(only_folds), dtype=int))
+        predicted = {name: np.where(outside, np.nan, np.asarray(pred, dtype=float)) for name, pred in predicted.items()}
     item_sources = [item.source for item in items]
     evaluations = {name: evaluate_targets(pred, label, heavy, keys, item_sources, include=~np.isnan(pred),
                                           min_ligands=min_ligands) for name, pred in predicted.items()}
@@ -167,8 +172,9 @@ def corpus_cross_validation(*, root: Path | None = None, sources: Sequence[str] 
     if write_to:
         for kind in baselines:
             write_predictions(Path(write_to) / f"{kind}.csv", items, predicted[kind], fold_of)
+    scored = "" if only_folds is None else f"; scored on test folds {sorted(only_folds)} only"
     return {"description": f"{folds}-fold leave-cluster-out CV over the corpus; targets: {targets} with "
-                           f">= {min_ligands} ligands; EP = expert-pose sources (plb, fep_benchmark)",
+                           f">= {min_ligands} ligands; EP = expert-pose sources (plb, fep_benchmark){scored}",
             "items": len(items), "clusters": len(set(clusters)),
             "folds": [{"fold": k, **{part: len(idx) for part, idx in fold.items()}} for k, fold in enumerate(fold_list)],
             "read_cpu_seconds": read_seconds, "featurise_cpu_seconds": feature_seconds,
