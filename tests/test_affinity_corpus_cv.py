@@ -143,11 +143,12 @@ def test_only_folds_scores_every_variant_on_those_test_folds(slice_run, slice_it
     _, out, slice_args = slice_run
     folds = {row["id"]: int(row["fold"]) for row in _rows(out / "preds" / "hac.csv")}
     monkeypatch.setattr(corpus_cv, "load_items", lambda *args: slice_items)
-    result = corpus_cv.corpus_cross_validation(**slice_args, baselines=["hac"], only_folds=[0])
+    result = corpus_cv.corpus_cross_validation(**slice_args, baselines=["hac", "rf"], only_folds=[0])
     fields = result["per_target"]["fields"]
     fold0_hac = [r[fields.index("hac_spearman")] for r in result["per_target"]["rows"] if r[fields.index("fold")] == 0]
-    (hac,) = result["variants"]
-    assert hac["items_predicted"] == sum(k == 0 for k in folds.values()) < len(folds)
+    hac, rf = result["variants"]
+    assert hac["items_predicted"] == rf["items_predicted"] == sum(k == 0 for k in folds.values()) < len(folds)
+    assert [c["fold"] for c in result["chosen_hyperparameters"]["rf"]] == [0]  # fitted for fold 0 alone
     assert hac["all"]["targets"] == len(fold0_hac) and hac["all"]["spearman"] == pytest.approx(np.mean(fold0_hac), abs=1e-3)
     assert "test folds [0] only" in result["description"]
 

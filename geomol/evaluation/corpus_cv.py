@@ -45,12 +45,16 @@ PER_TARGET_SCORES = ("spearman", "pearson", "kendall", "spearman_with_hac")
 
 
 def ligand_model_predictions(kind: str, features: np.ndarray, label: np.ndarray, folds: list[dict], keys: list[str],
-                             series: np.ndarray, *, min_ligands: int, seed: int) -> tuple[np.ndarray, list[dict]]:
+                             series: np.ndarray, *, min_ligands: int, seed: int,
+                             only_folds: Sequence[int] | None = None) -> tuple[np.ndarray, list[dict]]:
     """Out-of-fold predictions of a ligand-only model chosen per fold on its validation slice (``series``: each
-    item's series, for the within-series model)."""
+    item's series, for the within-series model); with ``only_folds``, fitted for those folds alone (``nan``
+    elsewhere)."""
     pred = np.full(len(label), np.nan)
     chosen = []
     for k, fold in enumerate(folds):
+        if only_folds is not None and k not in only_folds:
+            continue
         selection = select_ligand_model(kind, features, label, fold["train"], fold["valid"],
                                         [keys[i] for i in fold["valid"]], min_ligands=min_ligands, seed=seed + k,
                                         groups=series)
@@ -121,7 +125,7 @@ def corpus_cross_validation(*, root: Path | None = None, sources: Sequence[str] 
         predictions: name → out-of-fold predictions (a CSV or a folder of ``fold*.csv``).
         ensembles: name → the variants it averages (standardised within targets).
         only_folds: score every variant on the test items of these folds only (a side by side with a variant
-            trained on some folds; baselines are still fitted on each fold's training part).
+            trained on some folds; the ligand-only baselines are fitted for these folds alone).
         write_to: a folder for each baseline's out-of-fold predictions (``<name>.csv``).
 
     Returns:
@@ -146,7 +150,7 @@ def corpus_cross_validation(*, root: Path | None = None, sources: Sequence[str] 
         else:
             predicted[kind], chosen[kind] = ligand_model_predictions(
                 kind, features, label, fold_list, keys, np.array([item.series for item in items]),
-                min_ligands=min_ligands, seed=seed)
+                min_ligands=min_ligands, seed=seed, only_folds=only_folds)
         cpu[kind] = time.process_time() - clock
     for name, path in (given or {}).items():
         predicted[name], cpu[name] = read_predictions(Path(path), items, fold_of), training_cpu(Path(path))
