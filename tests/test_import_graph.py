@@ -16,6 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "geomol.deferred_imports", "geomol.shipped_configs", "geomol.data.vocab", "geomol.data.blocks",
      "geomol.data.paths"),
     ("geomol.nn",),
+    ("geomol.benchmarking",),
     ("geomol.evaluation.metrics", "geomol.evaluation.targets"),
     ("geomol.data", "geomol.simulate"),
     ("geomol.models",),
