@@ -207,22 +207,23 @@ def imports_outside_the_library(path: Path, forbidden: set[str], allow_official:
     a ``sys.path`` call whose argument names the official code (the other side of a side-by-side comparison) is
     allowed."""
     source = path.read_text(encoding="utf-8")
-    found = []
-    for node in sorted((n for n in ast.walk(ast.parse(source)) if hasattr(n, "lineno")),
-                       key=lambda n: (n.lineno, n.col_offset)):
-        where = f"{path.relative_to(REPO)}:{node.lineno}: "
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_sys_path(node.func.value):
-            argument = ", ".join(ast.get_source_segment(source, a) or "" for a in node.args)
-            if not (allow_official and "official" in argument):
-                found.append(where + f"sys.path.{node.func.attr}({argument})")
+    found = []  # (line, column, what)
+    for node in ast.walk(ast.parse(source)):
+        what = []
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            if isinstance(node.func, ast.Attribute) and _is_sys_path(node.func.value):
+                argument = ", ".join(ast.get_source_segment(source, a) or "" for a in node.args)
+                if not (allow_official and "official" in argument):
+                    what.append(f"sys.path.{node.func.attr}({argument})")
+            elif name in FILE_LOADERS:
+                what.append(f"loads a file by path ({ast.get_source_segment(source, node.func)})")
         elif isinstance(node, (ast.Assign, ast.AugAssign)) and any(
                 _is_sys_path(t) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
-            found.append(where + "assigns to sys.path")
-        elif isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) \
-                in FILE_LOADERS:
-            found.append(where + f"loads a file by path ({ast.get_source_segment(source, node.func)})")
-        found += [where + f"imports {name}" for name in _imported_module(node) if name.split(".")[0] in forbidden]
-    return found
+            what.append("assigns to sys.path")
+        what += [f"imports {name}" for name in _imported_module(node) if name.split(".")[0] in forbidden]
+        found += [(node.lineno, node.col_offset, text) for text in what]
+    return [f"{path.relative_to(REPO)}:{line}: {text}" for line, _, text in sorted(found)]
 
 
 def script_modules() -> set[str]:
@@ -235,8 +236,9 @@ def test_benchmarks_and_scripts_import_only_the_library():
     :mod:`geomol.benchmarking` and the library's other modules), and edit ``sys.path`` only to put the user's
     checkout of the official code (the other side of a side-by-side comparison: ``get_speed.py``,
     ``egno_speed.py``) on it, since that code imports itself by its own top-level names."""
+    forbidden = script_modules()
     found = [line for folder in SCRIPT_FOLDERS for path in sorted((REPO / folder).rglob("*.py"))
-             for line in imports_outside_the_library(path, script_modules(), allow_official=True)]
+             for line in imports_outside_the_library(path, forbidden, allow_official=True)]
     assert found == []
 
 
@@ -244,8 +246,9 @@ def test_tests_import_only_the_library():
     """Tests import the library (and ``tests``' own helpers), never a benchmark or a script, by name or by file
     path, and never edit ``sys.path``: what a test needs of a script lives in the library; a test that checks a
     script end to end runs it in a subprocess."""
+    forbidden = script_modules()
     found = [line for path in sorted((REPO / "tests").rglob("*.py"))
-             for line in imports_outside_the_library(path, script_modules())]
+             for line in imports_outside_the_library(path, forbidden)]
     assert found == []
 
 
