@@ -13,10 +13,10 @@ one intra-op thread. Cases:
 
 Times are medians after a warm-up, the two implementations called alternately in one process
 (``--threads``: torch threads, default 1); ``--load none cpu memory`` runs every round of steps once with no
-added load and once beside each stressor of :mod:`geomol.benchmarking.stressors` (on another core), so that the conditions are
-compared within one run. Every row records the load it ran under (:mod:`geomol.benchmarking.machine_load`: load average, busy CPUs,
-steal, the busiest other processes), each step's wall, CPU, kernel seconds, page faults and preemptions, and
-geomol's seconds inside its compiled loops;
+added load and once beside each stressor of :mod:`geomol.benchmarking.stressors` (on another core), so that the
+conditions are compared within one run. Every row records the load it ran under
+(:mod:`geomol.benchmarking.machine_load`: load average, busy CPUs, steal, the busiest other processes), each step's
+wall, CPU, kernel seconds, page faults and preemptions, and geomol's seconds inside its compiled loops;
 peak RSS is measured in a fresh process per implementation running the same steps
 (warm-up + 2). The official
 code (github.com/THUNLP-MT/GET, which needs torch_scatter) is taken from ``--official``, else
@@ -180,9 +180,9 @@ def parity(models, batches) -> float:
 
 def worker(name: str, mode: str, official_path: str | None, steps: int, n_batches: int, threads: int = 1,
            loads: tuple[str, ...] = ("none",)) -> dict:
-    """mode "time": alternate medians of both sides under each of ``loads`` (:func:`geomol.benchmarking.interleaved.interleaved_runs`;
-    {"loads": {load: medians}} beside the figures that do not depend on the load); "rss:<impl>": peak RSS of one
-    side alone."""
+    """mode "time": alternate medians of both sides under each of ``loads``
+    (:func:`geomol.benchmarking.interleaved.interleaved_runs`; {"loads": {load: medians}} beside the figures that do
+    not depend on the load); "rss:<impl>": peak RSS of one side alone."""
     torch.set_num_threads(threads)
     batches = case_inputs(name, n_batches)
     train = name != "forward16"

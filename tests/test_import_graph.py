@@ -253,10 +253,12 @@ def test_tests_import_only_the_library():
 
 
 def test_the_import_checks_find_every_way_around_the_library(tmp_path, monkeypatch):
-    assert {"benchmarks", "scripts", "get_speed", "egno_accuracy", "quick_start", "train_egno_models"} <= script_modules()
+    assert {"benchmarks", "scripts", "get_speed", "egno_accuracy", "quick_start",
+            "train_egno_models"} <= script_modules()
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     sample = tmp_path / "sample.py"
-    sample.write_text("import sys, importlib, importlib.util, runpy\nimport get_speed\nfrom scripts import quick_start\n"
+    sample.write_text("import sys, importlib, importlib.util, runpy\nimport get_speed\n"
+                      "from scripts import quick_start\n"
                       "from benchmarks.run_record import run_metadata\nsys.path.insert(0, 'benchmarks')\n"
                       "sys.path.append(official)\nsys.path[:0] = ['x']\nsys.path += ['y']\n"
                       "importlib.util.spec_from_file_location('a', 'scripts/a.py')\nrunpy.run_path('b.py')\n"
