@@ -35,12 +35,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from geomol.evaluation.learning_curves import best_so_far, parse_official_log
 from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,17 +156,6 @@ def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path,
 
 
 # ----------------------------------------------------------------------------------------- official
-_LOG_LINE = re.compile(r"==> (val|test) epoch (\d+) avg loss: ([0-9.eE+-]+)")
-
-
-def parse_official_log(text: str) -> list[dict]:
-    """[{epoch, val_s2s, test_s2s}] from an official script's printed evaluation lines."""
-    rows: dict[int, dict] = {}
-    for split, epoch, value in _LOG_LINE.findall(text):
-        rows.setdefault(int(epoch), {"epoch": int(epoch)})[f"{split}_s2s"] = float(value)
-    return [rows[e] for e in sorted(rows) if "val_s2s" in rows[e] and "test_s2s" in rows[e]]
-
-
 def _official_data(dataset: str, folder: Path, cache_dir: Path) -> Path:
     """The benchmark data in the official layout; returns the official ``data_dir``."""
     if dataset == "nbody":
@@ -229,15 +218,6 @@ def run_official(dataset: str, official: Path, epochs: int, seed: int, run_dir: 
 
 
 # -------------------------------------------------------------------------------------------- table
-def best_val_test(curve: list[dict], upto: int, key: str = "test_s2s") -> tuple[int, float] | None:
-    """(epoch, test value) at the lowest validation S2S among evaluations at epochs ≤ upto (first minimum)."""
-    seen = [row for row in curve if row["epoch"] <= upto and key in row]
-    if not seen:
-        return None
-    row = min(seen, key=lambda r: r["val_s2s"])
-    return (row["epoch"], row[key]) if key in row else None
-
-
 def table(dataset: str, checkpoints: list[int], geomol: list[dict], official: list[dict] | None) -> list[dict]:
     rows = []
     last = max([r["epoch"] for r in geomol + (official or [])], default=0)
@@ -251,9 +231,9 @@ def table(dataset: str, checkpoints: list[int], geomol: list[dict], official: li
             if not curve or curve[-1]["epoch"] < upto - (VALIDATION_INTERVAL - 1):
                 continue
             for key in ("test_s2s", "test_s2t", "test_s2s_without_worst", "test_worst_index"):
-                best = best_val_test(curve, upto, key)
+                best = best_so_far(curve, upto, key)
                 if best is not None:
-                    row[f"{name}_{key}"], row[f"{name}_best_epoch"] = best[1], best[0]
+                    row[f"{name}_{key}"], row[f"{name}_best_epoch"] = best[key], best["epoch"]
         rows.append(row)
     return rows
 
@@ -271,18 +251,6 @@ def print_table(dataset: str, rows: list[dict]) -> None:
               f"{_fmt(r.get('geomol_test_s2t')):>11} {_fmt(r.get('geomol_test_s2s_without_worst')):>13} "
               f"{_fmt(r.get('geomol_test_worst_index'), 'd'):>7} | {_fmt(r.get('official_test_s2s')):>12} "
               f"{_fmt(r.get('official_best_epoch'), 'd'):>9} | {_fmt(r.get('official_recorded_s2s')):>18}")
-
-
-def _model_overrides(parser: argparse.ArgumentParser, items: list[str]) -> dict:
-    import yaml
-
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"--model-arg wants KEY=VALUE, got {item!r}")
-        overrides[key] = yaml.safe_load(value)
-    return overrides
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,7 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="free text stored in the JSON (e.g. why a run was stopped)")
     parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/egno_accuracy_<dataset>_seed<seed>.json)")
     args = parser.parse_args(argv)
-    model_overrides = _model_overrides(parser, args.model_arg)
+    from geomol.errors import ConfigError
+    from geomol.tasks.cli import key_value_overrides
+
+    try:
+        model_overrides = key_value_overrides(args.model_arg, "--model-arg")
+    except ConfigError as exc:
+        parser.error(exc.reason)
 
     import torch
 

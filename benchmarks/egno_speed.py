@@ -16,7 +16,7 @@ columns read "skipped". The official state dict is loaded into ours with
 
 Prints a table and writes ``benchmarks/results/egno_speed.json`` (command, commit, versions, threads, the
 machine probe and, per configuration, the load during its steps and each step's wall, CPU, kernel seconds, page
-faults and preemptions: :mod:`run_record`).
+faults and preemptions: :mod:`geomol.benchmarking`).
 """
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ import time
 import warnings
 from pathlib import Path
 
-from run_record import (REPO, interleaved_medians, load_line, official_checkout, peak_rss_gb, product_gflop,
-                        run_metadata, run_worker, write_result)
+from geomol.benchmarking.interleaved import interleaved_medians, load_line, product_gflop
+from geomol.benchmarking.run_record import official_checkout, peak_rss_gb, run_metadata, run_worker, write_result
 
+REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 RESULTS = REPO / "benchmarks" / "results" / "egno_speed.json"
 # Official figures recorded in ../shared/BENCHMARKS.md (2-core machine, 1 thread, busy second core).

@@ -13,10 +13,10 @@ one intra-op thread. Cases:
 
 Times are medians after a warm-up, the two implementations called alternately in one process
 (``--threads``: torch threads, default 1); ``--load none cpu memory`` runs every round of steps once with no
-added load and once beside each stressor of :mod:`stressors` (on another core), so that the conditions are
-compared within one run. Every row records the load it ran under (:mod:`machine_load`: load average, busy CPUs,
-steal, the busiest other processes), each step's wall, CPU, kernel seconds, page faults and preemptions, and
-geomol's seconds inside its compiled loops;
+added load and once beside each stressor of :mod:`geomol.benchmarking.stressors` (on another core), so that the
+conditions are compared within one run. Every row records the load it ran under
+(:mod:`geomol.benchmarking.machine_load`: load average, busy CPUs, steal, the busiest other processes), each step's
+wall, CPU, kernel seconds, page faults and preemptions, and geomol's seconds inside its compiled loops;
 peak RSS is measured in a fresh process per implementation running the same steps
 (warm-up + 2). The official
 code (github.com/THUNLP-MT/GET, which needs torch_scatter) is taken from ``--official``, else
@@ -44,10 +44,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from run_record import (REPO, interleaved_runs, load_line, official_checkout, peak_rss_gb, product_gflop,
-                        run_metadata, run_worker, start_step_memory, step_memory_gb, write_result)
-from stressors import KINDS
+from geomol.benchmarking.edge_scaling import edge_scaling, edge_scaling_line
+from geomol.benchmarking.interleaved import interleaved_runs, load_line, product_gflop
+from geomol.benchmarking.run_record import (official_checkout, peak_rss_gb, run_metadata, run_worker,
+                                            start_step_memory, step_memory_gb, write_result)
+from geomol.benchmarking.stressors import KINDS
 
+REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))
 PLB = SHARED / "plb"
 TARGETS = ("cdk2", "cmet", "eg5", "hif2a", "pde2", "pfkfb3", "ptp1b", "syk", "thrombin", "tnks2")
@@ -177,9 +180,9 @@ def parity(models, batches) -> float:
 
 def worker(name: str, mode: str, official_path: str | None, steps: int, n_batches: int, threads: int = 1,
            loads: tuple[str, ...] = ("none",)) -> dict:
-    """mode "time": alternate medians of both sides under each of ``loads`` (:func:`run_record.interleaved_runs`;
-    {"loads": {load: medians}} beside the figures that do not depend on the load); "rss:<impl>": peak RSS of one
-    side alone."""
+    """mode "time": alternate medians of both sides under each of ``loads``
+    (:func:`geomol.benchmarking.interleaved.interleaved_runs`; {"loads": {load: medians}} beside the figures that do
+    not depend on the load); "rss:<impl>": peak RSS of one side alone."""
     torch.set_num_threads(threads)
     batches = case_inputs(name, n_batches)
     train = name != "forward16"
@@ -252,52 +255,6 @@ FOOTER = ("per step (batch16/forward16: 16 complexes); seconds: wall medians, bo
           "model and inputs excluded); edge s: geomol's block-edge building; µs/edge: geomol's CPU time per block "
           "edge; Δ pK: relative difference of the "
           "predicted pK (eval) between the two")
-
-
-def _per_unit(rows: list[dict], unit: str) -> dict[str, float]:
-    """CPU µs of geomol's fwd+bwd per ``unit`` ("edges" or "pairs") of each single-complex case."""
-    return {r["case"]: 1e6 * r["ours_cpu_seconds"] / r[unit] for r in rows
-            if r["case"].startswith(("cutoff_", "blocks_")) and r.get("ours_cpu_seconds") and r.get(unit)}
-
-
-def _spread(values: dict[str, float], unit: str) -> dict:
-    """Each case's µs per ``unit``, their median, each case's deviation from it (%) and the largest one."""
-    median = statistics.median(values.values())
-    deviation = {case: round(100 * (v / median - 1), 1) for case, v in values.items()}
-    return {f"us_per_{unit}": {case: round(v, 2) for case, v in values.items()},
-            f"median_us_per_{unit}": round(median, 2), f"{unit}_deviation_from_median_percent": deviation,
-            f"{unit}_max_abs_deviation_percent": max(abs(d) for d in deviation.values())}
-
-
-def edge_scaling(rows: list[dict]) -> dict | None:
-    """How linear geomol's fwd+bwd cost is in the size of one complex, over the single-complex cases (pockets,
-    whole protein, synthetic block counts): CPU µs per block edge (the issue's unit: each case within ±20 % of
-    the median) and per atom pair (the attention's unit: a block edge of a small pocket, cut at its surface,
-    carries fewer atom pairs), each case's deviation from the median in percent, and the atom pairs per edge.
-    None with fewer than two cases."""
-    per_edge = _per_unit(rows, "edges")
-    if len(per_edge) < 2:
-        return None
-    summary = _spread(per_edge, "edge")
-    per_pair = _per_unit(rows, "pairs")
-    if len(per_pair) >= 2:
-        summary.update(_spread(per_pair, "pair"))
-        summary["pairs_per_edge"] = {r["case"]: round(r["pairs"] / r["edges"], 2) for r in rows
-                                     if r["case"] in per_pair}
-    return summary
-
-
-def edge_scaling_line(scaling: dict | None) -> str:
-    if scaling is None:
-        return "µs/edge: fewer than two single-complex cases"
-    lines = []
-    for unit in ("edge", "pair"):
-        if f"us_per_{unit}" in scaling:
-            values = scaling[f"us_per_{unit}"].values()
-            lines.append(f"µs/{unit} over the single-complex cases: median {scaling[f'median_us_per_{unit}']:.2f}, "
-                         f"{min(values):.2f}–{max(values):.2f}, every case within "
-                         f"±{scaling[f'{unit}_max_abs_deviation_percent']:.1f} % of the median")
-    return "\n".join(lines)
 
 
 def main(argv=None):

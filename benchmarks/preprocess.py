@@ -39,8 +39,9 @@ from pathlib import Path
 import torch
 
 import geomol
+from geomol.benchmarking.machine_load import load_average
+from geomol.benchmarking.run_record import run_metadata
 from geomol.data import complex_from_files, complex_from_structure, ligand_names, read_structure
-from run_record import run_metadata, load_average
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GEOMOL_SHARED_DATA", REPO.parent / "shared" / "data"))

@@ -23,6 +23,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from typing import Any, Sequence
 from geomol.version import PACKAGE_DIR, __version__
 
 __all__ = ["provenance", "library_versions", "git_commit", "portable_command", "portable_arguments",
-           "cpu_description"]
+           "user_command", "cpu_description"]
 
 _LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis",
               "scikit-learn")
@@ -93,6 +94,12 @@ def portable_command(argv: Sequence[str], cwd: str | os.PathLike | None = None) 
 
 _VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "asimd", "sve")
 """The instruction-set flags of /proc/cpuinfo that change how fast the compiled loops and the BLAS run."""
+
+
+def user_command(command: str) -> str:
+    """``geomol ...`` for a recorded ``python .../geomol ...`` or ``python -m geomol ...`` command line (what a
+    user types, for a model card)."""
+    return re.sub(r"^\S*python\S*\s+(-m\s+geomol(\.cli)?|\S*geomol(/__main__\.py)?)\s", "geomol ", command)
 
 
 def _cpuinfo_fields(text: str) -> dict[str, str]:

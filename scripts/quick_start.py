@@ -7,8 +7,9 @@ by :func:`geomol.data.datasets.affinity_labels.plb_measurement_pk`) to ``<target
 ``readme`` writes, between the ``<!-- quick-start-cv -->`` markers of README.md, what the corpus
 cross-validation measured on that target for the shipped default model, from the recorded results
 (``benchmarks/results/affinity_corpus_cv.json``): the Spearman of the fold that held the target's protein
-cluster out, beside the heavy-atom count's. The CV row is the one whose expert-pose summary is the one the
-model's manifest records (``metrics.cross_validation``), so the sentence cannot describe another model.
+cluster out, beside the heavy-atom count's (:func:`geomol.evaluation.target_trust.trust_sentence`; the CV row is
+the one whose expert-pose summary is the one the model's manifest records, so the sentence cannot describe another
+model).
 ``--check`` only compares (a test runs it, so the README cannot drift from the results)::
 
     python scripts/quick_start.py data --target tnks2
@@ -19,12 +20,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import shutil
 import sys
 from pathlib import Path
 
 import yaml
+
+from geomol.errors import GeomolError
+from geomol.evaluation.target_trust import trust_sentence
 
 REPO = Path(__file__).resolve().parents[1]
 MARK_START, MARK_END = "<!-- quick-start-cv -->", "<!-- /quick-start-cv -->"
@@ -49,41 +52,14 @@ def write_series(target: str, shared: Path, out_dir: Path) -> tuple[Path, Path]:
     return sdf, measured
 
 
-def shipped_row(cv: dict, manifest: dict) -> str:
-    """The CV variant whose expert-pose summary is the one the shipped model's manifest records."""
-    recorded = manifest["metrics"]["cross_validation"]["expert_pose"]
-    for row in cv["variants"]:
-        summary = row["expert_pose"]
-        if summary.get("targets") == recorded["targets"] and math.isclose(summary["spearman"], recorded["spearman"],
-                                                                           abs_tol=1e-9):
-            return row["variant"]
-    raise SystemExit("no cross-validation row matches the model's recorded metrics")
-
-
-def target_result(cv: dict, variant: str, target: str) -> dict:
-    """Fold, ligands and Spearman (model, heavy-atom count) of ``plb/<target>`` in the cross-validation."""
-    fields = cv["per_target"]["fields"]
-    column = {name: i for i, name in enumerate(fields)}
-    row = next(r for r in cv["per_target"]["rows"] if r[column["target"]] == f"plb/{target}")
-    return {"fold": row[column["fold"]], "ligands": row[column["n"]], "spearman": row[column[f"{variant}:spearman"]],
-            "hac_spearman": row[column["hac_spearman"]], "n_folds": len(cv["folds"])}
-
-
 def cv_sentence(target: str = TARGET, model: str = MODEL) -> str:
     """The README's sentence on how the shipped model ranked ``target`` when it had not seen it."""
     cv = json.loads((REPO / "benchmarks" / "results" / "affinity_corpus_cv.json").read_text(encoding="utf-8"))
     manifest = json.loads((REPO / "models" / model / "manifest.json").read_text(encoding="utf-8"))
-    variant = shipped_row(cv, manifest)
-    found = target_result(cv, variant, target)
-    summary = manifest["metrics"]["cross_validation"]["expert_pose"]
-    relation = "below" if found["spearman"] < found["hac_spearman"] else "above"
-    return (f"How far to trust it on this target: in the {found['n_folds']}-fold leave-cluster-out cross-validation, "
-            f"the fold that held {target}'s protein out (fold {found['fold']}) ranked its {found['ligands']} ligands "
-            f"with Spearman {found['spearman']:.2f}, {relation} ranking them by size (heavy-atom count: "
-            f"{found['hac_spearman']:.2f}); across the {summary['targets']} expert-pose targets its mean is "
-            f"{summary['spearman']:.2f}. {target.upper()} is in the shipped model's training data, so the Spearman "
-            "the command prints is measured on ligands the model was trained on: it shows the workflow, the "
-            "cross-validation shows the accuracy to expect on a protein the model has not seen.")
+    try:
+        return trust_sentence(cv, manifest, target)
+    except GeomolError as exc:
+        raise SystemExit(exc.reason) from None
 
 
 def readme_block(readme: str, sentence: str) -> str:

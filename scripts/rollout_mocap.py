@@ -23,7 +23,7 @@ import numpy as np
 import geomol
 from geomol.data.datasets.mocap import MocapDataset
 from geomol.data.paths import shared_data_dir
-from _rollout_eval import report, score_rollouts
+from geomol.inference.rollout_error import report, score_rollouts
 
 SHARED = shared_data_dir()
 

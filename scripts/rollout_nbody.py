@@ -22,7 +22,7 @@ import numpy as np
 
 import geomol
 from geomol.data.datasets.nbody import ChargedParticles, draw_initial_states, simulate
-from _rollout_eval import report, score_rollouts
+from geomol.inference.rollout_error import report, score_rollouts
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
 import geomol
-from geomol.provenance import provenance
+from geomol.evaluation.dynamics_cards import evaluation_lines, protein_aim_line, side_by_side_lines
+from geomol.provenance import provenance, user_command
 
 REPO = Path(__file__).resolve().parents[1]
 MD_DATA = REPO / "md_data"
@@ -68,11 +68,6 @@ def _summary(path: Path) -> dict:
     return summary
 
 
-def user_command(command: str) -> str:
-    """``geomol ...`` for a recorded ``python .../geomol ...`` or ``python -m geomol ...`` command line."""
-    return re.sub(r"^\S*python\S*\s+(-m\s+geomol(\.cli)?|\S*geomol(/__main__\.py)?)\s", "geomol ", command)
-
-
 def _data_lines_md17(summary: dict) -> list[str]:
     s = summary["settings"]
     return [f"- `{summary['provenance']['command']}`: {summary['frames']} frames of {summary['atoms']} atoms "
@@ -98,91 +93,6 @@ def _data_lines_protein(runs: dict[str, dict]) -> list[str]:
                      f"{summary['threads']} CPU thread(s) of a shared, loaded machine, OpenMM "
                      f"{summary['engine']['version']}")
     return lines
-
-
-def side_by_side_lines(records: list[dict]) -> list[str]:
-    """Markdown table: test S2S (and geomol's S2T) at the best validation epoch so far, per seed and side."""
-    if not records:
-        return []
-    records = sorted(records, key=lambda r: r["seed"])
-    epochs = sorted({row["epoch"] for r in records for row in r["table"]})
-    head = "| epoch ≤ | " + " | ".join(f"geomol seed {r['seed']} S2S (S2T)" for r in records) + " | " + \
-        " | ".join(f"official seed {r['seed']} S2S" for r in records) + " |"
-    lines = ["## Side by side with the official code", "",
-             "Test MSE (Å², heavy atoms) at the best validation epoch so far, as the official script selects; both "
-             "sides train the same model (temporal convolutions on) with the same seeds, epochs and data "
-             "(`benchmarks/egno_accuracy.py --dataset md17`). The official script reports S2S only.", "",
-             head, "|---|" + "---|" * (2 * len(records))]
-    for epoch in epochs:
-        cells_g, cells_o = [], []
-        for record in records:
-            row = next((r for r in record["table"] if r["epoch"] == epoch), {})
-            s2s, s2t, off = row.get("geomol_test_s2s"), row.get("geomol_test_s2t"), row.get("official_test_s2s")
-            cells_g.append("—" if s2s is None else f"{s2s:.4f} ({s2t:.4f})")
-            cells_o.append("—" if off is None else f"{off:.4f}")
-        lines.append(f"| {epoch} | " + " | ".join(cells_g) + " | " + " | ".join(cells_o) + " |")
-    return lines + ["", *seed_noise_lines(records), ""]
-
-
-def seed_noise_lines(records: list[dict]) -> list[str]:
-    """Whether geomol's seeds and the official seeds overlap at the last epoch both sides reached."""
-    def values(epoch: int, side: str) -> list[float]:
-        rows = (next((r for r in record["table"] if r["epoch"] == epoch), {}) for record in records)
-        return [row[f"{side}_test_s2s"] for row in rows if row.get(f"{side}_test_s2s") is not None]
-
-    common = [e for e in sorted({row["epoch"] for r in records for row in r["table"]})
-              if values(e, "geomol") and values(e, "official")]
-    if not common:
-        return []
-    last = common[-1]
-    g, o = np.array(values(last, "geomol")), np.array(values(last, "official"))
-    if min(len(g), len(o)) < 2:
-        return [f"After {last + 1} epochs: geomol {g.mean():.4f}, official {o.mean():.4f}, a gap of "
-                f"{abs(g.mean() - o.mean()):.4f}; with one seed on a side there is no seed noise to compare it with."]
-    gap = abs(g.mean() - o.mean())
-    spread = max(np.ptp(g), np.ptp(o))
-    verdict = "within" if gap <= spread else "outside"
-    return [f"After {last + 1} epochs: geomol {g.mean():.4f} (seeds {', '.join(f'{v:.4f}' for v in g)}), official "
-            f"{o.mean():.4f} (seeds {', '.join(f'{v:.4f}' for v in o)}); the gap between the means, {gap:.4f}, is "
-            f"{verdict} the larger spread between one side's seeds ({spread:.4f})."]
-
-
-def evaluation_lines(table, horizon_text: str) -> list[str]:
-    rows = {row.name: row for row in table.rows}
-    model = next(r for r in table.rows if r.kind == "model")
-    baselines = [r for r in table.rows if r.kind in ("baseline",) or r.name.startswith("EGNN")]
-    best = min((r for r in baselines if r.s2s_mse is not None), key=lambda r: r.s2s_mse)
-    gain = 100 * (1 - model.s2s_mse / best.s2s_mse)
-    lines = ["## Test: the model, the baselines and the reference MD on the same windows", "",
-             f"{len(table.starts)} windows; predicted frames {horizon_text}; {table.bonds}. S2S: the last predicted "
-             "frame, S2T: the mean over the predicted frames (MSE over atoms and xyz). Chemistry over all predicted "
-             "frames, against each window's start frame: a bond is broken when it is more than 0.3 Å off, a clash is "
-             "two non-bonded heavy atoms closer than 2 Å (`geomol.evaluate_rollouts`).", "",
-             table.to_markdown(), "",
-             f"S2S of {model.name}: {model.s2s_mse:.4f} Å² against {best.s2s_mse:.4f} for the best baseline "
-             f"({best.name}): {_relative(model.s2s_mse, best.s2s_mse)}; against "
-             + ", ".join(f"{r.name}: {_relative(model.s2s_mse, r.s2s_mse)}" for r in baselines
-                         if r.s2s_mse is not None) + "."]
-    lines += ["", *(f"- {chemistry_verdict(row)}" for row in table.rows if row.kind.startswith("model")), ""]
-    reference = rows.get("reference MD")
-    if reference is not None:
-        lines.append(f"The reference MD itself moves its bonds by a median {reference.chemistry['bond_error_median_A']:.3f} Å "
-                     "from the start frame: that much bond-length error is thermal motion, not a model's fault.")
-    return lines + [""]
-
-
-def _relative(value: float, baseline: float) -> str:
-    gain = 100 * (1 - value / baseline)
-    return f"{abs(gain):.1f} % {'lower' if gain >= 0 else 'higher'}"
-
-
-def chemistry_verdict(row) -> str:
-    """One line: the row's bonds against the issue's aim (median bond error ≤ 0.05 Å, no broken bond)."""
-    median, broken = row.chemistry["bond_error_median_A"], row.chemistry["broken_bond_fraction"]
-    met = median <= 0.05 and broken == 0
-    return (f"{row.name}: median bond-length error {median:.3f} Å, a bond broken (> 0.3 Å off) in {100 * broken:.0f} % "
-            f"of the predicted frames: {'meets' if met else 'does not meet'} the aim of ≤ 0.05 Å and no broken bond "
-            "over the trained horizon.")
 
 
 def card(name: str, description: str, data_lines: list[str], split_lines: list[str], table, horizon_text: str,
@@ -246,7 +156,7 @@ def ship_protein(args) -> None:
                    "nanoseconds-to-microseconds of the EGNO paper's AdK data (240 ps per frame)",
                    "the horizon is a few picoseconds: fast local fluctuations, no conformational change",
                    "the epoch budget is what one shared CPU core afforded (20 min: 20 epochs; the EGNN baseline 8 min: 5 "
-                   "epochs)", _aim_line(table)]
+                   "epochs)", protein_aim_line(table)]
     reproduce = [runs[k]["provenance"]["command"] for k in runs] + [args.train_command or "",
                                                                     "python scripts/ship_md_models.py protein ..."]
     text = card(name, "EGNO for FKBP12 backbone dynamics (implicit-solvent MD made by `geomol simulate`): backbone "
@@ -254,20 +164,6 @@ def ship_protein(args) -> None:
                 "per-frame velocity.", _data_lines_protein(runs), splits, table, horizon, [], limitations,
                 [line for line in reproduce if line])
     _export(args, name, text, table, {"data": runs})
-
-
-def _aim_line(table) -> str:
-    """The issue's protein aim (≥ 20 % lower S2S than no motion and than linear extrapolation), met or not."""
-    rows = {row.name: row for row in table.rows}
-    model = next(r for r in table.rows if r.kind == "model")
-    names = ("no motion (last frame)", "linear extrapolation")
-    met = all(model.s2s_mse <= 0.8 * rows[name].s2s_mse for name in names)
-    return (f"S2S {_relative(model.s2s_mse, rows[names[0]].s2s_mse)} than no motion and "
-            f"{_relative(model.s2s_mse, rows[names[1]].s2s_mse)} than linear extrapolation on the independent run: "
-            f"{'meets' if met else 'does not meet'} the aim of "
-            "≥ 20 % below both. Over 1.5 ps the backbone's motion is mostly thermal fluctuation, and trained on 30 ps "
-            "the model learned little beyond standing still; longer runs with frames further apart (nanoseconds: "
-            "a GPU's work) are the next step")
 
 
 def _export(args, name: str, text: str, table, facts: dict) -> None:

@@ -50,16 +50,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import torch
-
-from geomol.data.paths import shared_data_dir
+from geomol.evaluation.learning_curves import best_so_far, comparison_curves
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = shared_data_dir()
+
+
+def _checkpoint(path: Path | str) -> dict:
+    """A checkpoint's contents (tensors and plain values only). torch, like the data layer, is imported where a step
+    needs it, so that ``--card-only`` and ``--help`` start in a fraction of a second."""
+    import torch
+
+    return torch.load(path, weights_only=True, map_location="cpu")
 
 
 def _mocap_overrides() -> list[str]:
-    return ["--data.init_args.path", str(SHARED / "mocap_run" / "cmu_subject09_run.npz")]
+    from geomol.data.paths import shared_data_dir
+
+    return ["--data.init_args.path", str(shared_data_dir() / "mocap_run" / "cmu_subject09_run.npz")]
 
 
 def _adk_overrides() -> list[str]:
@@ -205,7 +212,7 @@ def _best_checkpoint(run_dir: Path) -> Path:
     the interrupted run's directory), else the newest ``best-*.ckpt`` in the run, else ``last.ckpt``."""
     last = run_dir / "checkpoints" / "last.ckpt"
     if last.is_file():
-        callbacks = torch.load(last, weights_only=True, map_location="cpu").get("callbacks", {})
+        callbacks = _checkpoint(last).get("callbacks", {})
         recorded = [state["best_model_path"] for state in callbacks.values()
                     if isinstance(state, dict) and state.get("monitor") and state.get("best_model_path")]
         if recorded and (REPO / recorded[0]).is_file():
@@ -232,12 +239,6 @@ def _epochs_run(run_dir: Path) -> int:
     with open(run_dir / "metrics.csv", newline="") as handle:
         epochs = [int(row["epoch"]) for row in csv.DictReader(handle) if row.get("epoch")]
     return max(epochs) + 1 if epochs else 0
-
-
-def best_so_far(curve: list[dict], upto: int) -> dict | None:
-    """The evaluation with the lowest validation S2S among epochs ≤ upto (the scripts' model selection)."""
-    seen = [row for row in curve if row["epoch"] <= upto]
-    return min(seen, key=lambda row: row["val_s2s"]) if seen else None
 
 
 def _reached(curve: list[dict]) -> int:
@@ -319,7 +320,9 @@ def _cli_loadable(checkpoint: Path) -> Path:
     ``geomol test --ckpt_path`` re-reads the task's hyperparameters from the checkpoint and needs the class
     path that ``geomol fit`` records; a task built directly in Python (as older ``egno_accuracy.py`` runs did)
     saves its arguments without it."""
-    state = torch.load(checkpoint, weights_only=True, map_location="cpu")
+    import torch
+
+    state = _checkpoint(checkpoint)
     if "_class_path" in state.get("hyper_parameters", {}):
         return checkpoint
     state["hyper_parameters"]["_class_path"] = "geomol.tasks.DynamicsModule"
@@ -334,27 +337,10 @@ def _from_run(spec: ModelSpec, args) -> tuple[Path, dict, list[dict]]:
     curve = json.loads((run / "curve.json").read_text())
     best = sorted(p for p in (run / "checkpoints").glob("best-*.ckpt") if not p.name.endswith(".cli.ckpt"))[-1]
     checkpoint = _cli_loadable(best)
-    epochs = int(torch.load(run / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")["epoch"]) + 1
+    epochs = int(_checkpoint(run / "checkpoints" / "last.ckpt")["epoch"]) + 1
     training = {"max_epochs": epochs, "epochs_run": epochs, "fit_seconds": curve[-1]["seconds"],
                 "checkpoint": best.name, "learning_curve": curve}
     return checkpoint, training, curve
-
-
-def comparison_curves(sources: list[str]) -> dict[str, list[dict]]:
-    """Card columns (label → curve) of other trainings: a ``benchmarks/egno_accuracy.py`` run directory
-    (its ``curve.json``) or result JSON (its geomol curve and, when it ran the official script, that curve too)."""
-    columns = {}
-    for source in map(Path, sources):
-        if source.is_dir():
-            columns[f"{source.name} (same recipe)"] = json.loads((source / "curve.json").read_text())
-            continue
-        record = json.loads(source.read_text())
-        seed = record.get("seed")
-        changed = "".join(f", {key}={value}" for key, value in (record.get("model_overrides") or {}).items())
-        columns[f"geomol seed {seed}{changed}"] = record["geomol_curve"]
-        if record.get("official_curve"):
-            columns[f"official seed {seed}, run here"] = record["official_curve"]
-    return columns
 
 
 def recard(spec: ModelSpec, args) -> Path:
@@ -389,7 +375,7 @@ def train_one(spec: ModelSpec, args) -> Path:
     training = {"max_epochs": epochs, "epochs_run": _epochs_run(fit_dir), "fit_seconds": fit_seconds,
                 "checkpoint": checkpoint.name}
     if args.resume:
-        training["resumed_at_epoch"] = int(torch.load(args.resume, weights_only=True, map_location="cpu")["epoch"]) + 1
+        training["resumed_at_epoch"] = int(_checkpoint(args.resume)["epoch"]) + 1
     command = f"python scripts/train_egno_models.py --models {args.key_of[spec.name]}" + (
         f" --epochs {args.epochs}" if args.epochs else "") + (f" --extra {' '.join(args.extra)}" if args.extra else "")
     return _export(spec, args, checkpoint, training, None, {}, command)

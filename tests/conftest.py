@@ -19,16 +19,6 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
-def benchmark_module(name: str):
-    """The script ``benchmarks/<name>.py`` imported as a module (benchmarks are scripts, not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def shared_data() -> Path:
     return shared_path()

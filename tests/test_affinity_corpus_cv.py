@@ -22,13 +22,13 @@ from geomol.evaluation import corpus_cv
 from geomol.evaluation.contact_cv import ContactCV, compare_fewshot_settings, contact_fold, corpus_contacts
 from geomol.evaluation.corpus_folds import checked_folds, load_items
 from geomol.evaluation.fewshot import METHODS, summarise
-from geomol.evaluation.get_cv import fewshot_of_folds, train_corpus_fold
+from geomol.evaluation.get_cv import fewshot_of_folds, predict_corpus_fold, train_corpus_fold
 from geomol.evaluation.get_variants import CORPUS_RECIPE, GETFold, corpus_fold_overrides
 from geomol.evaluation.predictions import fold_about, read_predictions, training_cpu
 from geomol.tasks.cli import read_config
 from geomol.training import ligand_baselines
 from geomol.training.finetune import FinetuneSettings
-from tests.conftest import benchmark_module, shared_path
+from tests.conftest import shared_path
 
 SERIES = ["plb/syk", "plb/hif2a", "plb/pfkfb3", "plb/tnks2"]
 TINY_GRIDS = {"rf": [{"n_estimators": 5, "max_features": "sqrt", "min_samples_leaf": 1}],
@@ -171,16 +171,16 @@ def test_predictions_from_another_split_or_corpus_are_refused(slice_run, slice_i
 
 
 def _long_run_predictions_match(out: Path, slice_run, tmp_path: Path) -> None:
-    """benchmarks/get_convergence.py predict, given a fold's config and best checkpoint, writes the same test
-    predictions as the fold's training did (the path a long run's checkpoint takes into the table)."""
+    """``predict_corpus_fold`` (``benchmarks/get_convergence.py predict``), given a fold's config and best checkpoint,
+    writes the same test predictions as the fold's training did (the path a long run's checkpoint takes into the
+    table)."""
     fold = GETFold(0, str(out), folds=2, epochs=1, series=SERIES, valid_fraction=0.5,
                    cache_dir=str(slice_run[1] / "cache"))
     config = read_config(CORPUS_RECIPE)
     config["data"]["init_args"].update(corpus_fold_overrides(fold)["data"]["init_args"])
     (tmp_path / "fold0.yaml").write_text(yaml.safe_dump(config))
-    benchmark_module("get_convergence").main(["predict", "--config", str(tmp_path / "fold0.yaml"), "--checkpoint",
-                                               str(out / "fold0_checkpoint" / "best.ckpt"),
-                                               "--out-dir", str(tmp_path / "long")])
+    record = predict_corpus_fold(tmp_path / "fold0.yaml", out / "fold0_checkpoint" / "best.ckpt", tmp_path / "long")
+    assert record["fold"] == 0 and record["test_items"] == len((out / "fold0.csv").read_text().splitlines()) - 1
     assert (tmp_path / "long" / "fold0.csv").read_text() == (out / "fold0.csv").read_text()
 
 

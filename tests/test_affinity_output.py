@@ -2,7 +2,8 @@
 and a quick start that shows a series and says how far the cross-validation trusts the model on it."""
 from __future__ import annotations
 
-import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import pytest
 from rdkit import Chem
 
 from geomol.cli import main
+from geomol.errors import DatasetError
+from geomol.evaluation.target_trust import trust_sentence
 from tests.affinity_fixtures import one_torch_thread, write_sdf  # noqa: F401 (autouse fixture)
 from tests.conftest import REPO
 from tests.data.test_checks import with_coords
@@ -68,13 +71,20 @@ def test_help_names_the_default_model():
 
 
 def test_quick_start_shows_a_series_and_what_the_cross_validation_measured():
-    spec = importlib.util.spec_from_file_location("quick_start", REPO / "scripts" / "quick_start.py")
-    quick_start = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quick_start)
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     first = re.search(r"```bash\n(.*?)```", readme.split("## Quick start", 1)[1], re.S).group(1)
     ligands = REPO / re.search(r"--ligands (\S+)", first).group(1)
     assert len([m for m in Chem.SDMolSupplier(str(ligands))]) >= 20
-    assert quick_start.readme_block(readme, quick_start.cv_sentence()) == readme  # written from the results
-    sentence = quick_start.cv_sentence()
+    cv = json.loads((REPO / "benchmarks" / "results" / "affinity_corpus_cv.json").read_text(encoding="utf-8"))
+    manifest = json.loads((REPO / "models" / "contact-corpus" / "manifest.json").read_text(encoding="utf-8"))
+    sentence = trust_sentence(cv, manifest, "tnks2")
     assert "fold 2" in sentence and "Spearman 0.28" in sentence and "heavy-atom count: 0.37" in sentence
+    assert f"\n{sentence}\n" in readme
+    check = subprocess.run([sys.executable, "scripts/quick_start.py", "readme", "--check"], cwd=REPO, timeout=120,
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert check.returncode == 0, check.stderr  # the README's sentence is the one written from the results
+    with pytest.raises(DatasetError, match="plb/no_such_target is not a scored target"):
+        trust_sentence(cv, manifest, "no_such_target")
+    other = {"metrics": {"cross_validation": {"expert_pose": {"targets": 1, "spearman": 0.99}}}}
+    with pytest.raises(DatasetError, match="no cross-validation row matches"):
+        trust_sentence(cv, other, "tnks2")

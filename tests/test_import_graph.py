@@ -16,6 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "geomol.deferred_imports", "geomol.shipped_configs", "geomol.data.vocab", "geomol.data.blocks",
      "geomol.data.paths"),
     ("geomol.nn",),
+    ("geomol.benchmarking",),
     ("geomol.evaluation.metrics", "geomol.evaluation.targets"),
     ("geomol.data", "geomol.simulate"),
     ("geomol.models",),
@@ -173,19 +174,100 @@ def test_egno_without_rdkit_and_prediction_without_lightning_at_run_time():
     assert done.stdout.split() == ["False", "[]", "[]"]
 
 
-def test_benchmarks_and_scripts_import_only_the_library():
-    """No ``sys.path`` edit in ``benchmarks/`` or ``scripts/`` but the one that puts the user's checkout of the
-    official code (the other side of a side-by-side comparison) on the path; benchmarks' sibling helpers
-    (``run_record``) come from the script's own folder, which Python puts first."""
-    edits = []
-    for path in sorted([*(REPO / "benchmarks").rglob("*.py"), *(REPO / "scripts").rglob("*.py")]):
-        source = path.read_text(encoding="utf-8")
-        for node in ast.walk(ast.parse(source)):
-            target = node.func if isinstance(node, ast.Call) else None
-            if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
-                    and target.value.attr == "path" and isinstance(target.value.value, ast.Name)
-                    and target.value.value.id == "sys"):
+FILE_LOADERS = frozenset({"spec_from_file_location", "SourceFileLoader", "load_source", "run_path", "run_module"})
+"""Calls that import or run a Python file by its path (importlib, imp, runpy)."""
+SCRIPT_FOLDERS = ("benchmarks", "scripts")
+
+
+def _is_sys_path(node: ast.AST) -> bool:
+    """``sys.path`` itself, or a slice or item of it."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+            and node.value.id == "sys")
+
+
+def _imported_module(node: ast.AST) -> list[str]:
+    """The modules an import statement or an ``import_module("...")`` / ``__import__("...")`` call names."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [node.module]
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(
+            node.args[0].value, str):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if name in ("import_module", "__import__"):
+            return [node.args[0].value]
+    return []
+
+
+def imports_outside_the_library(path: Path, forbidden: set[str], allow_official: bool = False) -> list[str]:
+    """Where ``path`` edits ``sys.path`` (calls on it, assignments to it), imports or runs a file by its path
+    (:data:`FILE_LOADERS`) or imports a module whose top-level name is in ``forbidden``; with ``allow_official``
+    a ``sys.path`` call whose argument names the official code (the other side of a side-by-side comparison) is
+    allowed."""
+    source = path.read_text(encoding="utf-8")
+    found = []  # (line, column, what)
+    for node in ast.walk(ast.parse(source)):
+        what = []
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            if isinstance(node.func, ast.Attribute) and _is_sys_path(node.func.value):
                 argument = ", ".join(ast.get_source_segment(source, a) or "" for a in node.args)
-                if "official" not in argument:
-                    edits.append(f"{path.relative_to(REPO)}:{node.lineno}: sys.path.{target.attr}({argument})")
-    assert edits == []
+                if not (allow_official and "official" in argument):
+                    what.append(f"sys.path.{node.func.attr}({argument})")
+            elif name in FILE_LOADERS:
+                what.append(f"loads a file by path ({ast.get_source_segment(source, node.func)})")
+        elif isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                _is_sys_path(t) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            what.append("assigns to sys.path")
+        what += [f"imports {name}" for name in _imported_module(node) if name.split(".")[0] in forbidden]
+        found += [(node.lineno, node.col_offset, text) for text in what]
+    return [f"{path.relative_to(REPO)}:{line}: {text}" for line, _, text in sorted(found)]
+
+
+def script_modules() -> set[str]:
+    """The names a file of ``benchmarks/`` or ``scripts/`` would be imported by, and the folders' own names."""
+    return {*SCRIPT_FOLDERS, *(path.stem for folder in SCRIPT_FOLDERS for path in (REPO / folder).rglob("*.py"))}
+
+
+def test_benchmarks_and_scripts_import_only_the_library():
+    """``benchmarks/`` and ``scripts/`` import the library, never each other (shared machinery lives in
+    :mod:`geomol.benchmarking` and the library's other modules), and edit ``sys.path`` only to put the user's
+    checkout of the official code (the other side of a side-by-side comparison: ``get_speed.py``,
+    ``egno_speed.py``) on it, since that code imports itself by its own top-level names."""
+    forbidden = script_modules()
+    found = [line for folder in SCRIPT_FOLDERS for path in sorted((REPO / folder).rglob("*.py"))
+             for line in imports_outside_the_library(path, forbidden, allow_official=True)]
+    assert found == []
+
+
+def test_tests_import_only_the_library():
+    """Tests import the library (and ``tests``' own helpers), never a benchmark or a script, by name or by file
+    path, and never edit ``sys.path``: what a test needs of a script lives in the library; a test that checks a
+    script end to end runs it in a subprocess."""
+    forbidden = script_modules()
+    found = [line for path in sorted((REPO / "tests").rglob("*.py"))
+             for line in imports_outside_the_library(path, forbidden)]
+    assert found == []
+
+
+def test_the_import_checks_find_every_way_around_the_library(tmp_path, monkeypatch):
+    assert {"benchmarks", "scripts", "get_speed", "egno_accuracy", "quick_start",
+            "train_egno_models"} <= script_modules()
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    sample = tmp_path / "sample.py"
+    sample.write_text("import sys, importlib, importlib.util, runpy\nimport get_speed\n"
+                      "from scripts import quick_start\n"
+                      "from benchmarks.run_record import run_metadata\nsys.path.insert(0, 'benchmarks')\n"
+                      "sys.path.append(official)\nsys.path[:0] = ['x']\nsys.path += ['y']\n"
+                      "importlib.util.spec_from_file_location('a', 'scripts/a.py')\nrunpy.run_path('b.py')\n"
+                      "importlib.import_module('stressors')\nimport geomol.benchmarking.stressors\n")
+    forbidden = {"benchmarks", "scripts", "get_speed", "stressors"}
+    found = imports_outside_the_library(sample, forbidden)
+    assert [line.split(": ", 1)[1] for line in found] == [
+        "imports get_speed", "imports scripts", "imports benchmarks.run_record", "sys.path.insert(0, 'benchmarks')",
+        "sys.path.append(official)", "assigns to sys.path", "assigns to sys.path",
+        "loads a file by path (importlib.util.spec_from_file_location)", "loads a file by path (runpy.run_path)",
+        "imports stressors"]
+    assert len(imports_outside_the_library(sample, forbidden, allow_official=True)) == len(found) - 1

@@ -1,21 +1,9 @@
-"""The cards of the MD-trained models: the side-by-side table with the official code and its seed-noise
-verdict, and the evaluation section, from recorded results (no training)."""
-import importlib.util
-import sys
-
-import pytest
-
+"""The cards of the MD-trained models (:mod:`geomol.evaluation.dynamics_cards`, ``scripts/ship_md_models.py``): the
+side-by-side table with the official code and its seed-noise verdict, and the evaluation section, from recorded
+results (no training)."""
+from geomol.evaluation import dynamics_cards as cards
 from geomol.inference.rollout_evaluation import RolloutScore, RolloutTable
-from tests.conftest import REPO
-
-
-@pytest.fixture(scope="module")
-def ship():
-    spec = importlib.util.spec_from_file_location("ship_md_models", REPO / "scripts" / "ship_md_models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ship_md_models"] = module
-    spec.loader.exec_module(module)
-    return module
+from geomol.provenance import user_command
 
 
 def _record(seed, geomol, official):
@@ -23,18 +11,18 @@ def _record(seed, geomol, official):
                                     for e, g, o in zip((49, 99), geomol, official)]}
 
 
-def test_side_by_side_table_and_seed_noise(ship):
+def test_side_by_side_table_and_seed_noise():
     records = [_record(2, (0.30, 0.20), (0.31, 0.22)), _record(1, (0.28, 0.18), (0.29, 0.19))]
-    lines = ship.side_by_side_lines(records)
+    lines = cards.side_by_side_lines(records)
     assert "| 99 | 0.1800 (0.0900) | 0.2000 (0.1000) | 0.1900 | 0.2200 |" in lines
-    verdict = ship.seed_noise_lines(records)[0]
+    verdict = cards.seed_noise_lines(records)[0]
     # means 0.19 and 0.205: gap 0.015 within the larger seed spread 0.03
     assert verdict.startswith("After 100 epochs: geomol 0.1900") and "0.0150, is within" in verdict
     apart = [_record(1, (0.3, 0.10), (0.3, 0.30)), _record(2, (0.3, 0.11), (0.3, 0.31))]
-    assert "is outside" in ship.seed_noise_lines(apart)[0]
+    assert "is outside" in cards.seed_noise_lines(apart)[0]
 
 
-def test_evaluation_section_names_the_best_baseline(ship):
+def test_evaluation_section_names_the_best_baseline():
     chemistry = {"bond_error_median_A": 0.02, "bond_error_max_A": 0.2, "angle_error_median_deg": 2.0,
                  "broken_bond_fraction": 0.0, "broken_bond_window_fraction": 0.0, "clash_fraction": 0.0}
     rows = [RolloutScore("EGNO (this model)", "model", 0.12, 0.08, chemistry, 10),
@@ -43,34 +31,34 @@ def test_evaluation_section_names_the_best_baseline(ship):
             RolloutScore("linear extrapolation", "baseline", 9.0, 3.0, chemistry, 10),
             RolloutScore("reference MD", "reference MD", None, None, chemistry, 10)]
     table = RolloutTable(rows, [1, 2], list(range(10)), "3 bonds and 2 angles from the topology")
-    text = "\n".join(ship.evaluation_lines(table, "+1, +2 frames"))
+    text = "\n".join(cards.evaluation_lines(table, "+1, +2 frames"))
     assert "0.1200 Å² against 0.1800 for the best baseline (EGNN baseline, rolled out): 33.3 % lower; against EGNN baseline, rolled out: 33.3 % lower, no motion (last frame): 40.0 % lower, linear extrapolation: 98.7 % lower." in text
-    assert ship._relative(0.2163, 0.2157) == "0.3 % higher"
+    assert cards.relative_change(0.2163, 0.2157) == "0.3 % higher"
     assert "moves its bonds by a median 0.020 Å" in text
 
 
-def test_seed_noise_at_the_last_epoch_both_sides_reached(ship):
+def test_seed_noise_at_the_last_epoch_both_sides_reached():
     # geomol trained longer than the official side: the verdict compares where both have a value
     records = [_record(1, (0.28, 0.18), (0.29, None)), _record(2, (0.30, 0.20), (0.33, None))]
-    verdict = ship.seed_noise_lines(records)[0]
+    verdict = cards.seed_noise_lines(records)[0]
     assert verdict.startswith("After 50 epochs: geomol 0.2900") and "official 0.3100" in verdict
     assert "0.0200, is within the larger spread between one side's seeds (0.0400)" in verdict
 
 
-def test_chemistry_verdict_against_the_aim(ship):
+def test_chemistry_verdict_against_the_aim():
     good = {"bond_error_median_A": 0.04, "broken_bond_fraction": 0.0}
     bad = {"bond_error_median_A": 0.04, "broken_bond_fraction": 0.25}
-    assert "meets the aim" in ship.chemistry_verdict(RolloutScore("A", "model", 0.1, 0.1, good, 3))
-    line = ship.chemistry_verdict(RolloutScore("B", "model", 0.1, 0.1, bad, 3))
+    assert "meets the aim" in cards.chemistry_verdict(RolloutScore("A", "model", 0.1, 0.1, good, 3))
+    line = cards.chemistry_verdict(RolloutScore("B", "model", 0.1, 0.1, bad, 3))
     assert "broken (> 0.3 Å off) in 25 % of the predicted frames: does not meet" in line
 
 
-def test_one_seed_per_side_gives_no_verdict(ship):
-    line = ship.seed_noise_lines([_record(1, (0.28, 0.18), (0.29, 0.19))])[0]
+def test_one_seed_per_side_gives_no_verdict():
+    line = cards.seed_noise_lines([_record(1, (0.28, 0.18), (0.29, 0.19))])[0]
     assert line.endswith("no seed noise to compare it with.") and "a gap of 0.0100" in line
 
 
-def test_commands_as_a_user_types_them(ship):
-    assert ship.user_command("python geomol/__main__.py simulate protein p.pdb --seed 2") == "geomol simulate protein p.pdb --seed 2"
-    assert ship.user_command("python3.11 .../geomol simulate molecule aspirin") == "geomol simulate molecule aspirin"
-    assert ship.user_command("python -m geomol.cli fit --config c.yaml") == "geomol fit --config c.yaml"
+def test_commands_as_a_user_types_them():
+    assert user_command("python geomol/__main__.py simulate protein p.pdb --seed 2") == "geomol simulate protein p.pdb --seed 2"
+    assert user_command("python3.11 .../geomol simulate molecule aspirin") == "geomol simulate molecule aspirin"
+    assert user_command("python -m geomol.cli fit --config c.yaml") == "geomol fit --config c.yaml"

@@ -1,35 +1,25 @@
-"""What the speed benchmarks record beside their timings: the edge-scaling summary of ``get_speed.py``, the
-kernel and machine figures of ``run_record.run_metadata``, the product arithmetic of ``run_record.product_gflop``, the
+"""What the speed benchmarks record beside their timings (:mod:`geomol.benchmarking`): the edge-scaling summary of
+``get_speed.py``, the kernel and machine figures of ``run_metadata``, the product arithmetic of ``product_gflop``, the
 processor description of ``geomol.provenance``, the load record, the stressors and the interleaved runs under them."""
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import torch
 
+from geomol.benchmarking import interleaved, machine_load, run_record, stressors
+from geomol.benchmarking.edge_scaling import edge_scaling, edge_scaling_line
 from geomol.nn import dense
-from tests.conftest import REPO, benchmark_module
 
 
-@pytest.fixture(scope="module")
-def benchmarks_on_path():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    yield
-    sys.path.remove(str(REPO / "benchmarks"))
-
-
-def test_edge_scaling_measures_each_single_complex_case_per_edge_and_per_pair(benchmarks_on_path):
-    get_speed = benchmark_module("get_speed")
+def test_edge_scaling_measures_each_single_complex_case_per_edge_and_per_pair():
     rows = [{"case": "batch16", "ours_cpu_seconds": 9.0, "edges": 100, "pairs": 1000},  # a batch: not a single complex
             {"case": "cutoff_10", "ours_cpu_seconds": 0.16, "edges": 1000, "pairs": 10000},
             {"case": "cutoff_30", "ours_cpu_seconds": 2.0, "edges": 10000, "pairs": 125000},
             {"case": "blocks_800", "ours_cpu_seconds": 5.0, "edges": 20000, "pairs": 250000},
             {"case": "cutoff_whole", "error": "worker failed"}]
-    scaling = get_speed.edge_scaling(rows)
+    scaling = edge_scaling(rows)
     assert scaling["us_per_edge"] == {"cutoff_10": 160.0, "cutoff_30": 200.0, "blocks_800": 250.0}
     assert scaling["median_us_per_edge"] == 200.0
     assert scaling["edge_deviation_from_median_percent"] == {"cutoff_10": -20.0, "cutoff_30": 0.0, "blocks_800": 25.0}
@@ -37,15 +27,14 @@ def test_edge_scaling_measures_each_single_complex_case_per_edge_and_per_pair(be
     assert scaling["us_per_pair"] == {"cutoff_10": 16.0, "cutoff_30": 16.0, "blocks_800": 20.0}
     assert scaling["pair_max_abs_deviation_percent"] == 25.0
     assert scaling["pairs_per_edge"] == {"cutoff_10": 10.0, "cutoff_30": 12.5, "blocks_800": 12.5}
-    line = get_speed.edge_scaling_line(scaling)
+    line = edge_scaling_line(scaling)
     assert "µs/edge" in line and "µs/pair" in line and line.count("±25.0 %") == 2
-    assert get_speed.edge_scaling(rows[:2]) is None
+    assert edge_scaling(rows[:2]) is None
     without_pairs = [{k: v for k, v in r.items() if k != "pairs"} for r in rows]
-    assert "us_per_pair" not in get_speed.edge_scaling(without_pairs)
+    assert "us_per_pair" not in edge_scaling(without_pairs)
 
 
-def test_run_metadata_pins_the_measured_kernel_for_the_workers(benchmarks_on_path, monkeypatch):
-    run_record = benchmark_module("run_record")
+def test_run_metadata_pins_the_measured_kernel_for_the_workers(monkeypatch):
     monkeypatch.setenv(dense.KERNEL_ENV, "auto")  # restored after the test
     meta = run_record.run_metadata()
     assert meta["linear_kernel"] == dense.linear_kernel() == os.environ[dense.KERNEL_ENV]
@@ -54,11 +43,10 @@ def test_run_metadata_pins_the_measured_kernel_for_the_workers(benchmarks_on_pat
     assert meta["threads"] == 1
 
 
-def test_product_gflop_counts_the_matrix_products_of_one_call(benchmarks_on_path):
-    run_record = benchmark_module("run_record")
+def test_product_gflop_counts_the_matrix_products_of_one_call():
     a, b = torch.ones(100, 200), torch.ones(200, 300)
     bias = torch.zeros(300)
-    counted = run_record.product_gflop({
+    counted = interleaved.product_gflop({
         "products": lambda step: (a @ b, torch.addmm(bias, a, b)),  # 2·100·200·300 FLOP each
         "elementwise": lambda step: (a * 2.0 + 1.0).exp()})  # no product: not counted
     assert counted == {"products_product_gflop": 0.024, "elementwise_product_gflop": 0.0}
@@ -107,8 +95,7 @@ def _write_proc(root, machine_ticks: tuple[int, int], processes: dict[int, tuple
         (root / str(pid) / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
 
 
-def test_load_record_tells_our_processes_from_the_others(benchmarks_on_path, tmp_path):
-    machine_load = benchmark_module("machine_load")
+def test_load_record_tells_our_processes_from_the_others(tmp_path):
     me, child, grandchild, stranger, quiet, late = os.getpid(), 10**7 + 1, 10**7 + 2, 10**7 + 3, 10**7 + 4, 10**7 + 5
     table = {me: (1, 100, 0, "python", "python bench.py"), child: (me, 0, 10, "python", "python -c stress"),
              grandchild: (child, 0, 10, "sh", "sh -c x"),
@@ -138,8 +125,7 @@ def test_load_record_tells_our_processes_from_the_others(benchmarks_on_path, tmp
     json.dumps(summary)
 
 
-def test_stressor_runs_only_inside_its_blocks_and_reports_its_rate(benchmarks_on_path):
-    stressors = benchmark_module("stressors")
+def test_stressor_runs_only_inside_its_blocks_and_reports_its_rate():
     with pytest.raises(ValueError, match="cpu, memory"):
         stressors.Stressor("disk")
     stressor = stressors.Stressor("cpu")
@@ -153,13 +139,12 @@ def test_stressor_runs_only_inside_its_blocks_and_reports_its_rate(benchmarks_on
     assert summary["rate"] > 0 and 0 < summary["cpu_share"] <= 1.2
 
 
-def test_interleaved_runs_alternate_the_loads_and_record_every_step(benchmarks_on_path):
-    run_record = benchmark_module("run_record")
+def test_interleaved_runs_alternate_the_loads_and_record_every_step():
     calls = []
     fns = {"official": lambda step: calls.append(("official", step)),
            "ours": lambda step: calls.append(("ours", step))}
     allowed = os.sched_getaffinity(0)
-    runs = run_record.interleaved_runs(fns, steps=2, warmup=1, loads=("none", "cpu"))
+    runs = interleaved.interleaved_runs(fns, steps=2, warmup=1, loads=("none", "cpu"))
     assert os.sched_getaffinity(0) == allowed  # pinned for the runs only
     assert calls == [("official", 0), ("ours", 0)] + [(name, step) for step in (1, 2) for _ in ("none", "cpu")
                                                       for name in ("official", "ours")]
@@ -170,5 +155,5 @@ def test_interleaved_runs_alternate_the_loads_and_record_every_step(benchmarks_o
         assert figures["official_over_ours_paired"] > 0 and figures["ours_over_official_paired"] > 0
         assert {"load", "official_seconds", "official_cpu_seconds", "official_sys_seconds", "official_page_faults",
                 "official_preempted"} <= set(figures)
-    line = run_record.load_line({"load_kind": "cpu", **runs["cpu"]})
+    line = interleaved.load_line({"load_kind": "cpu", **runs["cpu"]})
     assert line.startswith("cpu") and "stressor" in line and "paired wall ratio" in line

@@ -7,7 +7,8 @@
   ligands: Pearson and Spearman against the heavy-atom-count baseline, pooled RMSE (:func:`score`,
   :func:`summarise`); several variants (and the ensemble of their predictions) in one table (:func:`compare`).
 * The corpus cross-validation (``benchmarks/affinity_corpus_get.py``): a fold of the protocol's leave-cluster-out
-  folds, its out-of-fold predictions in the protocol's format (:func:`train_corpus_fold`).
+  folds, its out-of-fold predictions in the protocol's format (:func:`train_corpus_fold`); a long run's chosen
+  checkpoint predicts its fold the same way (:func:`predict_corpus_fold`, ``benchmarks/get_convergence.py``).
 
 Variants and fold settings: :mod:`geomol.evaluation.get_variants`.
 """
@@ -31,12 +32,13 @@ from geomol.evaluation.predictions import write_fold
 from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 from geomol.inference.loading import load_model
 from geomol.provenance import provenance
+from geomol.shipped_configs import resolve_config
 from geomol.tasks.cli import build_from_config, read_config
 from geomol.training.finetune import FinetuneSettings
 from geomol.version import PACKAGE_DIR
 
-__all__ = ["train_plb_fold", "score", "summarise", "compare", "train_corpus_fold", "denoising_losses",
-           "PREDICTION_FIELDS", "fold_test_targets", "fewshot_of_folds", "test_predictions"]
+__all__ = ["train_plb_fold", "score", "summarise", "compare", "train_corpus_fold", "predict_corpus_fold",
+           "denoising_losses", "PREDICTION_FIELDS", "fold_test_targets", "fewshot_of_folds", "test_predictions"]
 
 
 def train_plb_fold(fold: GETFold) -> dict:
@@ -241,10 +243,37 @@ def train_corpus_fold(fold: GETFold) -> dict:
               "train_wall_seconds": train_wall, "train_cpu_seconds": train_cpu, "test_items": len(rows),
               "denoising_loss": denoising,
               "provenance": provenance()}
-    ids, pred, label, heavy = zip(*rows) if rows else ((), (), (), ())
-    write_fold(Path(fold.out_dir).resolve(), fold.fold, ids, pred, label, heavy, result)
+    _write_test_fold(Path(fold.out_dir).resolve(), fold.fold, rows, result)
     print(json.dumps({k: v for k, v in result.items() if k != "provenance"}, indent=1))
     return result
+
+
+def _write_test_fold(out_dir: Path, fold: int, rows: list[tuple[str, float, float, int]], record: dict) -> None:
+    """:func:`test_predictions` rows and their record as the protocol's ``fold{k}.csv`` / ``fold{k}.json``."""
+    ids, pred, label, heavy = zip(*rows) if rows else ((), (), (), ())
+    write_fold(out_dir, fold, ids, pred, label, heavy, record)
+
+
+def predict_corpus_fold(config: str | Path, checkpoint: str | Path, out_dir: str | Path) -> dict:
+    """A chosen checkpoint of a long corpus run (a ``geomol fit`` config of the corpus recipe, its fold in
+    ``data.init_args.fold``) on that fold's test complexes, loaded as users load a model, written in the
+    protocol's format (``out_dir/fold{k}.csv`` and its record ``fold{k}.json``: fold, config, checkpoint, its epoch
+    and step, test items, prediction seconds, provenance). Returns the record."""
+    torch.set_num_threads(1)
+    settings = read_config(resolve_config(str(config)))
+    quiet = {"trainer": {"logger": False, "callbacks": [], "enable_progress_bar": False}}
+    cli = build_from_config(settings, quiet)
+    cli.datamodule.setup("test")
+    fold = int(settings["data"]["init_args"]["fold"])
+    stored = torch.load(checkpoint, map_location="cpu", weights_only=True)  # tensors and plain values only
+    wall, cpu = time.perf_counter(), time.process_time()
+    rows = test_predictions(checkpoint, cli.datamodule)
+    record = {"fold": fold, "config": str(config), "checkpoint": str(checkpoint),
+              "epoch": stored.get("epoch"), "global_step": stored.get("global_step"), "test_items": len(rows),
+              "predict_wall_seconds": time.perf_counter() - wall, "predict_cpu_seconds": time.process_time() - cpu,
+              "provenance": provenance()}
+    _write_test_fold(Path(out_dir), fold, rows, record)
+    return record
 
 
 def fold_test_targets(fold: GETFold, min_ligands: int = MIN_TARGET_LIGANDS) -> dict[str, list]:

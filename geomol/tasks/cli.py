@@ -42,7 +42,7 @@ from geomol.tasks.quiet import quiet_lightning, replace_model_summary
 from geomol.tasks.resume import continue_run
 
 __all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config",
-           "expand_shared_data_paths"]
+           "expand_shared_data_paths", "key_value_overrides"]
 
 EVALUATION_SUBCOMMANDS = ("validate", "test", "predict")
 
@@ -213,6 +213,22 @@ def merge_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def key_value_overrides(items: list[str], option: str = "--model-arg") -> dict[str, Any]:
+    """``["KEY=VALUE", ...]`` from a command line as ``{KEY: VALUE}``, each value read as YAML (``32`` an int,
+    ``batch_max`` a string, ``[1, 2]`` a list), e.g. arguments of a config's model section.
+
+    Raises:
+        ConfigError: an item without ``=`` or without a key, naming ``option``.
+    """
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{option} wants KEY=VALUE, got {item!r}")
+        overrides[key] = yaml.safe_load(value)
+    return overrides
 
 
 def build_from_config(config: str | PathLike | Mapping[str, Any],

@@ -1,8 +1,9 @@
-"""Shared by ``rollout_nbody.py`` and ``rollout_mocap.py``: roll out from many known states, score against the truth.
+"""How a trajectory model's error grows along long rollouts: roll out from many known states, score against the truth.
 
 The error of a rollout at offset o (frames after its start) is the MSE over nodes and xyz between
 the predicted and the true positions, averaged over all rollouts that reach o; the same number the
-benchmarks report (S2S MSE) when o = o_P and the start is a benchmark input frame.
+benchmarks report (S2S MSE) when o = o_P and the start is a benchmark input frame. ``scripts/rollout_nbody.py``
+and ``scripts/rollout_mocap.py`` are its command lines.
 """
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from typing import Iterable
 
 import numpy as np
 
-import geomol
+from geomol.inference.dynamics_model import DynamicsModel
+from geomol.inference.rollout import rollout_arrays
+
+__all__ = ["score_rollouts", "report"]
 
 
-def score_rollouts(model, starts: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]],
+def score_rollouts(model: DynamicsModel, starts: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]],
                    windows: int) -> dict:
     """Roll out from each (x, v, truth [T, N, 3] from the start frame on, charges) and average the MSE per offset.
 
@@ -23,7 +27,7 @@ def score_rollouts(model, starts: Iterable[tuple[np.ndarray, np.ndarray, np.ndar
     """
     totals: dict[int, list[float]] = {}
     for x, v, truth, charges in starts:
-        rollout = geomol.rollout_arrays(model, x, v, windows=windows, charges=charges, include_start=False)
+        rollout = rollout_arrays(model, x, v, windows=windows, charges=charges, include_start=False)
         for offset, positions in zip(rollout.frame_offsets, rollout.positions):
             if offset < len(truth):
                 totals.setdefault(int(offset), []).append(float(np.mean((positions - truth[offset]) ** 2)))
@@ -32,7 +36,7 @@ def score_rollouts(model, starts: Iterable[tuple[np.ndarray, np.ndarray, np.ndar
             "rollouts": [len(totals[o]) for o in offsets]}
 
 
-def report(result: dict, model, title: str, out: str | None, plot: str | None, unit: str) -> None:
+def report(result: dict, model: DynamicsModel, title: str, out: str | None, plot: str | None, unit: str) -> None:
     """Print the error per window end; write the JSON and a plot of MSE against the offset."""
     window = model.protocol.window_frames
     print(f"{title}: MSE ({unit}²) of {model!r}")
