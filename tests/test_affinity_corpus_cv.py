@@ -182,6 +182,7 @@ def _long_run_predictions_match(out: Path, slice_run, tmp_path: Path) -> None:
     record = predict_corpus_fold(tmp_path / "fold0.yaml", out / "fold0_checkpoint" / "best.ckpt", tmp_path / "long")
     assert record["fold"] == 0 and record["test_items"] == len((out / "fold0.csv").read_text().splitlines()) - 1
     assert (tmp_path / "long" / "fold0.csv").read_text() == (out / "fold0.csv").read_text()
+    assert fold_about(tmp_path / "long") == f"GET fold0: {record['about']} ({record['epochs']} epoch(s))"
 
 
 def test_get_folds_train_on_the_protocol_folds_and_enter_the_table(slice_run, slice_items, tmp_path):

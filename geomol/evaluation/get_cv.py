@@ -257,8 +257,9 @@ def _write_test_fold(out_dir: Path, fold: int, rows: list[tuple[str, float, floa
 def predict_corpus_fold(config: str | Path, checkpoint: str | Path, out_dir: str | Path) -> dict:
     """A chosen checkpoint of a long corpus run (a ``geomol fit`` config of the corpus recipe, its fold in
     ``data.init_args.fold``) on that fold's test complexes, loaded as users load a model, written in the
-    protocol's format (``out_dir/fold{k}.csv`` and its record ``fold{k}.json``: fold, config, checkpoint, its epoch
-    and step, test items, prediction seconds, provenance). Returns the record."""
+    protocol's format (``out_dir/fold{k}.csv`` and its record ``fold{k}.json``: fold, variant and what it is, config,
+    checkpoint, its epoch and step, the training CPU seconds its ``CPUTime`` callback counted, test items, prediction
+    seconds, provenance). Returns the record."""
     torch.set_num_threads(1)
     settings = read_config(resolve_config(str(config)))
     quiet = {"trainer": {"logger": False, "callbacks": [], "enable_progress_bar": False}}
@@ -268,8 +269,13 @@ def predict_corpus_fold(config: str | Path, checkpoint: str | Path, out_dir: str
     stored = torch.load(checkpoint, map_location="cpu", weights_only=True)  # tensors and plain values only
     wall, cpu = time.perf_counter(), time.process_time()
     rows = test_predictions(checkpoint, cli.datamodule)
-    record = {"fold": fold, "config": str(config), "checkpoint": str(checkpoint),
-              "epoch": stored.get("epoch"), "global_step": stored.get("global_step"), "test_items": len(rows),
+    epochs = int(stored.get("epoch", 0)) + 1  # a checkpoint saved at validation holds its 0-based epoch
+    record = {"fold": fold, "model": "GET", "variant": Path(config).stem,
+              "about": f"the long run of {Path(config).name}, its checkpoint chosen on the validation slice",
+              "epochs": epochs, "config": str(config), "checkpoint": str(checkpoint),
+              "epoch": stored.get("epoch"), "global_step": stored.get("global_step"),
+              "train_cpu_seconds": stored.get("callbacks", {}).get("CPUTime", {}).get("cpu_seconds"),
+              "test_items": len(rows),
               "predict_wall_seconds": time.perf_counter() - wall, "predict_cpu_seconds": time.process_time() - cpu,
               "provenance": provenance()}
     _write_test_fold(Path(out_dir), fold, rows, record)
