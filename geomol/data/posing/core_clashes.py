@@ -35,14 +35,17 @@ class CoreRelaxation:
     """What :func:`relax_core` did to a pose: the contact it cleared and how far the core moved (Å).
 
     Attributes:
-        contact: the closest receptor contact of the pose with its core fixed, in words.
+        ligand_atom, receptor_atom: the closest receptor contact of the pose with its core fixed, in words
+            (``'C29'``, ``'LEU 377 O (chain A)'``), and ``distance`` between them.
         reference_distance: the reference's own atom to that receptor atom (NaN: the ligand atom is not in the core).
         max_shift: largest displacement of a core heavy atom from the reference's atom.
         rms_shift: RMS of those displacements (the core RMSD to the reference, in place).
-        after: the closest ligand–receptor heavy-atom pair after the relaxation (a non-metal).
+        after: the closest ligand–receptor non-metal heavy-atom pair after the relaxation.
     """
 
-    contact: str
+    ligand_atom: str
+    receptor_atom: str
+    distance: float
     reference_distance: float
     max_shift: float
     rms_shift: float
@@ -50,10 +53,14 @@ class CoreRelaxation:
 
     def message(self) -> str:
         """For the chemist who reads the pose (``core_relaxed`` warning, SD data item)."""
-        cause = (f"the reference pose is {self.reference_distance:.2f} Å from {self.contact.split(' from ')[-1]}"
-                 if math.isfinite(self.reference_distance) else f"with the core held on the reference, {self.contact}")
+        if math.isfinite(self.reference_distance):
+            cause = (f"the reference pose is {self.reference_distance:.2f} Å from {self.receptor_atom} (its core atom "
+                     f"where this ligand has {self.ligand_atom})")
+        else:
+            cause = (f"with the core held on the reference, {self.ligand_atom} is {self.distance:.2f} Å from "
+                     f"{self.receptor_atom}")
         return (f"{cause}; core relaxed by up to {self.max_shift:.2f} Å (RMS {self.rms_shift:.2f} Å) from the "
-                f"reference's atoms, closest receptor heavy atom now {self.after:.2f} Å")
+                f"reference's atoms; closest receptor non-metal heavy atom now {self.after:.2f} Å")
 
 
 def relax_core(pose: Chem.Mol, contacts: PoseContacts, held: dict[int, np.ndarray], pocket: Pocket | None,
@@ -88,10 +95,9 @@ def relax_core(pose: Chem.Mol, contacts: PoseContacts, held: dict[int, np.ndarra
         contacts.ligand_atom, contacts.receptor_atom)
     distance = float(np.linalg.norm(pose.GetConformer().GetPositions()[i] - pocket.coords[k]))
     at_reference = float(np.linalg.norm(held[i] - pocket.coords[k])) if i in held else math.nan
-    atom = pose.GetAtomWithIdx(i)
-    contact = f"{atom.GetSymbol()}{i + 1} was {distance:.2f} Å from {pocket.label(k)}"
-    return relaxed, after, CoreRelaxation(contact, at_reference, float(shifts.max()),
-                                          float(np.sqrt(np.mean(shifts ** 2))), after.non_metal_distance)
+    return relaxed, after, CoreRelaxation(f"{pose.GetAtomWithIdx(i).GetSymbol()}{i + 1}", pocket.label(k), distance,
+                                          at_reference, float(shifts.max()), float(np.sqrt(np.mean(shifts ** 2))),
+                                          after.non_metal_distance)
 
 
 def clash_reason(pose: Chem.Mol, contacts: PoseContacts, pocket: Pocket | None, tried: int,
