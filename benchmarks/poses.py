@@ -14,7 +14,9 @@ existed) and refined in the pocket (the default). Measured per ligand and way of
   ligand–receptor heavy-atom pair (an error under 1.5 Å, a clash warning under 2.2 Å for a
   receptor non-metal) and the closest pair of non-bonded ligand atoms, hydrogens included
   (overlapping under 1.0 Å); the expert poses are measured the same way;
-* CPU seconds of the posing (one thread; MCS + embedding + scoring + refinement, not the file reading).
+* CPU seconds of the posing (one thread; MCS + embedding + scoring + refinement, not the file reading);
+* whether the core was relaxed off the reference (a receptor contact the reference itself has) and by
+  how much: largest and RMS core heavy-atom displacement from the reference's atoms (Å).
 
 The clash figures are also given without the series whose reference ligand itself clashes with
 the receptor (a pose that keeps the reference's core cannot do better than the reference).
@@ -129,6 +131,9 @@ def _pose_series(row: dict, parameters: dict) -> tuple[list[dict], list, dict, b
                    "median_atom_shift": shift, "series_setup_cpu_seconds": setup if way == "vina" else 0.0,
                    "core_atoms": posed.core_atoms, "core_rmsd": posed.core_rmsd, "rmsd": float("nan"),
                    "rmsd_nearest_alternative": float("nan")}
+            relaxed = posed.core_relaxation
+            out |= {"core_relaxed": relaxed is not None, "core_max_shift": relaxed.max_shift if relaxed else 0.0,
+                    "core_rms_shift": relaxed.rms_shift if relaxed else 0.0}
             if posed.ok:
                 out["rmsd"] = _rmsd(posed.molecule, expert)
                 out["rmsd_nearest_alternative"] = min(
@@ -252,6 +257,17 @@ def _fractions(rows: list[dict], prefix: str = "") -> dict:
             "fraction_overlapping_atoms": float(np.mean(intra < OVERLAP_DISTANCE))}
 
 
+def _core_relaxed(posed: list[dict]) -> dict:
+    """How many poses had their core moved off the reference (a receptor contact the reference has), by how much (Å)."""
+    relaxed = [r for r in posed if r["core_relaxed"]]
+    out = {"poses": len(relaxed), "series": sorted({r["series"] for r in relaxed})}
+    if relaxed:
+        out |= {"max_shift_A": max(r["core_max_shift"] for r in relaxed),
+                "median_max_shift_A": float(np.median([r["core_max_shift"] for r in relaxed])),
+                "median_rms_shift_A": float(np.median([r["core_rms_shift"] for r in relaxed]))}
+    return out
+
+
 def _summary(rows: list[dict], correlations: list[dict], way: str) -> dict:
     mine = [r for r in rows if r["way"] == way]
     posed = [r for r in mine if not r["error"]]
@@ -273,6 +289,7 @@ def _summary(rows: list[dict], correlations: list[dict], way: str) -> dict:
                "p99_cpu_seconds_per_ligand": float(np.percentile([r["cpu_seconds"] for r in mine], 99)),
                "median_atom_shift_A": (float(np.nanmedian(shifts)) if np.isfinite(shifts).any() else None),
                "series_setup_cpu_seconds": sorted({r["series_setup_cpu_seconds"] for r in mine}),
+               "core_relaxed": _core_relaxed(posed),
                "contacts": _fractions(posed),
                "contacts_reference_clean": _fractions([r for r in posed if not r["reference_clashes"]])}
     usable = [c for c in correlations if np.isfinite(c["expert"]) and np.isfinite(c[way])]
@@ -296,6 +313,11 @@ def _print(summaries: dict, experts: dict, series: int) -> None:
           f"{experts['fraction_clash_under_2_2A']:>10.1%}{experts['fraction_overlapping_atoms']:>8.1%}{'':>7}"
           f"{next(iter(summaries.values())).get('mean_spearman_expert', float('nan')):>9.3f}")
     for way, s in summaries.items():
+        relaxed = s["core_relaxed"]
+        if relaxed["poses"]:
+            print(f"{way}: core relaxed off the reference in {relaxed['poses']} poses ({len(relaxed['series'])} series), "
+                  f"core atom shift median {relaxed['median_max_shift_A']:.2f} Å (RMS {relaxed['median_rms_shift_A']:.2f}"
+                  f" Å), largest {relaxed['max_shift_A']:.2f} Å")
         c = s["contacts_reference_clean"]
         print(f"{way}, series whose reference does not clash ({c['ligands']} poses): clash < 1.5 Å "
               f"{c['fraction_clash_under_1_5A']:.1%}, < 2.2 Å {c['fraction_clash_under_2_2A']:.1%}, overlapping "

@@ -7,7 +7,8 @@ The reference is an SDF/MOL2 file (its first molecule) or an RDKit molecule with
 the receptor's heavy atoms (restricted to ``receptor_chains``) are what clashes are scored against.
 
 A ligand that cannot be posed becomes an input carrying its error (and its code, e.g.
-``'no_common_core'``), so the others are still predicted; the pose report
+``'no_common_core'``), so the others are still predicted; a pose whose core had to move off the reference
+carries a ``core_relaxed`` warning; the pose report
 (:data:`~geomol.data.posing.poses.POSE_COLUMNS`) travels with each input as extra result columns.
 Repeated names are made unique before posing (:mod:`geomol.inference.names`), so that the poses written
 and the results carry the same unique names.
@@ -21,7 +22,7 @@ from typing import Any, Sequence
 
 from rdkit import Chem
 
-from geomol.data.chemistry.checks import ERROR, Finding
+from geomol.data.chemistry.checks import ERROR, WARNING, Finding
 from geomol.data.io import Structure, read_ligand, read_structure
 from geomol.data.io.smiles import SMILES_SUFFIXES, SmilesEntry, read_smiles_file
 from geomol.data.posing.poses import PosedLigand, PoseParameters, PoseTemplate
@@ -90,6 +91,8 @@ def _receptor_heavy_atoms(receptor: str | PathLike | Structure, chains: Sequence
 
 def _posed_input(posed: PosedLigand) -> LigandInput:
     findings = [Finding(ERROR, error_code(posed.error_kind or "PoseError"), posed.error)] if posed.error else []
+    if posed.core_relaxation is not None:  # the pose is not held exactly on the reference: the chemist should know
+        findings.append(Finding(WARNING, "core_relaxed", posed.core_relaxation.message()))
     return LigandInput(posed.name, posed.source, molecule=posed.molecule, error=posed.error, extra=posed.report(),
                        findings=findings)
 

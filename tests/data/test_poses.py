@@ -16,13 +16,17 @@ from geomol.errors import ConfigError, EmbeddingError, InvalidSmilesError, NoCom
 from tests.conftest import shared_path
 
 
+def fep_series(group: str, scheme: str):
+    """A series of the FEP+ benchmark: (expert poses by title, the reference = its first ligand, the receptor)."""
+    folder = shared_path("fep_benchmark", group)
+    experts = {m.GetProp("_Name"): m for m in read_ligands(folder / f"{scheme}_ligands.sdf")}
+    return experts, next(iter(experts.values())), read_structure(folder / f"{scheme}_protein.pdb")
+
+
 @pytest.fixture(scope="module")
 def bace():
     """The BACE series of the FEP+ R-group set: expert poses by title, and a template on the first ligand."""
-    folder = shared_path("fep_benchmark", "jacs_set")
-    experts = {m.GetProp("_Name"): m for m in read_ligands(folder / "bace_ligands.sdf")}
-    reference = next(iter(experts.values()))
-    receptor = read_structure(folder / "bace_protein.pdb")
+    experts, reference, receptor = fep_series("jacs_set", "bace")
     return experts, reference, PoseTemplate(reference, receptor), receptor
 
 

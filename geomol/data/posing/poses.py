@@ -27,8 +27,11 @@ analogue is posed like this (:class:`PoseTemplate`):
    heavy atoms held on the reference) until one has no clash (no ligand–receptor heavy-atom pair under
    2.2 Å) and no overlapping atoms; when none of them is, a second set of conformers is embedded with
    another seed and refined the same way. The pose kept is the first clean one, else the one with the
-   most room. A ligand whose every refined pose still has a heavy atom under 1.5 Å from the receptor
-   (or overlapping atoms) raises :class:`~geomol.errors.PoseClashError` rather than being scored.
+   most room; if that one still has a receptor contact under 2.2 Å (the reference's own core atom is
+   that close), it is relaxed once more with its core restrained within 0.7 Å of the reference
+   (:mod:`geomol.data.posing.core_clashes`; :attr:`PosedLigand.core_relaxation` says by how much). A
+   ligand whose pose still has a heavy atom under 1.5 Å from the receptor (or overlapping atoms)
+   raises :class:`~geomol.errors.PoseClashError` rather than being scored.
    ``PoseParameters(refinement=None)`` (``--no-refine``) keeps the best-scored conformer as embedded.
 
 Everything is seeded, so the same SMILES, reference, receptor and :class:`PoseParameters` give the
@@ -57,8 +60,8 @@ from scipy.spatial import cKDTree
 
 from geomol.data.posing.common_core import find_mcs, rascal_seed
 from geomol.data.posing.embedding import add_mirror_image, embed_on_core, rdkit_seed, without_stereocentres
-from geomol.data.posing.refinement import (Pocket, RefinementParameters, best_refined, clash_reason,
-                                           reference_core_clash)
+from geomol.data.posing.core_clashes import CoreRelaxation, clash_reason, reference_core_clash, relax_core
+from geomol.data.posing.refinement import Pocket, RefinementParameters, best_refined
 from geomol.data.io._source import rdkit_messages, rdkit_reason
 from geomol.data.io.structure import Structure
 from geomol.errors import (ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseClashError,
@@ -164,6 +167,9 @@ class PosedLigand:
         (core_atoms and clashes are None, the distances NaN, for a ligand that could not be posed.)
         error: why the ligand could not be posed ('' when it was).
         error_kind: the :class:`~geomol.errors.PoseError` subclass that said so (``'NoCommonCoreError'``, ...).
+        core_relaxation: how far the core was moved off the reference to clear a receptor contact that the
+            reference pose itself has (:class:`~geomol.data.posing.core_clashes.CoreRelaxation`, also the SD
+            data item ``core_relaxed``); None when the core was held on the reference.
     """
 
     name: str
@@ -176,6 +182,7 @@ class PosedLigand:
     clashes: int | None = None
     error: str = ""
     error_kind: str = ""
+    core_relaxation: CoreRelaxation | None = None
 
     @property
     def ok(self) -> bool:
@@ -239,7 +246,8 @@ class PoseTemplate:
             ligand = Chem.AddHs(ligand)
         reference_match, ligand_matches = self._common_core(ligand, source)
         if self.parameters.refinement is not None and self._pocket is not None:
-            reason = reference_core_clash(self._pocket, self.reference, reference_match)
+            reason = reference_core_clash(self._pocket, self.reference, reference_match,
+                                          self.parameters.refinement.max_core_shift)
             if reason:
                 raise PoseClashError(reason, source=source)
         mappings = [list(zip(match, reference_match)) for match in self._distinct_mappings(ligand, ligand_matches)]
@@ -247,11 +255,12 @@ class PoseTemplate:
         if not candidates:
             raise EmbeddingError(f"no conformer could be embedded on the {len(reference_match)}-atom core "
                                  "(a stereocentre that cannot match the reference core?)", source=source)
+        relaxation = None
         if self.parameters.refinement is None:
             chosen = min(candidates, key=lambda c: c.score)
             pose = self._with_hydrogens(ligand, chosen.conf_id)
         else:
-            chosen, pose = self._refined(ligand, mappings, candidates, source)
+            chosen, pose, relaxation = self._refined(ligand, mappings, candidates, source)
         pose.SetProp("_Name", name or smiles)
         pose.SetProp("smiles", smiles)
         nearest, close = self._receptor_contacts(pose.GetConformer().GetPositions()[_heavy_atoms(pose)])
@@ -259,6 +268,9 @@ class PoseTemplate:
                              float(nearest.min()) if nearest.size else math.nan, int(close.size))
         for column, value in report.report().items():
             pose.SetProp(column, f"{value:.4g}" if isinstance(value, float) else str(value))
+        if relaxation is not None:
+            report.core_relaxation = relaxation
+            pose.SetProp("core_relaxed", relaxation.message())
         return report
 
     def pose_all(self, ligands: Iterable[tuple[str, str] | tuple[str, str, str]]) -> list[PosedLigand]:
@@ -334,8 +346,8 @@ class PoseTemplate:
         return pose if self.parameters.embed_hydrogens else Chem.AddHs(pose, addCoords=True)
 
     def _refined(self, ligand: Chem.Mol, mappings: list[list[tuple[int, int]]], candidates: list[_Candidate],
-                 source: str) -> tuple[_Candidate, Chem.Mol]:
-        """The chosen candidate and its pose refined in the pocket (see the module notes, step 5).
+                 source: str) -> tuple[_Candidate, Chem.Mol, CoreRelaxation | None]:
+        """The chosen candidate, its pose refined in the pocket and how its core was relaxed (module notes, step 5).
 
         Raises:
             PoseClashError: every refined pose keeps a heavy atom under 1.5 Å from the receptor, or
@@ -356,10 +368,12 @@ class PoseTemplate:
                     return
 
         chosen, pose, contacts, tried = best_refined(attempts(), self._pocket, refinement)
+        held = {atom: self._reference_xyz[r] for atom, r in chosen.mapping}
+        pose, contacts, relaxation = relax_core(pose, contacts, held, self._pocket, refinement)
         if not contacts.acceptable:
-            held = {atom: self._reference_xyz[r] for atom, r in chosen.mapping}
-            raise PoseClashError(clash_reason(pose, contacts, self._pocket, tried, held), source=source)
-        return chosen, pose
+            raise PoseClashError(clash_reason(pose, contacts, self._pocket, tried, held, refinement.max_core_shift),
+                                 source=source)
+        return chosen, pose, relaxation
 
     def _receptor_contacts(self, heavy_xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """([n] distance from each of n heavy-atom positions to the nearest receptor heavy atom, distances of the

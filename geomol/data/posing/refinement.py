@@ -16,6 +16,13 @@ docked. Walls by pair (Å, :class:`RefinementParameters`): heavy–heavy 3.0, N/
 bond), ligand hydrogen–heavy 2.0, anything–metal 1.9 (coordination). UFF stands in for a molecule
 MMFF94 has no parameters for.
 
+A reference pose can itself be too close to the receptor (a core atom 1.5–2.2 Å from a receptor
+atom, e.g. a receptor prepared in another conformation): a pose whose core is held exactly there
+keeps that contact whatever the rest does. :func:`~geomol.data.posing.core_clashes.relax_core` then relaxes the best pose once more
+with the core's heavy atoms *restrained* instead of fixed (free within
+:attr:`RefinementParameters.max_core_shift` of where the reference has them, a stiff harmonic
+restraint beyond) and walls on the core atoms too, and says by how much the core moved.
+
 :class:`PoseContacts` measures a pose as :mod:`geomol.data.chemistry.checks` judges it at prediction:
 the closest ligand–receptor heavy-atom pair (an error under ``CLASH_DISTANCE``, a warning under
 ``CLOSE_CONTACT_DISTANCE`` for non-metals) and the closest non-bonded pair inside the ligand,
@@ -44,12 +51,13 @@ from geomol.data.io._source import rdkit_messages
 from geomol.data.io.structure import Structure
 from geomol.errors import ConfigError
 
-__all__ = ["RefinementParameters", "Pocket", "PoseContacts", "pose_contacts", "refine_in_pocket", "best_refined",
-           "clash_reason", "reference_core_clash"]
+__all__ = ["RefinementParameters", "Pocket", "PoseContacts", "pose_contacts", "refine_in_pocket", "best_refined"]
 
 _POLAR = frozenset({"N", "O"})
 _DISTANCE_DEPENDENT_DIELECTRIC = 2  # RDKit's MMFF dielectric model code (1: constant, 2: distance-dependent)
 _FAR = 100.0  # Å, the upper side of a wall: never reached
+_CORE_RESTRAINT = 10000.0  # kcal/mol/Å², beyond max_core_shift: 100 times the walls, so that a wall pushes a core
+# atom less than 0.01 Å past it (measured on merck/syk_4puz_fullmap; 1000 let it go 0.05 Å past)
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,15 @@ class RefinementParameters:
         candidates: best-scored conformers refined before more are embedded.
         retry_conformers: conformers of a second embedding (another seed) when none of the first
             ``candidates`` refines free of clashes; 0 gives up after the first.
+        max_core_shift: Å, how far a core heavy atom may move from the reference's atom when the best pose
+            with its core fixed still has a receptor heavy atom under ``CLOSE_CONTACT_DISTANCE`` (2.2 Å)
+            (:func:`~geomol.data.posing.core_clashes.relax_core`); 0 keeps the core fixed. The default,
+            0.7 Å = ``CLOSE_CONTACT_DISTANCE − CLASH_DISTANCE``, is the least that lets every reference core
+            atom not refused outright (≥ 1.5 Å from the receptor) reach 2.2 Å; a reference atom under 1.5 Å
+            cannot, and is refused (:func:`~geomol.data.posing.core_clashes.reference_core_clash`). 0.6 Å
+            left a ligand of charge_annhil/ephx2 (reference 1.65 Å from the receptor) at 2.19 Å.
+        relax_iterations: most minimiser iterations of that relaxation (the whole core moves: 100 left a
+            merck/syk_4puz_fullmap pose unconverged at 2.13 Å, 300 reach 2.31 Å, both with a 0.6 Å shift).
     """
 
     iterations: int = 100
@@ -79,10 +96,14 @@ class RefinementParameters:
     dielectric: float = 4.0
     candidates: int = 3
     retry_conformers: int = 16
+    max_core_shift: float = 0.7
+    relax_iterations: int = 300
 
     def __post_init__(self):
-        if self.iterations < 1 or self.candidates < 1 or self.retry_conformers < 0:
-            raise ConfigError("refinement iterations and candidates must be ≥ 1, retry_conformers ≥ 0")
+        counts = (self.iterations, self.relax_iterations, self.candidates)
+        if min(counts) < 1 or self.retry_conformers < 0 or self.max_core_shift < 0:
+            raise ConfigError("refinement iterations, relax_iterations and candidates must be ≥ 1, "
+                              "retry_conformers and max_core_shift ≥ 0")
         walls = (self.heavy_distance, self.hbond_distance, self.hydrogen_distance, self.metal_distance)
         if min(walls) <= 0 or self.force_constant <= 0 or self.dielectric < 0:
             raise ConfigError("refinement wall distances and force constant must be > 0, dielectric ≥ 0")
@@ -141,6 +162,7 @@ class PoseContacts:
         ligand_atom, receptor_atom: the closest pair (ligand atom index, pocket atom index; -1 if none).
         overlap_distance: closest pair of ligand atoms without a bond between them, hydrogens included.
         overlap_atoms: that pair (ligand atom indices; (-1, -1) if none).
+        non_metal_atoms: the closest pair with a receptor non-metal (ligand atom, pocket atom; -1 if none).
     """
 
     receptor_distance: float
@@ -149,12 +171,17 @@ class PoseContacts:
     receptor_atom: int
     overlap_distance: float
     overlap_atoms: tuple[int, int]
+    non_metal_atoms: tuple[int, int] = (-1, -1)
 
     @property
     def clean(self) -> bool:
         """Nothing the prediction's checks would flag: no clash warning, no overlap."""
-        return (self.receptor_distance >= CLASH_DISTANCE and self.non_metal_distance >= CLOSE_CONTACT_DISTANCE
-                and self.overlap_distance >= OVERLAP_DISTANCE)
+        return self.receptor_clear and self.overlap_distance >= OVERLAP_DISTANCE
+
+    @property
+    def receptor_clear(self) -> bool:
+        """No ligand–receptor pair the prediction's checks would flag (no clash, no clash warning)."""
+        return self.receptor_distance >= CLASH_DISTANCE and self.non_metal_distance >= CLOSE_CONTACT_DISTANCE
 
     @property
     def acceptable(self) -> bool:
@@ -178,13 +205,16 @@ def pose_contacts(mol: Chem.Mol, pocket: Pocket | None) -> PoseContacts:
     distances, nearest = pocket.tree.query(xyz[heavy], k=k)
     distances, nearest = distances.reshape(len(heavy), k), nearest.reshape(len(heavy), k)  # [n, k]
     row, column = np.unravel_index(int(np.argmin(distances)), distances.shape)
-    non_metal = float(np.where(pocket.metal[nearest], np.inf, distances).min())
-    return PoseContacts(float(distances[row, column]), non_metal, int(heavy[row]), int(nearest[row, column]),
-                        overlap, (i, j))
+    non_metal = np.where(pocket.metal[nearest], np.inf, distances)
+    row_n, column_n = np.unravel_index(int(np.argmin(non_metal)), non_metal.shape)
+    non_metal_atoms = (int(heavy[row_n]), int(nearest[row_n, column_n])) if np.isfinite(non_metal.min()) else (-1, -1)
+    return PoseContacts(float(distances[row, column]), float(non_metal.min()), int(heavy[row]),
+                        int(nearest[row, column]), overlap, (i, j), non_metal_atoms)
 
 
 def _force_field(mol: Chem.Mol, parameters: RefinementParameters):
-    """MMFF94 of the molecule (UFF when MMFF94 lacks parameters; None when both do), with its constraint adders."""
+    """MMFF94 of the molecule (UFF when MMFF94 lacks parameters; None when both do), and its name (the prefix of
+    its constraint adders: ``'MMFF'`` or ``'UFF'``)."""
     with rdkit_messages():
         if rdForceFieldHelpers.MMFFHasAllMoleculeParams(mol):
             properties = rdForceFieldHelpers.MMFFGetMoleculeProperties(mol)
@@ -192,12 +222,10 @@ def _force_field(mol: Chem.Mol, parameters: RefinementParameters):
             if parameters.dielectric > 0:
                 properties.SetMMFFDielectricModel(_DISTANCE_DEPENDENT_DIELECTRIC)
                 properties.SetMMFFDielectricConstant(parameters.dielectric)
-            field = rdForceFieldHelpers.MMFFGetMoleculeForceField(mol, properties)
-            return field, field.MMFFAddDistanceConstraint
+            return rdForceFieldHelpers.MMFFGetMoleculeForceField(mol, properties), "MMFF"
         if rdForceFieldHelpers.UFFHasAllMoleculeParams(mol):
-            field = rdForceFieldHelpers.UFFGetMoleculeForceField(mol)
-            return field, field.UFFAddDistanceConstraint
-    return None, None
+            return rdForceFieldHelpers.UFFGetMoleculeForceField(mol), "UFF"
+    return None, ""
 
 
 def _walls(mol: Chem.Mol, pocket: Pocket, free: np.ndarray, ligand_xyz: np.ndarray,
@@ -216,7 +244,7 @@ def _walls(mol: Chem.Mol, pocket: Pocket, free: np.ndarray, ligand_xyz: np.ndarr
 
 
 def refine_in_pocket(mol: Chem.Mol, fixed_atoms: Sequence[int], pocket: Pocket | None,
-                     parameters: RefinementParameters) -> Chem.Mol:
+                     parameters: RefinementParameters, restrained_atoms: Sequence[int] = ()) -> Chem.Mol:
     """The pose relaxed in the pocket (a new molecule; the input is not changed).
 
     Args:
@@ -224,6 +252,9 @@ def refine_in_pocket(mol: Chem.Mol, fixed_atoms: Sequence[int], pocket: Pocket |
         fixed_atoms: atoms that do not move (the core's heavy atoms, on the reference).
         pocket: the receptor (None: the ligand is relaxed on its own, e.g. to separate overlapping hydrogens).
         parameters: :class:`RefinementParameters`.
+        restrained_atoms: atoms free within ``parameters.max_core_shift`` of where they are, held by a stiff
+            harmonic restraint beyond (the core, in :func:`~geomol.data.posing.core_clashes.relax_core`); they
+            get walls like free atoms.
 
     Returns:
         the molecule with the refined coordinates (unchanged coordinates when no force field has
@@ -234,7 +265,7 @@ def refine_in_pocket(mol: Chem.Mol, fixed_atoms: Sequence[int], pocket: Pocket |
     # e.g. an imidazopyrazine): the force field gets a copy (kept alive while the field points into its
     # conformer), and only the coordinates come back
     typed = Chem.Mol(mol)
-    field, add_wall = _force_field(typed, parameters)
+    field, kind = _force_field(typed, parameters)
     if field is None:
         return refined
     n_atoms = refined.GetNumAtoms()
@@ -246,12 +277,16 @@ def refine_in_pocket(mol: Chem.Mol, fixed_atoms: Sequence[int], pocket: Pocket |
         ligand, receptor, walls = _walls(refined, pocket, free, xyz, parameters)
         points = {int(k): field.AddExtraPoint(*map(float, pocket.coords[k]), fixed=True) - 1 for k in set(receptor)}
         field.Initialize()
+        add_wall = getattr(field, f"{kind}AddDistanceConstraint")
         for i, k, wall in zip(ligand.tolist(), receptor.tolist(), walls.tolist()):
             add_wall(i, points[k], False, wall, _FAR, parameters.force_constant)
     else:
         field.Initialize()
     for i in np.flatnonzero(fixed).tolist():
         field.AddFixedPoint(i)
+    add_restraint = getattr(field, f"{kind}AddPositionConstraint")
+    for i in restrained_atoms:
+        add_restraint(int(i), parameters.max_core_shift, _CORE_RESTRAINT)
     field.Minimize(maxIts=parameters.iterations)
     positions = np.asarray(field.Positions()).reshape(-1, 3)[:n_atoms]
     del field, typed
@@ -284,51 +319,3 @@ def best_refined(attempts: Iterable[tuple[Any, Chem.Mol, Sequence[int]]], pocket
     if best is None:
         raise ValueError("no pose to refine")
     return (*best, tried)
-
-
-def clash_reason(pose: Chem.Mol, contacts: PoseContacts, pocket: Pocket | None, tried: int,
-                 held: dict[int, np.ndarray]) -> str:
-    """Why the best refined pose is still refused, naming the atoms (for :class:`~geomol.errors.PoseClashError`).
-
-    Args:
-        held: position (Å) of each atom held on the reference (the core), to say whether the
-            reference's own atom is already that close to the receptor.
-    """
-    def atom(i: int) -> str:
-        return f"{pose.GetAtomWithIdx(i).GetSymbol()}{i + 1}"
-
-    if contacts.receptor_distance < CLASH_DISTANCE and pocket is not None:
-        i, k = contacts.ligand_atom, contacts.receptor_atom
-        reason = (f"ligand atom {atom(i)} is {contacts.receptor_distance:.2f} Å from {pocket.label(k)} (under "
-                  f"{CLASH_DISTANCE} Å)")
-        if i in held:
-            at_reference = float(np.linalg.norm(held[i] - pocket.coords[k]))
-            reason += (f"; it is a core atom, held where the reference has its atom, which is itself "
-                       f"{at_reference:.2f} Å from it: the reference pose clashes with this receptor structure")
-    else:
-        i, j = contacts.overlap_atoms
-        reason = (f"ligand atoms {atom(i)} and {atom(j)} are {contacts.overlap_distance:.2f} Å apart without a bond "
-                  f"(overlapping atoms, under {OVERLAP_DISTANCE} Å)")
-    return f"every pose tried ({tried}, each refined in the pocket) still clashes: {reason}"
-
-
-def reference_core_clash(pocket: Pocket, reference: Chem.Mol, core: Sequence[int]) -> str | None:
-    """Why no pose held on this core can be accepted, when a core atom of the reference itself clashes; else None.
-
-    The core is held where the reference has it, so a reference core atom under ``CLASH_DISTANCE``
-    from a receptor heavy atom stays there whatever the refinement does: the ligand is refused at
-    once, naming the atom, rather than after every pose has been tried.
-
-    Args:
-        reference: the reference ligand (heavy atoms, with its conformer, Å).
-        core: the reference's atoms in the common core.
-    """
-    distances, nearest = pocket.tree.query(reference.GetConformer().GetPositions()[list(core)])
-    k = int(np.argmin(distances))
-    if distances[k] >= CLASH_DISTANCE:
-        return None
-    atom = core[k]
-    return (f"the reference ligand's core atom {reference.GetAtomWithIdx(atom).GetSymbol()}{atom + 1} is "
-            f"{distances[k]:.2f} Å from {pocket.label(int(nearest[k]))} (under {CLASH_DISTANCE} Å), and the core is "
-            "held where the reference has it: the reference pose clashes with this receptor structure. Minimise the "
-            "reference in the receptor, or choose another reference")
