@@ -28,13 +28,15 @@ _FENCE = re.compile(r"(?:<!--\s*docs-check:\s*skip\s+(?P<skip>.*?)\s*-->\s*\n)?`
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 # data selections that keep each config's data small (what tests/tasks/test_configs.py trains on)
+CORPUS_SLICE = {"series": ["uni_fep/ChEMBL__PNP__CHEMBL951777", "ddg_bindingdb/11GS", "ddg_bindingdb/1PXN",
+                           "ddg_bindingdb/1ETS"],
+                "n_folds": 4, "valid_fraction": 0.4, "max_blocks": 400, "preprocess_workers": 0}
 SMALL_DATA = {
     "get_plb.yaml": {"targets": ["cdk2", "cmet", "ptp1b"], "n_folds": 3, "max_blocks": 400, "preprocess_workers": 0},
     "get_affinity_default.yaml": {"targets": ["cmet", "ptp1b"], "series": ["jacs_set/cdk2"], "n_folds": 3,
                                   "max_blocks": 400, "preprocess_workers": 0},
-    "get_affinity_corpus.yaml": {"series": ["uni_fep/ChEMBL__PNP__CHEMBL951777", "ddg_bindingdb/11GS",
-                                            "ddg_bindingdb/1PXN", "ddg_bindingdb/1ETS"],
-                                 "n_folds": 4, "valid_fraction": 0.4, "max_blocks": 400, "preprocess_workers": 0},
+    "get_affinity_corpus.yaml": CORPUS_SLICE,
+    "get_affinity_corpus_long.yaml": CORPUS_SLICE,
     "egno_nbody.yaml": {"num_train": 60, "num_valid": 20, "num_test": 20, "max_train": 60, "batch_size": 20},
     "egno_md.yaml": {"batch_size": 2},
 }
