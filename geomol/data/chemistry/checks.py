@@ -52,7 +52,8 @@ __all__ = ["Finding", "ERROR", "WARNING", "errors_of", "warnings_of", "ligand_ge
            "ligand_size_findings", "molecule_findings", "structure_ligand_findings", "receptor_findings",
            "contact_findings", "COINCIDENT_DISTANCE", "FLAT_TOLERANCE", "BOND_LENGTH_RANGE",
            "MAX_LIGAND_HEAVY_ATOMS", "MAX_LIGAND_POLYMER_RESIDUES", "CLASH_DISTANCE", "CLOSE_CONTACT_DISTANCE",
-           "CONTACT_DISTANCE", "METALS", "OVERLAP_DISTANCE", "closest_nonbonded_pair", "bond_pairs", "overlap_findings"]
+           "CONTACT_DISTANCE", "METALS", "OVERLAP_DISTANCE", "closest_nonbonded_pair", "bond_pairs", "atom_label",
+           "overlap_findings"]
 
 ERROR, WARNING = "error", "warning"
 COINCIDENT_DISTANCE = 0.5
@@ -153,7 +154,8 @@ def bond_pairs(mol: Chem.Mol) -> list[tuple[int, int]]:
     return [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
 
 
-def _atom_label(mol: Chem.Mol, index: int) -> str:
+def atom_label(mol: Chem.Mol, index: int) -> str:
+    """An atom as messages name it: element and 1-based index (``'C12'``)."""
     return f"{mol.GetAtomWithIdx(index).GetSymbol()}{index + 1}"
 
 
@@ -168,7 +170,7 @@ def overlap_findings(mol: Chem.Mol, source: str = "") -> list[Finding]:
     i, j, distance = closest_nonbonded_pair(mol.GetConformer().GetPositions(), bond_pairs(mol))
     if distance >= OVERLAP_DISTANCE:
         return []
-    return [Finding(ERROR, "overlapping_atoms", f"atoms {_atom_label(mol, i)} and {_atom_label(mol, j)} are "
+    return [Finding(ERROR, "overlapping_atoms", f"atoms {atom_label(mol, i)} and {atom_label(mol, j)} are "
                     f"{distance:.2f} Å apart without a bond between them (no two non-bonded atoms may be closer "
                     f"than {OVERLAP_DISTANCE} Å): overlapping atoms, not a valid pose. Re-pose or minimise the "
                     "ligand", source or molecule_source(mol))]

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 from rdkit import Chem
 
-from geomol.data.chemistry.checks import CLASH_DISTANCE, CLOSE_CONTACT_DISTANCE, OVERLAP_DISTANCE
+from geomol.data.chemistry.checks import CLASH_DISTANCE, CLOSE_CONTACT_DISTANCE, OVERLAP_DISTANCE, atom_label
 from geomol.data.posing.refinement import Pocket, PoseContacts, RefinementParameters, pose_contacts, refine_in_pocket
 
 __all__ = ["CoreRelaxation", "relax_core", "clash_reason", "reference_core_clash"]
@@ -91,12 +91,13 @@ def relax_core(pose: Chem.Mol, contacts: PoseContacts, held: dict[int, np.ndarra
     if after.rank() >= contacts.rank():
         return pose, contacts, None
     shifts = np.linalg.norm(relaxed.GetConformer().GetPositions()[core] - np.array([held[i] for i in core]), axis=1)
-    i, k = contacts.non_metal_atoms if contacts.receptor_distance >= CLASH_DISTANCE else (
-        contacts.ligand_atom, contacts.receptor_atom)
-    distance = float(np.linalg.norm(pose.GetConformer().GetPositions()[i] - pocket.coords[k]))
+    if contacts.receptor_distance >= CLASH_DISTANCE:  # the contact left is a close one with a non-metal
+        (i, k), distance = contacts.non_metal_atoms, contacts.non_metal_distance
+    else:
+        i, k, distance = contacts.ligand_atom, contacts.receptor_atom, contacts.receptor_distance
     at_reference = float(np.linalg.norm(held[i] - pocket.coords[k])) if i in held else math.nan
-    return relaxed, after, CoreRelaxation(f"{pose.GetAtomWithIdx(i).GetSymbol()}{i + 1}", pocket.label(k), distance,
-                                          at_reference, float(shifts.max()), float(np.sqrt(np.mean(shifts ** 2))),
+    return relaxed, after, CoreRelaxation(atom_label(pose, i), pocket.label(k), distance, at_reference,
+                                          float(shifts.max()), float(np.sqrt(np.mean(shifts ** 2))),
                                           after.non_metal_distance)
 
 
@@ -109,12 +110,9 @@ def clash_reason(pose: Chem.Mol, contacts: PoseContacts, pocket: Pocket | None, 
             reference's own atom is already that close to the receptor.
         max_core_shift: Å, how far :func:`relax_core` let the core move (0: it was held exactly).
     """
-    def atom(i: int) -> str:
-        return f"{pose.GetAtomWithIdx(i).GetSymbol()}{i + 1}"
-
     if contacts.receptor_distance < CLASH_DISTANCE and pocket is not None:
         i, k = contacts.ligand_atom, contacts.receptor_atom
-        reason = (f"ligand atom {atom(i)} is {contacts.receptor_distance:.2f} Å from {pocket.label(k)} (under "
+        reason = (f"ligand atom {atom_label(pose, i)} is {contacts.receptor_distance:.2f} Å from {pocket.label(k)} (under "
                   f"{CLASH_DISTANCE} Å)")
         if i in held:
             at_reference = float(np.linalg.norm(held[i] - pocket.coords[k]))
@@ -123,7 +121,7 @@ def clash_reason(pose: Chem.Mol, contacts: PoseContacts, pocket: Pocket | None, 
                        f"{at_reference:.2f} Å from it: the reference pose clashes with this receptor structure")
     else:
         i, j = contacts.overlap_atoms
-        reason = (f"ligand atoms {atom(i)} and {atom(j)} are {contacts.overlap_distance:.2f} Å apart without a bond "
+        reason = (f"ligand atoms {atom_label(pose, i)} and {atom_label(pose, j)} are {contacts.overlap_distance:.2f} Å apart without a bond "
                   f"(overlapping atoms, under {OVERLAP_DISTANCE} Å)")
     return f"every pose tried ({tried}, each refined in the pocket) still clashes: {reason}"
 
@@ -148,7 +146,7 @@ def reference_core_clash(pocket: Pocket, reference: Chem.Mol, core: Sequence[int
     atom = core[k]
     held = (f"held where the reference has it (within {max_core_shift} Å, too little to reach "
             f"{CLOSE_CONTACT_DISTANCE} Å)" if max_core_shift else "held where the reference has it")
-    return (f"the reference ligand's core atom {reference.GetAtomWithIdx(atom).GetSymbol()}{atom + 1} is "
+    return (f"the reference ligand's core atom {atom_label(reference, atom)} is "
             f"{distances[k]:.2f} Å from {pocket.label(int(nearest[k]))} (under {CLASH_DISTANCE} Å), and the core is "
             f"{held}: the reference pose clashes with this receptor structure. Minimise the reference in the "
             "receptor, or choose another reference")
