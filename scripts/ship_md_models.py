@@ -26,32 +26,14 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 import geomol
 from geomol.evaluation.dynamics_cards import evaluation_lines, protein_aim_line, side_by_side_lines
+from geomol.evaluation.md17_windows import md17_test_table
 from geomol.provenance import provenance, user_command
 
 REPO = Path(__file__).resolve().parents[1]
 MD_DATA = REPO / "md_data"
 RESULTS = REPO / "benchmarks" / "results"
-
-
-def md17_evaluation(models: dict, molecule: str, data_dir: Path, restore_bonds: bool = False):
-    """Table on the MD17 test windows of ``md17_<molecule>.npz`` (heavy atoms, in the file's order)."""
-    from geomol.data.covalent_graph import CovalentGraph
-    from geomol.data.datasets.md17 import MD17Dataset
-
-    path = data_dir / f"md17_{molecule}.npz"
-    test = MD17Dataset(path, "test")
-    with np.load(path) as data:
-        z, R = data["z"], data["R"]
-    protocol = next(iter(models.values())).protocol  # its bonds and elements: the heavy atoms the model was trained on
-    graph = CovalentGraph.from_bonds(protocol.bonds, list(protocol.atomic_numbers), source="model protocol")
-    table = geomol.evaluate_rollout_arrays(models, R[:, z > 1], graph, test.starts.tolist(), source=path.name,
-                                           restore_bonds=restore_bonds, progress=True)
-    table.notes.append(f"MD17 split test starts ({len(test.starts)}), heavy atoms, bonds of the model's protocol")
-    return table
 
 
 def protein_evaluation(models: dict, data: Path, restore_bonds: bool = False):
@@ -116,7 +98,7 @@ def _checkpoint_models(args) -> dict:
 def ship_md17(args) -> None:
     name = f"egno-md17-{args.molecule.replace('_', '-')}"
     models = _checkpoint_models(args)
-    table = md17_evaluation(models, args.molecule, args.data_dir, args.restore_bonds)
+    table = md17_test_table(models, args.molecule, args.data_dir, restore_bonds=args.restore_bonds)
     records = [json.loads(Path(p).read_text()) for p in args.side_by_side]
     summary = _summary(args.data_dir / f"md17_{args.molecule}.json")
     offsets = models["EGNO (this model)"].protocol.target_offsets
@@ -147,23 +129,31 @@ def ship_protein(args) -> None:
     protocol = models["EGNO (this model)"].protocol
     offsets = protocol.target_offsets
     interval = runs["run 1 (seed 1)"]["settings"]["frame_interval_ps"]
-    horizon = f"+{', +'.join(map(str, offsets))} frames ({interval} ps each: up to {offsets[-1] * interval:.1f} ps)"
+    horizon = f"+{', +'.join(map(str, offsets))} frames ({interval} ps each: up to {_duration(offsets[-1] * interval)})"
     splits = ["- train: the first 80 % of run 1's start frames, validation: the last 20 % (leak-free: no target "
               "frame crosses into the next part); test: every start of run 2, an independent run with another seed",
               f"- {protocol.selection} atoms, {protocol.cutoff:g} Å radius graph, partial charges from the force field "
               "(topology.pqr)"]
-    limitations = ["two short runs of one protein at 300 K in implicit solvent: tens of picoseconds, not the "
+    limitations = ["two short runs of one protein at 300 K in implicit solvent: picoseconds, not the "
                    "nanoseconds-to-microseconds of the EGNO paper's AdK data (240 ps per frame)",
-                   "the horizon is a few picoseconds: fast local fluctuations, no conformational change",
-                   "the epoch budget is what one shared CPU core afforded (20 min: 20 epochs; the EGNN baseline 8 min: 5 "
-                   "epochs)", protein_aim_line(table)]
+                   f"the horizon is {_duration(offsets[-1] * interval)}: a learned integrator of the backbone's fastest "
+                   "motions (bond and angle vibrations, librations), not of conformational change; frames further apart "
+                   "need nanosecond runs (a GPU's work)",
+                   f"trained with the budget one shared CPU core affords: {args.budget}" if args.budget else "",
+                   protein_aim_line(table)]
     reproduce = [runs[k]["provenance"]["command"] for k in runs] + [args.train_command or "",
                                                                     "python scripts/ship_md_models.py protein ..."]
+    limitations = [line for line in limitations if line]
     text = card(name, "EGNO for FKBP12 backbone dynamics (implicit-solvent MD made by `geomol simulate`): backbone "
                 f"positions at +{', +'.join(map(str, offsets))} frames ({interval} ps each) from one frame and its "
                 "per-frame velocity.", _data_lines_protein(runs), splits, table, horizon, [], limitations,
                 [line for line in reproduce if line])
     _export(args, name, text, table, {"data": runs})
+
+
+def _duration(ps: float) -> str:
+    """A time span in fs below 1 ps, else in ps."""
+    return f"{ps * 1000:.0f} fs" if ps < 1 else f"{ps:.1f} ps"
 
 
 def _export(args, name: str, text: str, table, facts: dict) -> None:
@@ -184,17 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("kind", choices=["md17", "protein"])
     parser.add_argument("--molecule", default="aspirin", help="md17: the molecule")
-    parser.add_argument("--data-dir", type=Path, help="md_data/md17 or md_data/fkbp12 (default by kind)")
+    parser.add_argument("--data-dir", type=Path, help="md_data/md17 or md_data/fkbp12_4fs (default by kind)")
     parser.add_argument("--checkpoint", required=True, help="the EGNO checkpoint to ship")
     parser.add_argument("--egnn", help="checkpoint of the EGNN baseline trained on the same data")
     parser.add_argument("--side-by-side", nargs="*", default=[], help="md17: egno_accuracy result JSONs (seeds)")
     parser.add_argument("--restore-bonds", action="store_true",
                         help="also evaluate each model with the bond-restoring projection (rows of their own)")
     parser.add_argument("--train-command", help="the command that trained the checkpoint (for the card)")
+    parser.add_argument("--budget", help="protein: the training budget in words (for the card), e.g. '25 min: 9 epochs'")
     parser.add_argument("--out-dir", default=str(REPO / "models"))
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
-    args.data_dir = args.data_dir or MD_DATA / ("md17" if args.kind == "md17" else "fkbp12")
+    args.data_dir = args.data_dir or MD_DATA / ("md17" if args.kind == "md17" else "fkbp12_4fs")
     import torch
 
     torch.set_num_threads(1)

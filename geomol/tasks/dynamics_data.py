@@ -184,6 +184,7 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
         selection: atom selection (default ``backbone``). cutoff: radius graph in Å.
         delta: Δ frames to the last target. ratios: train / valid / test fractions of time.
         leak_free: keep every target inside its own split's time range.
+        start_stride: a window starts every ``start_stride`` frames (for frames saved every integration step).
         test_trajectory: an independent run of the same system (same topology and selection): the
             test split is then every window of it, and ``ratios`` split the main trajectory into train
             and valid only (their test fraction must be 0), so no test window shares a frame with training.
@@ -192,11 +193,11 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
     def __init__(self, topology: str, trajectory: str | None = None, selection: str = "backbone",
                  cutoff: float = 8.0, delta: int = 15, ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
                  leak_free: bool = True, num_timesteps: int = 4, batch_size: int = 8,
-                 test_trajectory: str | None = None, **kwargs):
+                 test_trajectory: str | None = None, start_stride: int = 1, **kwargs):
         super().__init__(num_timesteps=num_timesteps, batch_size=batch_size, **kwargs)
         self.topology, self.trajectory, self.selection = topology, trajectory, selection
         self.cutoff, self.delta, self.ratios, self.leak_free = cutoff, delta, tuple(ratios), leak_free
-        self.test_trajectory = test_trajectory
+        self.test_trajectory, self.start_stride = test_trajectory, start_stride
         if test_trajectory is not None and self.ratios[2] != 0:
             raise ConfigError(f"with a test_trajectory the main trajectory holds train and valid only: give ratios "
                               f"with a test fraction of 0 (got {list(self.ratios)})")
@@ -208,11 +209,12 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
         if stage == "test" and self.test_trajectory is not None:
             independent = MDTrajectory(self.topology, self.test_trajectory, selection=self.selection)
             return MDTrajectoryDataset(independent, split="test", delta=self.delta, num_timesteps=self.num_timesteps,
-                                       cutoff=self.cutoff, ratios=(0.0, 0.0, 1.0))
+                                       cutoff=self.cutoff, ratios=(0.0, 0.0, 1.0), start_stride=self.start_stride)
         if self._traj is None:
             self._traj = MDTrajectory(self.topology, self.trajectory, selection=self.selection)
         return MDTrajectoryDataset(self._traj, split=stage, delta=self.delta, num_timesteps=self.num_timesteps,
-                                   cutoff=self.cutoff, ratios=self.ratios, leak_free=self.leak_free)
+                                   cutoff=self.cutoff, ratios=self.ratios, leak_free=self.leak_free,
+                                   start_stride=self.start_stride)
 
     @property
     def protocol(self) -> TrajectoryProtocol:

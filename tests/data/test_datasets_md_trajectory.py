@@ -50,6 +50,21 @@ def test_split_integrity(adk, leak_free):
     assert bool(leaks) != leak_free  # the reference split leaks targets into the next range; leak_free does not
 
 
+@pytest.mark.parametrize("stride", [2, 3, 5])
+def test_start_stride_keeps_every_kth_window_of_each_split(adk, stride):
+    for split in ("train", "valid", "test"):
+        every = MDTrajectoryDataset(adk, split=split, delta=3, num_timesteps=2, leak_free=True)
+        strided = MDTrajectoryDataset(adk, split=split, delta=3, num_timesteps=2, leak_free=True, start_stride=stride)
+        expected = [every.frames(i) for i in range(0, len(every), stride)]
+        got = [strided.frames(i) for i in range(len(strided))]
+        assert [s for s, _ in got] == [s for s, _ in expected]
+        assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(got, expected))
+        with pytest.raises(IndexError):
+            strided.frames(len(strided))
+    with pytest.raises(ConfigError):
+        MDTrajectoryDataset(adk, delta=3, num_timesteps=2, start_stride=0)
+
+
 def test_items_and_batching(adk):
     ds = MDTrajectoryDataset(adk, split="valid", delta=7, num_timesteps=4, cutoff=8.0)
     start, targets = ds.frames(1)

@@ -117,6 +117,8 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         ratios: fractions of the starts for train / valid / test.
         leak_free: keep every target frame inside its own split range (see module docstring).
         charge_feature: "auto" (charges if the topology has them), True (required) or False.
+        start_stride: a window starts every ``start_stride`` frames of the split's range (1: every frame; more
+            for trajectories saved every integration step, whose neighbouring windows are nearly the same).
         particles: "atom" (each selected atom is a node, blocks are residues) or "residue" (each
             residue's centroid is a node and its own block; charge = the residue's net charge).
     """
@@ -124,12 +126,14 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
     def __init__(self, source: MDTrajectory | str | os.PathLike, trajectory=None, *, split: str = "train",
                  selection: str = "backbone", delta: int = 15, num_timesteps: int = 4, cutoff: float = 8.0,
                  ratios=(0.6, 0.2, 0.2), leak_free: bool = False, charge_feature: bool | str = "auto",
-                 particles: str = "atom"):
+                 particles: str = "atom", start_stride: int = 1):
         if split not in ("train", "valid", "test"):
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         if delta < num_timesteps - 1 or num_timesteps < 1 or cutoff <= 0:
             raise ConfigError(f"need P ≥ 1, Δ ≥ P − 1 and cutoff > 0 (got P={num_timesteps}, Δ={delta}, "
                               f"cutoff={cutoff})")
+        if start_stride < 1:
+            raise ConfigError(f"start_stride must be ≥ 1, got {start_stride}")
         if particles not in ("atom", "residue"):
             raise ConfigError(f"particles must be 'atom' or 'residue', got {particles!r}")
         self.traj = source if isinstance(source, MDTrajectory) else MDTrajectory(source, trajectory,
@@ -139,6 +143,7 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         self.split, self.delta, self.cutoff = split, delta, cutoff
         self.offsets = md_target_offsets(delta, num_timesteps)
         self.begin, self.end = md_split_ranges(len(self.traj) - 1, delta, ratios, leak_free)[split]
+        self.start_stride = start_stride
         self.particles = particles
         self._set_particles(particles, charge_feature)
 
@@ -179,13 +184,13 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         return charges[:, None] / self.charge_scale
 
     def __len__(self) -> int:
-        return self.end - self.begin
+        return max(0, -(-(self.end - self.begin) // self.start_stride))
 
     def frames(self, i: int) -> tuple[int, np.ndarray]:
         """Indices into :attr:`MDTrajectory.positions` of sample i: input frame and [P] target frames."""
         if not 0 <= i < len(self):
             raise IndexError(i)
-        start = self.begin + i
+        start = self.begin + i * self.start_stride
         return start, start + self.offsets
 
     def __getitem__(self, i: int):

@@ -1,0 +1,96 @@
+"""EGNO on every generated MD17-protocol molecule: side by side with the official code, and against the baselines.
+
+For each molecule made by ``geomol simulate molecule NAME --out md_data/md17`` and trained by
+``benchmarks/egno_accuracy.py --dataset md17`` (EGNO: two seeds next to the official script; the EGNN baseline:
+``--model-arg model=egnn --seed 1 --run-dir RUNS/md17_<molecule>_egnn_seed1``), one row:
+
+* side by side: test S2S at the last common epoch budget of both seeds, geomol's and the official script's, and
+  whether the gap between the means is within the seed spread (``egno_accuracy_md17_<molecule>_seed*.json``);
+* against the baselines, on the MD17 split's test windows (:func:`geomol.evaluation.md17_windows.md17_test_table`):
+  geomol's EGNO (seed 1's best-validation checkpoint), the EGNN baseline rolled out (its best checkpoint), no motion
+  and linear extrapolation; S2S of each, EGNO's median bond error and broken-bond fraction.
+
+    python benchmarks/md17_baselines.py --data-dir md_data/md17 --runs runs/egno_accuracy \\
+        --output benchmarks/results/md17_baselines.json
+
+Prints a table and writes the JSON (with provenance). MSE in Å² over heavy atoms and xyz.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from geomol.evaluation.dynamics_cards import seed_noise
+from geomol.evaluation.md17_windows import md17_file, md17_test_table
+from geomol.provenance import provenance
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MOLECULES = ("aspirin", "benzene_old", "ethanol", "malonaldehyde", "naphthalene", "salicylic", "toluene", "uracil")
+ROWS = {"EGNO": "EGNO (geomol, seed 1)", "EGNN": "EGNN baseline, rolled out", "still": "no motion (last frame)",
+        "linear": "linear extrapolation"}
+
+
+def best_checkpoint(run_dir: Path) -> tuple[Path, int]:
+    """The ``best-epoch=N.ckpt`` of a run and its epoch N (0-based)."""
+    found = sorted((run_dir / "checkpoints").glob("best-epoch=*.ckpt"))
+    if not found:
+        raise FileNotFoundError(f"no best-epoch=*.ckpt in {run_dir / 'checkpoints'}")
+    return found[-1], int(re.search(r"best-epoch=(\d+)", found[-1].name).group(1))
+
+
+def molecule_row(molecule: str, data_dir: Path, runs: Path) -> dict:
+    """Side-by-side figures and the test table of one molecule (see the module docstring)."""
+    records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"egno_accuracy_md17_{molecule}_seed*.json"))]
+    egno, egno_epoch = best_checkpoint(runs / f"md17_{molecule}_seed1")
+    egnn, egnn_epoch = best_checkpoint(runs / f"md17_{molecule}_egnn_seed1")
+    table = md17_test_table({ROWS["EGNO"]: egno, ROWS["EGNN"]: egnn}, molecule, data_dir, progress=False)
+    s2s = {key: table[name].s2s_mse for key, name in ROWS.items()}
+    chemistry = table[ROWS["EGNO"]].chemistry
+    return {"molecule": molecule, "side_by_side": seed_noise(records), "seeds": [r["seed"] for r in records],
+            "test_windows": len(table.starts), "s2s": s2s, "epochs": {"EGNO": egno_epoch + 1, "EGNN": egnn_epoch + 1},
+            "checkpoints": {"EGNO": str(egno), "EGNN": str(egnn)},
+            "egno_below_every_baseline": all(s2s["EGNO"] < s2s[k] for k in ("EGNN", "still", "linear")),
+            "egno_bond_error_median_A": chemistry["bond_error_median_A"],
+            "egno_broken_bond_fraction": chemistry["broken_bond_fraction"], "table": table.to_dict()}
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'molecule':<14}{'geomol S2S':>11}{'official':>10}{'noise':>8} |{'EGNO':>9}{'EGNN':>9}{'still':>9}"
+          f"{'linear':>10}{'EGNO best':>10}{'bond med':>9}{'broken':>8}")
+    for row in rows:
+        noise = row["side_by_side"] or {}
+        g = sum(noise.get("geomol", [float("nan")])) / max(1, len(noise.get("geomol", [])))
+        o = sum(noise.get("official", [float("nan")])) / max(1, len(noise.get("official", [])))
+        within = {True: "within", False: "outside"}.get(noise.get("within_noise"), "—")
+        s = row["s2s"]
+        print(f"{row['molecule']:<14}{g:>11.5f}{o:>10.5f}{within:>8} |{s['EGNO']:>9.5f}{s['EGNN']:>9.5f}"
+              f"{s['still']:>9.5f}{s['linear']:>10.4g}{'yes' if row['egno_below_every_baseline'] else 'no':>10}"
+              f"{row['egno_bond_error_median_A']:>9.3f}{100 * row['egno_broken_bond_fraction']:>7.0f}%")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("md_data/md17"), help="md17_<molecule>.npz files")
+    parser.add_argument("--runs", type=Path, default=Path("runs/egno_accuracy"), help="egno_accuracy.py run dirs")
+    parser.add_argument("--molecules", nargs="+", default=list(MOLECULES))
+    parser.add_argument("--output", type=Path, default=RESULTS / "md17_baselines.json")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    for molecule in args.molecules:
+        if not md17_file(args.data_dir, molecule).exists():
+            print(f"{molecule}: no {md17_file(args.data_dir, molecule)} (geomol simulate molecule {molecule}): skipped")
+            continue
+        rows.append(molecule_row(molecule, args.data_dir, args.runs))
+    print_table(rows)
+    args.output.write_text(json.dumps({"benchmark": "md17_baselines", "provenance": provenance(),
+                                       "molecules": rows}, indent=1) + "\n")
+    print(f"written {args.output}")
+
+
+if __name__ == "__main__":
+    main()

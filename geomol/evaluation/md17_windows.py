@@ -1,0 +1,47 @@
+"""Rollout evaluation of EGNO/EGNN models on the test windows of an MD17-layout file (``geomol simulate molecule``).
+
+:func:`md17_test_table` builds the same table for a shipped card (``scripts/ship_md_models.py md17``) and for the
+all-molecule comparison with the baselines (``benchmarks/md17_baselines.py``): the models, no motion, linear
+extrapolation and the reference MD on the MD17 split's test starts (:class:`~geomol.data.datasets.md17.MD17Dataset`),
+heavy atoms in the file's order, bonds and elements from the first model's protocol. MSE in Å², bond errors in Å.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["md17_file", "md17_test_table"]
+
+
+def md17_file(data_dir: str | Path, molecule: str) -> Path:
+    """``data_dir/md17_<molecule>.npz`` (the layout ``geomol simulate molecule --out data_dir`` writes)."""
+    return Path(data_dir) / f"md17_{molecule}.npz"
+
+
+def md17_test_table(models: dict, molecule: str, data_dir: str | Path, *, restore_bonds: bool = False,
+                    progress: bool = True):
+    """:class:`~geomol.inference.rollout_evaluation.RolloutTable` on the test windows of ``md17_<molecule>.npz``.
+
+    Args:
+        models: {row name: model} (loaded models or references :func:`geomol.load_model` accepts); the first one's
+            protocol gives the heavy atoms' bonds and elements.
+        molecule: file stem after ``md17_``. data_dir: the folder of the npz.
+        restore_bonds: also rows with the bond-restoring projection. progress: a progress bar.
+    """
+    import geomol
+    from geomol.data.covalent_graph import CovalentGraph
+    from geomol.data.datasets.md17 import MD17Dataset
+
+    path = md17_file(data_dir, molecule)
+    test = MD17Dataset(path, "test")
+    with np.load(path) as data:
+        z, positions = data["z"], data["R"]
+    loaded = {name: geomol.load_model(model) if isinstance(model, (str, Path)) else model
+              for name, model in models.items()}
+    protocol = next(iter(loaded.values())).protocol  # the heavy atoms the model was trained on
+    graph = CovalentGraph.from_bonds(protocol.bonds, list(protocol.atomic_numbers), source="model protocol")
+    table = geomol.evaluate_rollout_arrays(loaded, positions[:, z > 1], graph, test.starts.tolist(), source=path.name,
+                                           restore_bonds=restore_bonds, progress=progress)
+    table.notes.append(f"MD17 split test starts ({len(test.starts)}), heavy atoms, bonds of the model's protocol")
+    return table
