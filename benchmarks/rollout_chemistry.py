@@ -1,14 +1,16 @@
 """Rollouts that keep chemistry: trajectory models beside the baselines on the same windows, and the metrics' speed.
 
 ``evaluate``: :func:`geomol.evaluate_rollouts` of one or more trajectory models on a held-out trajectory
-(default: the MDAnalysisTests AdK trajectory, adk.psf + adk_dims.dcd): S2S / S2T MSE, bond-length and angle
-errors, frames and windows with a broken bond (> 0.3 Å), frames with a clash, for each model (and each
-model with the bond-restoring projection), no motion, linear extrapolation and the reference MD::
+(``--topology``, ``--trajectory``; saved at the models' frame interval, e.g. the independent FKBP12 run of
+``configs/md/fkbp12.yaml``): S2S / S2T MSE, bond-length and angle errors, frames and windows with a broken
+bond (> 0.3 Å), frames with a clash, for each model (and each model with the bond-restoring projection), no
+motion, linear extrapolation and the reference MD::
 
-    python benchmarks/rollout_chemistry.py evaluate --model egno-adk --split test --restore-bonds
-    python benchmarks/rollout_chemistry.py evaluate --model EGNO=egno-adk --model EGNN=runs/.../best.ckpt \\
-        --split test --restore-bonds --name adk_test
-    python benchmarks/rollout_chemistry.py evaluate --model egno-adk --horizon 60 --stride 4 --name adk_60
+    RUN="--topology md_data/fkbp12/seed2/topology.pqr --trajectory md_data/fkbp12/seed2/trajectory.dcd"
+    python benchmarks/rollout_chemistry.py evaluate --model egno-fkbp12 $RUN --restore-bonds
+    python benchmarks/rollout_chemistry.py evaluate --model EGNO=egno-fkbp12 --model EGNN=runs/.../best.ckpt \\
+        $RUN --restore-bonds --name fkbp12_seed2
+    python benchmarks/rollout_chemistry.py evaluate --model egno-fkbp12 $RUN --horizon 60 --stride 4 --name fkbp12_60
 
 ``speed``: time of the chemistry metrics on every atom of AdK (3,341 atoms with hydrogens, 1,656 heavy)
 over ``--frames`` frames (the 98 frames of the trajectory repeated), one thread::
@@ -52,9 +54,8 @@ def _models(specs: list[str]) -> dict[str, str]:
 def evaluate(args) -> dict:
     import geomol
 
-    topology, trajectory = (args.topology, args.trajectory) if args.topology else _adk_files()
     begin = time.perf_counter()
-    table = geomol.evaluate_rollouts(_models(args.model), topology, trajectory, selection=args.selection,
+    table = geomol.evaluate_rollouts(_models(args.model), args.topology, args.trajectory, selection=args.selection,
                                      split=args.split, stride=args.stride, horizon=args.horizon,
                                      restore_bonds=args.restore_bonds, progress=True)
     seconds = time.perf_counter() - begin
@@ -106,8 +107,8 @@ def main() -> None:
     run = commands.add_parser("evaluate", help="models and baselines on the windows of a held-out trajectory")
     run.add_argument("--model", action="append", required=True, metavar="[NAME=]MODEL",
                      help="a trajectory model (shipped name, directory or checkpoint); repeat for several")
-    run.add_argument("--topology", help="held-out trajectory's topology (default: MDAnalysisTests adk.psf)")
-    run.add_argument("--trajectory", help="its trajectory (default: adk_dims.dcd)")
+    run.add_argument("--topology", required=True, help="held-out trajectory's topology (with partial charges)")
+    run.add_argument("--trajectory", required=True, help="its trajectory, at the models' frame interval")
     run.add_argument("--selection", help="atoms (default: the first model's training selection)")
     run.add_argument("--split", choices=("train", "valid", "test"),
                      help="starts of this part of the chronological split (default: every start that fits)")

@@ -20,7 +20,8 @@ Example::
     results = geomol.predict_affinity("protein.pdb", ["CCOc1ccccc1", ("lig-7", "c1ccncc1N")], reference="ref.sdf")
     for r in results:
         print(r.name, r.pK, r.pK_std, r.error)
-    geomol.rollout("egno-adk", "adk.psf", "adk.dcd", start=0, frames=200, out="rollout.xtc", reference=True)
+    geomol.rollout("egno-fkbp12", "topology.pqr", "trajectory.dcd", start=0, frames=200, out="rollout.xtc",
+                   reference=True)
 
 The implementation lives in :mod:`geomol.inference`; this module only states the contract.
 """
@@ -221,7 +222,7 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
     window (``geomol.inference.rollout``). Frames are streamed to ``out``, so memory does not grow.
 
     Args:
-        model: a trajectory model: shipped name (``"egno-adk"``), model directory, ``geomol fit``
+        model: a trajectory model: shipped name (``"egno-fkbp12"``), model directory, ``geomol fit``
             checkpoint, or a model from :func:`load_model`.
         topology, trajectory: files MDAnalysis reads (PSF + DCD, GRO + XTC, multi-model PDB, ...).
         out: the predicted trajectory, any multi-frame format MDAnalysis writes (DCD, XTC, TRR,
@@ -296,7 +297,7 @@ def evaluate_rollouts(models: ModelReference | Mapping[str, ModelReference], top
 
     Args:
         models: one trajectory model (name, directory, checkpoint or loaded model; the row is named
-            after it) or {row name: model}, e.g. ``{"EGNO": "egno-adk", "EGNN": "runs/egnn/.../best.ckpt"}``.
+            after it) or {row name: model}, e.g. ``{"EGNO": "egno-fkbp12", "EGNN": "runs/egnn/.../best.ckpt"}``.
         topology, trajectory: the held-out trajectory (files MDAnalysis reads).
         selection: atoms (default: the first model's training selection).
         starts: start frames; default every ``stride``-th frame whose window fits, or with ``split``

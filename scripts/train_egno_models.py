@@ -1,4 +1,4 @@
-"""Train, test and export the shipped EGNO models: ``models/egno-nbody``, ``egno-mocap-run`` and ``egno-adk``.
+"""Train, test and export the shipped EGNO models of the reference data sets: ``egno-nbody``, ``egno-mocap-run``.
 
 For each model this runs, from the repository root,
 
@@ -13,17 +13,15 @@ Models:
 
 * ``nbody`` — charged N-body particles, ``configs/egno_nbody.yaml`` (reference: up to 5000 epochs);
 * ``mocap-run`` — CMU Mocap "Run", ``configs/egno_mocap_run.yaml`` with ``../shared/data/mocap_run``
-  (or ``$GEOMOL_SHARED_DATA``) (reference: up to 2000 epochs);
-* ``adk`` — demonstration model on the MDAnalysisTests adenylate-kinase trajectory (adk.psf +
-  adk_dims.dcd, 98 frames, backbone), ``configs/egno_md.yaml`` with the files resolved from the
-  installed MDAnalysisTests at run time and the reference chronological split (``leak_free false``;
-  reference: up to 15000 epochs).
+  (or ``$GEOMOL_SHARED_DATA``) (reference: up to 2000 epochs).
+
+The models trained on MD made here (``egno-md17-*``, ``egno-fkbp12``) are shipped by ``scripts/ship_md_models.py``.
 
 Usage::
 
-    python scripts/train_egno_models.py                         # all three, reference epochs
+    python scripts/train_egno_models.py                         # both, reference epochs
     python scripts/train_egno_models.py --models nbody --epochs 500
-    python scripts/train_egno_models.py --models adk --epochs 2 --out-dir /tmp/smoke --extra \\
+    python scripts/train_egno_models.py --models nbody --epochs 2 --out-dir /tmp/smoke --extra \\
         --trainer.check_val_every_n_epoch 1                     # a smoke run: never ship its weights
     python scripts/train_egno_models.py --models nbody --from-run runs/egno_accuracy/nbody_seed1 \\
         --compare-runs runs/egno_accuracy/nbody_seed2
@@ -67,13 +65,6 @@ def _mocap_overrides() -> list[str]:
     from geomol.data.paths import shared_data_dir
 
     return ["--data.init_args.path", str(shared_data_dir() / "mocap_run" / "cmu_subject09_run.npz")]
-
-
-def _adk_overrides() -> list[str]:
-    from MDAnalysisTests.datafiles import DCD, PSF
-
-    return ["--data.init_args.topology", PSF, "--data.init_args.trajectory", DCD,
-            "--data.init_args.selection", "backbone", "--data.init_args.leak_free", "false"]
 
 
 @dataclass
@@ -171,20 +162,6 @@ SPECS = {
         notes=_PARITY_NOTE + "\n\n" + _MOCAP_SIDE_BY_SIDE_NOTE,
         data_note="The joint-height node feature is not rotation invariant (tilting the y axis changes it); "
                   "roll out poses in the data's y-up frame."),
-    "adk": ModelSpec(
-        "egno-adk", "configs/egno_md.yaml", "egno_md", 15000,
-        "Demonstration EGNO for protein backbones: adenylate kinase (AdK) backbone positions at frames +3, 7, 11, "
-        "15 from one frame and its per-frame velocity.",
-        "the MDAnalysisTests AdK trajectory (adk.psf + adk_dims.dcd: 98 frames, a DIMS transition pathway, "
-        "not equilibrium MD), backbone atoms (855), radius graph (cutoff: the manifest's preprocessing), chronological 60/20/20 split of the "
-        "82 start frames as in the reference (49 / 16 / 17 samples)",
-        ["no reference exists for this demonstration data; the EGNO paper's AdK numbers are on the 4187-frame "
-         "equilibrium trajectory (240 ps per frame), a different and much larger data set"],
-        'geomol rollout --model egno-adk --topology "$PSF" --trajectory "$DCD" --horizon 60 --out adk_rollout.xtc '
-        "--compare   # PSF, DCD: MDAnalysisTests.datafiles",
-        overrides=_adk_overrides,
-        data_note="A demonstration: 49 training samples from one short trajectory. Use it to try the rollout "
-                  "tooling, not for science; train on your own trajectories with configs/egno_md.yaml."),
 }
 
 

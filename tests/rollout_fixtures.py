@@ -1,12 +1,20 @@
-"""A tiny EGNO trained for a few steps on MDAnalysisTests' AdK trajectory (CA atoms), exported as a shipped model.
+"""Inputs for the rollout tests.
 
-The checkpoint is written by Lightning after ``Trainer.fit`` with the real data module, so it carries
-the data protocol exactly as ``geomol fit`` records it. Hidden 16, two layers, six steps: the tests
-check the rollout plumbing (windows, velocities, files, errors), not accuracy.
+* :func:`train_tiny_egno`: a tiny EGNO trained for a few steps on MDAnalysisTests' AdK trajectory (CA atoms),
+  exported as a shipped model. The checkpoint is written by Lightning after ``Trainer.fit`` with the real data
+  module, so it carries the data protocol exactly as ``geomol fit`` records it. Hidden 16, two layers, six steps:
+  the tests check the rollout plumbing (windows, velocities, files, errors), not accuracy.
+* :func:`helix_md` (session fixture): MD of the 13-residue helix of MDAnalysisTests (``PDB_helix``) made by the
+  library's own generator (:func:`geomol.simulate.simulate_protein`, OpenMM implicit solvent), with frames as far
+  apart as the shipped ``egno-fkbp12`` was trained on (its protocol's ``frame_interval``, read from the model, so
+  the fixture follows whatever model is shipped under that name). Skipped without OpenMM and PDBFixer (the ``md``
+  extra).
 """
 from __future__ import annotations
 
+import json
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,6 +23,7 @@ datafiles = pytest.importorskip("MDAnalysisTests.datafiles")
 
 SELECTION = "name CA"
 TINY_EGNO = dict(node_features=2, edge_features=2, hidden=16, num_layers=2, num_timesteps=4, lr=1e-3)
+MD_MODEL = "egno-fkbp12"  # the shipped protein model the MD rollout tests use
 
 
 def train_tiny_egno(folder: Path) -> Path:
@@ -34,3 +43,41 @@ def train_tiny_egno(folder: Path) -> Path:
     path = folder / "tiny_egno.ckpt"
     trainer.save_checkpoint(path)
     return path
+
+
+@dataclass(frozen=True)
+class HelixMD:
+    """A generated helix trajectory: ``topology`` (PQR, with the force field's charges), ``trajectory`` (DCD of
+    ``frames`` frames, ``frame_interval_ps`` apart) and the summary the generator wrote."""
+
+    topology: str
+    trajectory: str
+    frames: int
+    frame_interval_ps: float
+    summary: dict
+
+
+def helix_frames(window_frames: int) -> int:
+    """Frames the rollout tests need: two windows of o_P frames from frame 1, a velocity frame and a spare."""
+    return 2 * window_frames + 4
+
+
+@pytest.fixture(scope="session")
+def helix_md(tmp_path_factory) -> HelixMD:
+    """The helix simulated once per test session at the shipped MD model's frame interval (about a second:
+    0.2 ps of equilibration, then 2 o_P + 4 frames on OpenMM's CPU platform with one thread)."""
+    pytest.importorskip("openmm")
+    pytest.importorskip("pdbfixer")
+    import geomol
+    from geomol.simulate import ProteinSettings, simulate_protein
+
+    protocol = geomol.load_model(MD_MODEL).protocol
+    settings = ProteinSettings(seed=1, frame_interval_ps=protocol.frame_interval, equilibration_ps=0.2)
+    frames = helix_frames(protocol.window_frames)
+    out = tmp_path_factory.getbasetemp() / "helix_md"  # one run per session, whichever test module asks first
+    if (out / "trajectory.json").is_file():
+        summary = json.loads((out / "trajectory.json").read_text())
+    else:
+        summary = simulate_protein(datafiles.PDB_helix, out, frames, settings, platform="CPU", threads=1,
+                                   progress=False)
+    return HelixMD(str(out / "topology.pqr"), str(out / "trajectory.dcd"), frames, protocol.frame_interval, summary)

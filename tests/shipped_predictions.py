@@ -1,13 +1,18 @@
 """Predictions of the shipped models on a few real inputs, every value as float64.
 
-``python -m tests.shipped_predictions OUT.npz`` records them (one array per ``model/quantity``);
+``python -m tests.shipped_predictions tests/inference/shipped_predictions.npz`` records them (one array per
+``model/quantity``); after re-shipping one model, ``python -m tests.shipped_predictions
+tests/inference/shipped_predictions.npz --only egno-fkbp12`` re-records that model's arrays and keeps the others
+(arrays of models no longer shipped are dropped);
 ``tests/inference/test_shipped_predictions.py`` recomputes them and compares every number with the recorded
 file (``tests/inference/shipped_predictions.npz``) to float32 round-off.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -56,26 +61,63 @@ def mocap() -> np.ndarray | None:
     return _values(out.positions)
 
 
-def adk() -> np.ndarray:
-    from MDAnalysisTests.datafiles import DCD, PSF
+# Amber ff99SB partial charges (e) of the backbone atoms of a non-glycine residue: the input needs no force field
+BACKBONE_CHARGES = {"N": -0.4157, "CA": 0.0337, "C": 0.5973, "O": -0.5679}
 
-    from geomol.data.datasets.md_trajectory import MDTrajectory
 
+def fkbp12() -> np.ndarray | None:
+    """egno-fkbp12, one window from FKBP12 as prepared for Uni-FEP (no MD, no OpenMM): the atoms of the model's
+    selection in ``../shared/data/uni_fep/Hermite__FKBP12/protein.pdb.gz``, a seeded velocity (normal, 0.02 Å per
+    frame per axis, ``RandomState(12)``) and charges by atom name from :data:`BACKBONE_CHARGES` (0 for other
+    names). None without the shared data."""
+    path = SHARED_DATA / "uni_fep" / "Hermite__FKBP12" / "protein.pdb.gz"
+    if not path.exists():
+        return None
+    from geomol.data.io.trajectory import open_selection
+
+    model = geomol.load_model("egno-fkbp12")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traj = MDTrajectory(PSF, DCD, selection="backbone")
-    x = traj.positions.astype(np.float64)
-    out = geomol.rollout_arrays("egno-adk", x[10], x[11] - x[10], charges=traj.charges, windows=1)
+        _, atoms = open_selection(path, None, model.protocol.selection)
+    x = atoms.positions.astype(np.float64)
+    v = np.random.RandomState(12).normal(scale=0.02, size=x.shape)
+    charges = np.array([BACKBONE_CHARGES.get(str(name), 0.0) for name in atoms.names])
+    out = geomol.rollout_arrays(model, x, v, charges=charges, windows=1)
     return _values(out.positions)
 
 
-def record() -> dict[str, np.ndarray]:
-    """``{'model/quantity': values}`` of every shipped model whose inputs are present."""
+PREDICTIONS = {"egno-nbody/positions": nbody, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12}
+
+
+def record(only: str | None = None) -> dict[str, np.ndarray]:
+    """``{'model/quantity': values}`` of every shipped model whose inputs are present (``only``: of that model)."""
     torch.set_num_threads(1)
-    out = {f"{model}/{key}": values for model in AFFINITY_MODELS for key, values in affinity(model).items()}
-    out.update({"egno-nbody/positions": nbody(), "egno-mocap-run/positions": mocap(), "egno-adk/positions": adk()})
+    out = {f"{model}/{key}": values for model in AFFINITY_MODELS if only in (None, model)
+           for key, values in affinity(model).items()}
+    out.update({name: predict() for name, predict in PREDICTIONS.items() if only in (None, name.split("/")[0])})
     return {name: values for name, values in out.items() if values is not None}
 
 
+def _models() -> set[str]:
+    return set(AFFINITY_MODELS) | {name.split("/")[0] for name in PREDICTIONS}
+
+
+def main(argv: list[str]) -> None:
+    """``OUT.npz`` records every model; ``OUT.npz --only MODEL`` re-records that model's arrays in OUT.npz and
+    keeps the others as they are (after re-shipping one model's weights)."""
+    parser = argparse.ArgumentParser(prog="python -m tests.shipped_predictions", description=main.__doc__)
+    parser.add_argument("out", type=Path, help="the npz file (tests/inference/shipped_predictions.npz)")
+    parser.add_argument("--only", metavar="MODEL", help="re-record only this shipped model")
+    args = parser.parse_args(argv)
+    kept = {}
+    if args.only:
+        with np.load(args.out, allow_pickle=False) as recorded:
+            kept = {k: recorded[k] for k in recorded.files if k.split("/")[0] in _models() - {args.only}}
+    now = record(args.only)
+    if args.only and not now:
+        raise SystemExit(f"no prediction of {args.only!r} (a shipped model name, its inputs present)")
+    np.savez_compressed(args.out, **{**kept, **now})
+
+
 if __name__ == "__main__":
-    np.savez_compressed(sys.argv[1], **record())
+    main(sys.argv[1:])

@@ -2,7 +2,7 @@
 
 Examples::
 
-    geomol rollout --model egno-adk --topology adk.psf --trajectory adk_dims.dcd --select backbone \\
+    geomol rollout --model egno-fkbp12 --topology topology.pqr --trajectory trajectory.dcd --select backbone \\
         --start 0 --frames 20 --out rollout.xtc --compare
     geomol rollout --model runs/egno_md/version_0/checkpoints/last.ckpt --topology start.pdb \\
         --velocity-from next.pdb --frames 150 --out rollout.dcd
@@ -42,8 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="velocity from a structure file one frame after the start, or from another frame "
                              "number k: (x[k] − x[start]) / (k − start)")
     model = parser.add_argument_group("model")
-    model.add_argument("--model", default="egno-adk", metavar="NAME|PATH",
-                       help="shipped model name, model directory or .ckpt checkpoint (default egno-adk)")
+    model.add_argument("--model", default="egno-fkbp12", metavar="NAME|PATH",
+                       help="shipped model name, model directory or .ckpt checkpoint (default egno-fkbp12)")
     length = model.add_mutually_exclusive_group()
     length.add_argument("--frames", type=int, metavar="N", help="frames in the output trajectory, the start frame "
                         "included unless --no-start (default: one window)")

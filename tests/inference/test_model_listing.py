@@ -14,7 +14,7 @@ def test_lists_the_shipped_affinity_models_with_the_default_alias():
     assert models["contact-corpus"]["aliases"] == ["default"]
     assert models["get-plb"]["members"] == len(json.loads((REPO / "models/get-plb/manifest.json").read_text())["members"])
     assert all(m["task"] == "affinity" for m in models.values())
-    assert "egno-adk" in {m["name"] for m in list_models("dynamics")}
+    assert "egno-fkbp12" in {m["name"] for m in list_models("dynamics")}
 
 
 def test_an_earlier_folder_of_the_search_path_wins_and_a_broken_manifest_is_left_out(tmp_path, monkeypatch):

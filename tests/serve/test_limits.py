@@ -194,7 +194,7 @@ def test_client_file_names_never_reach_the_disk(served):
     (("receptor", "ligands"), {"smiles": "c1ccccc1"}, "not both"),
     (("receptor",), {}, "not both and not neither"),
     (("receptor", "ligands"), {"model": "../../etc/passwd"}, "no affinity model named"),
-    (("receptor", "ligands"), {"model": "egno-adk"}, "no affinity model named"),
+    (("receptor", "ligands"), {"model": "egno-fkbp12"}, "no affinity model named"),
     (("receptor", "ligands"), {"pocket_cutoff": "-2"}, "pocket_cutoff"),
     (("ligands",), {}, "receptor"),
 ])
