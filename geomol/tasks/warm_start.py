@@ -1,0 +1,54 @@
+"""Start a fit from the weights of an earlier checkpoint, with a fresh optimizer and learning-rate schedule.
+
+``--ckpt_path`` resumes a run: weights, optimizer, schedule, epoch and step, so a finished run's decayed learning
+rate stays decayed. :class:`WarmStart` only copies the weights (``state_dict``) of a checkpoint of the same model
+into the new run, whose optimizer and schedule then start from the config's values (a warm restart, or
+fine-tuning on other data)::
+
+    geomol fit --config ... --trainer.callbacks+=geomol.tasks.warm_start.WarmStart \\
+        --trainer.callbacks.checkpoint runs/.../best-epoch=21.ckpt
+
+The weights are loaded at setup, before Lightning restores a ``--ckpt_path``, so a resumed warm-started run keeps
+the weights it has trained since. The file is read with ``weights_only=True``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from geomol.errors import ConfigError, ModelLoadError
+
+__all__ = ["WarmStart"]
+
+
+class WarmStart(Callback):
+    """Load ``checkpoint``'s weights into the module when a fit sets up.
+
+    Raises:
+        ModelLoadError: the file is missing, is not a Lightning checkpoint, or holds weights of another model
+            (other names or shapes: e.g. another hidden size).
+    """
+
+    def __init__(self, checkpoint: str):
+        self.checkpoint = Path(checkpoint)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        if not self.checkpoint.is_file():
+            raise ModelLoadError("no such checkpoint to warm-start from", source=self.checkpoint)
+        saved = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+        weights = saved.get("state_dict") if isinstance(saved, dict) else None
+        if weights is None:
+            raise ModelLoadError("not a Lightning checkpoint (no state_dict)", source=self.checkpoint)
+        own = pl_module.state_dict()
+        missing, unexpected = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
+        shapes = [k for k in own if k in weights and tuple(own[k].shape) != tuple(weights[k].shape)]
+        if missing or unexpected or shapes:
+            detail = "; ".join(f"{what}: {', '.join(keys[:3])}{' …' if len(keys) > 3 else ''}" for what, keys in
+                               (("missing", missing), ("unexpected", unexpected), ("other shape", shapes)) if keys)
+            raise ModelLoadError(f"the checkpoint holds weights of another model ({detail})", source=self.checkpoint)
+        pl_module.load_state_dict(weights)
