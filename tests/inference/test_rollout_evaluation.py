@@ -91,7 +91,9 @@ def test_rows_equal_the_model_and_baselines_computed_directly(model, helix_md, t
     batch = torch.zeros(data.traj.num_atoms, dtype=torch.long)
     for metric, value in ((s2s_mse, table["EGNO"].s2s_mse), (s2t_mse, table["EGNO"].s2t_mse)):
         expected = np.mean([float(metric(p, i.X_target, batch, 1)) for p, i in zip(predicted, items)])
-        assert value == pytest.approx(expected, rel=1e-4)
+        # float32 positions tens of Å from the origin carry ~1e-5 Å of rounding, which the two paths round
+        # differently: a few 1e-4 of an MSE of ~0.003 Å² (a wrong graph or frame would be off by far more)
+        assert value == pytest.approx(expected, rel=1e-3)
     # the model's chemistry, from the same predictions against each window's start frame
     x = trajectory.positions.astype(np.float64)
     by_hand = [trajectory_chemistry(p.transpose(0, 1).double().numpy(), backbone, x[s])
