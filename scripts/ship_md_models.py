@@ -41,7 +41,14 @@ def protein_evaluation(models: dict, data: Path, restore_bonds: bool = False):
     table = geomol.evaluate_rollouts(models, data / "seed2" / "topology.pqr", data / "seed2" / "trajectory.dcd",
                                      restore_bonds=restore_bonds, progress=True)
     table.notes.append("every start of the independent run (seed 2); the model never saw a frame of it")
+    table.source = _shown(Path(table.source))
     return table
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when inside it (result files carry no machine paths)."""
+    path = path.resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def _summary(path: Path) -> dict:
