@@ -22,6 +22,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from geomol.evaluation.dynamics_cards import seed_noise
@@ -63,8 +64,7 @@ def print_table(rows: list[dict]) -> None:
           f"{'linear':>10}{'EGNO best':>10}{'bond med':>9}{'broken':>8}")
     for row in rows:
         noise = row["side_by_side"] or {}
-        g = sum(noise.get("geomol", [float("nan")])) / max(1, len(noise.get("geomol", [])))
-        o = sum(noise.get("official", [float("nan")])) / max(1, len(noise.get("official", [])))
+        g, o = (float(np.mean(noise.get(side) or [np.nan])) for side in ("geomol", "official"))
         within = {True: "within", False: "outside"}.get(noise.get("within_noise"), "—")
         s = row["s2s"]
         print(f"{row['molecule']:<14}{g:>11.5f}{o:>10.5f}{within:>8} |{s['EGNO']:>9.5f}{s['EGNN']:>9.5f}"

@@ -37,8 +37,7 @@ def md17_test_table(models: dict, molecule: str, data_dir: str | Path, *, restor
     test = MD17Dataset(path, "test")
     with np.load(path) as data:
         z, positions = data["z"], data["R"]
-    loaded = {name: geomol.load_model(model) if isinstance(model, (str, Path)) else model
-              for name, model in models.items()}
+    loaded = {name: geomol.load_model(model) for name, model in models.items()}  # loaded models pass through
     protocol = next(iter(loaded.values())).protocol  # the heavy atoms the model was trained on
     graph = CovalentGraph.from_bonds(protocol.bonds, list(protocol.atomic_numbers), source="model protocol")
     table = geomol.evaluate_rollout_arrays(loaded, positions[:, z > 1], graph, test.starts.tolist(), source=path.name,
