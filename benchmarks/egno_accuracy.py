@@ -26,6 +26,7 @@ P frames; the official scripts do not compute it). Epochs are the scripts' 0-bas
     python benchmarks/egno_accuracy.py --dataset nbody --epochs 120 [--seed 1] [--official PATH]
     python benchmarks/egno_accuracy.py --dataset mocap --epochs 70 --checkpoints 10 70
     python benchmarks/egno_accuracy.py --dataset md17 --molecule aspirin --data-dir md_data/md17 --epochs 300
+    python benchmarks/egno_accuracy.py ... --epochs 600 --resume --run-dir RUN   # continue RUN up to 600 epochs
 
 Writes ``benchmarks/results/egno_accuracy_<dataset>[_<molecule>]_seed<seed>.json`` (command, commit, versions,
 threads, machine load, both curves, the table).
@@ -108,9 +109,14 @@ def _test_scores(module, loader) -> dict[str, float]:
 
 
 def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path,
-                 model_overrides: dict | None = None) -> list[dict]:
+                 model_overrides: dict | None = None, resume: bool = False) -> list[dict]:
     """Train with the recipe (its model arguments updated with ``model_overrides``); returns per validation
-    {epoch, val_s2s, val_s2t, seconds} and the test scores of :func:`_test_scores`."""
+    {epoch, val_s2s, val_s2t, seconds} and the test scores of :func:`_test_scores`.
+
+    ``resume``: continue the run in ``run_dir`` from its ``checkpoints/last.ckpt`` (weights, optimiser, epoch,
+    best-checkpoint state) up to ``epochs``, appending to its ``curve.json``; ``seconds`` go on from the
+    earlier run's last entry. The order of the training batches after the restart is not the one an
+    uninterrupted run would have drawn."""
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback, ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
@@ -127,8 +133,11 @@ def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path,
     module.hparams["_class_path"] = "geomol.tasks.DynamicsModule"  # as `geomol fit` records it: `geomol test` loads it
     data = _data_module(dataset, recipe, run_dir.parent / "nbody_cache")
     data.seed = seed
-    curve: list[dict] = []
-    start = time.perf_counter()
+    last_checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    if resume and not last_checkpoint.is_file():
+        raise SystemExit(f"--resume: no {last_checkpoint}")
+    curve: list[dict] = json.loads((run_dir / "curve.json").read_text()) if resume else []
+    start = time.perf_counter() - (curve[-1]["seconds"] if curve else 0.0)
 
     class TestAtValidation(Callback):
         """Evaluate the test split after every validation, as the official scripts do."""
@@ -151,7 +160,7 @@ def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path,
                          num_sanity_val_steps=0, logger=CSVLogger(run_dir, name="", version=""),
                          callbacks=[TestAtValidation(), best, last], enable_progress_bar=False,
                          enable_model_summary=False, use_distributed_sampler=False, default_root_dir=run_dir)
-    trainer.fit(module, data)
+    trainer.fit(module, data, ckpt_path=last_checkpoint if resume else None)
     return curve
 
 
@@ -267,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--official-log", type=Path, help="log of an official run on the same data, instead of running it")
     parser.add_argument("--run-dir", type=Path, help="checkpoints, logs and curves (default runs/egno_accuracy/...)")
     parser.add_argument("--skip-geomol", action="store_true", help="tabulate an earlier run's curve.json in --run-dir")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the geomol run in --run-dir from its last checkpoint up to --epochs")
     parser.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="override a model argument of the recipe (YAML value), e.g. node_attr_norm=batch_max "
                              "(the official scripts' per-batch feature scaling); repeatable")
@@ -292,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.skip_geomol:
         geomol = json.loads((run_dir / "curve.json").read_text())
     else:
-        geomol = train_geomol(args.dataset, args.epochs, args.seed, run_dir, model_overrides)
+        geomol = train_geomol(args.dataset, args.epochs, args.seed, run_dir, model_overrides, args.resume)
     official, official_command = None, None
     if args.official_log:
         official, official_command = parse_official_log(args.official_log.read_text()), f"log {args.official_log.name}"
@@ -306,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         "provenance": provenance(),
         "load_average_1_5_15_min": {"start": [round(x, 2) for x in load_start],
                                     "end": [round(x, 2) for x in os.getloadavg()]},
-        "epochs_budget": args.epochs, "seed": args.seed, "note": args.note,
+        "epochs_budget": args.epochs, "seed": args.seed, "note": args.note, "resumed": args.resume,
         "model_overrides": model_overrides,
         "geomol_last_epoch": geomol[-1]["epoch"] if geomol else None,
         "geomol_wall_seconds": geomol[-1]["seconds"] if geomol else None,

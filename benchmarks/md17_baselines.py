@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -33,21 +32,30 @@ RESULTS = Path(__file__).resolve().parent / "results"
 MOLECULES = ("aspirin", "benzene_old", "ethanol", "malonaldehyde", "naphthalene", "salicylic", "toluene", "uracil")
 ROWS = {"EGNO": "EGNO (geomol, seed 1)", "EGNN": "EGNN baseline, rolled out", "still": "no motion (last frame)",
         "linear": "linear extrapolation"}
+# where molecule_row finds the side-by-side records (glob under RESULTS) and the runs (folders under --runs)
+NAMES = {"records": "egno_accuracy_md17_{molecule}_seed*.json", "egno": "md17_{molecule}_seed1",
+         "egnn": "md17_{molecule}_egnn_seed1"}
 
 
 def best_checkpoint(run_dir: Path) -> tuple[Path, int]:
-    """The ``best-epoch=N.ckpt`` of a run and its epoch N (0-based)."""
-    found = sorted((run_dir / "checkpoints").glob("best-epoch=*.ckpt"))
-    if not found:
-        raise FileNotFoundError(f"no best-epoch=*.ckpt in {run_dir / 'checkpoints'}")
-    return found[-1], int(re.search(r"best-epoch=(\d+)", found[-1].name).group(1))
+    """The checkpoint of a run's best validation epoch N (0-based; from its ``curve.json``) and N.
+
+    Chosen from the curve rather than by file name: a run resumed in a copied folder keeps the earlier
+    run's ``best-epoch=*.ckpt`` beside its own."""
+    curve = json.loads((run_dir / "curve.json").read_text())
+    epoch = min(curve, key=lambda entry: entry["val_s2s"])["epoch"]
+    checkpoint = run_dir / "checkpoints" / f"best-epoch={epoch}.ckpt"
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"{checkpoint}: the best validation epoch of {run_dir / 'curve.json'} has no checkpoint")
+    return checkpoint, epoch
 
 
-def molecule_row(molecule: str, data_dir: Path, runs: Path) -> dict:
-    """Side-by-side figures and the test table of one molecule (see the module docstring)."""
-    records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"egno_accuracy_md17_{molecule}_seed*.json"))]
-    egno, egno_epoch = best_checkpoint(runs / f"md17_{molecule}_seed1")
-    egnn, egnn_epoch = best_checkpoint(runs / f"md17_{molecule}_egnn_seed1")
+def molecule_row(molecule: str, data_dir: Path, runs: Path, names: dict[str, str] = NAMES) -> dict:
+    """Side-by-side figures and the test table of one molecule (see the module docstring); ``names``: the
+    side-by-side records (a glob under benchmarks/results) and the two run folders, ``{molecule}`` filled in."""
+    records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(names["records"].format(molecule=molecule)))]
+    egno, egno_epoch = best_checkpoint(runs / names["egno"].format(molecule=molecule))
+    egnn, egnn_epoch = best_checkpoint(runs / names["egnn"].format(molecule=molecule))
     table = md17_test_table({ROWS["EGNO"]: egno, ROWS["EGNN"]: egnn}, molecule, data_dir, progress=False)
     s2s = {key: table[name].s2s_mse for key, name in ROWS.items()}
     chemistry = table[ROWS["EGNO"]].chemistry
@@ -78,14 +86,19 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs/egno_accuracy"), help="egno_accuracy.py run dirs")
     parser.add_argument("--molecules", nargs="+", default=list(MOLECULES))
     parser.add_argument("--output", type=Path, default=RESULTS / "md17_baselines.json")
+    helps = {"records": "side-by-side records, a glob under benchmarks/results", "egno": "EGNO run folder under --runs",
+             "egnn": "EGNN baseline run folder under --runs"}
+    for key, value in NAMES.items():
+        parser.add_argument(f"--{key}", default=value, help=f"{helps[key]}; {{molecule}} is filled in (default {value})")
     args = parser.parse_args()
+    names = {key: getattr(args, key) for key in NAMES}
     torch.set_num_threads(1)
     rows = []
     for molecule in args.molecules:
         if not md17_file(args.data_dir, molecule).exists():
             print(f"{molecule}: no {md17_file(args.data_dir, molecule)} (geomol simulate molecule {molecule}): skipped")
             continue
-        rows.append(molecule_row(molecule, args.data_dir, args.runs))
+        rows.append(molecule_row(molecule, args.data_dir, args.runs, names))
     print_table(rows)
     args.output.write_text(json.dumps({"benchmark": "md17_baselines", "provenance": provenance(),
                                        "molecules": rows}, indent=1) + "\n")

@@ -274,7 +274,7 @@ def _card(spec: ModelSpec, metrics: dict, training: dict, command: str, curve: l
         "| metric | value |", "|---|---|",
         f"| S2S MSE (last predicted frame) | {metrics['s2s_mse']:.6g} |",
         f"| S2T MSE (mean over the predicted frames) | {metrics.get('s2t_mse', float('nan')):.6g} |",
-        "", "MSE in squared length units of the data (Å² for AdK), averaged over the test samples.", "",
+        "", "MSE in squared length units of the data (Å² for molecular data), averaged over the test samples.", "",
         *(_curve_lines(spec, curve, others) if curve else []),
         *([spec.notes, ""] if spec.notes else []),
         "## Reference numbers", "", *[f"- {r}" for r in spec.references], "",

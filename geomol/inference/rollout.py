@@ -10,8 +10,8 @@ in the unit the model was trained with (``frame_time`` = one frame in the veloci
 1 for per-frame differences, MD and Mocap; 0.1 for N-body's simulator velocity). With P = 1 the
 input frame takes the place of x̂(t + o_{P−1}). The training velocity is the forward difference
 x[t+1] − x[t]; this estimate is a backward difference over o_P − o_{P−1} frames: for Mocap
-(last offsets 1 frame apart) it is in the exact training unit but lags half a frame, for AdK-style
-offsets (4 frames apart) it averages over 4 frames, for N-body over 0.2 time units. Edges and
+(last offsets 1 frame apart) it is in the exact training unit but lags half a frame, for egno-fkbp12's
+offsets (+1, +3, +5, +7: 2 frames apart) it averages over 2 frames, for N-body over 0.2 time units. Edges and
 features are rebuilt from each window's input state, as in training
 (:meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`).
 
