@@ -113,10 +113,10 @@ def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path,
     """Train with the recipe (its model arguments updated with ``model_overrides``); returns per validation
     {epoch, val_s2s, val_s2t, seconds} and the test scores of :func:`_test_scores`.
 
-    ``resume``: continue the run in ``run_dir`` from its ``checkpoints/last.ckpt`` (weights, optimiser, epoch,
-    best-checkpoint state) up to ``epochs``, appending to its ``curve.json``; ``seconds`` go on from the
-    earlier run's last entry. The order of the training batches after the restart is not the one an
-    uninterrupted run would have drawn."""
+    ``resume``: continue the run in ``run_dir`` from its ``checkpoints/last.ckpt`` (weights, optimiser, epoch;
+    the best-checkpoint state too when ``run_dir`` is the folder the run was made in, not a copy) up to
+    ``epochs``, appending to its ``curve.json``; ``seconds`` go on from the earlier run's last entry. The order
+    of the training batches after the restart is not the one an uninterrupted run would have drawn."""
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback, ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
