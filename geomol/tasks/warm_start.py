@@ -19,7 +19,8 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from geomol.errors import ConfigError, ModelLoadError
+from geomol.errors import ModelLoadError
+from geomol.inference.shipped import load_weights
 
 __all__ = ["WarmStart"]
 
@@ -44,11 +45,4 @@ class WarmStart(Callback):
         weights = saved.get("state_dict") if isinstance(saved, dict) else None
         if weights is None:
             raise ModelLoadError("not a Lightning checkpoint (no state_dict)", source=self.checkpoint)
-        own = pl_module.state_dict()
-        missing, unexpected = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
-        shapes = [k for k in own if k in weights and tuple(own[k].shape) != tuple(weights[k].shape)]
-        if missing or unexpected or shapes:
-            detail = "; ".join(f"{what}: {', '.join(keys[:3])}{' …' if len(keys) > 3 else ''}" for what, keys in
-                               (("missing", missing), ("unexpected", unexpected), ("other shape", shapes)) if keys)
-            raise ModelLoadError(f"the checkpoint holds weights of another model ({detail})", source=self.checkpoint)
-        pl_module.load_state_dict(weights)
+        load_weights(pl_module, weights, "this model (another model's checkpoint?)", self.checkpoint)

@@ -44,7 +44,7 @@ def test_another_model_or_a_missing_file_is_refused_by_name(tmp_path):
     from geomol.tasks import DynamicsModule
 
     path = train_tiny_egno(tmp_path)
-    with pytest.raises(ModelLoadError, match="other shape") as err:
+    with pytest.raises(ModelLoadError, match="do not fit this model") as err:
         _fit(DynamicsModule(**{**TINY_EGNO, "hidden": 8}), [WarmStart(str(path))])
     assert str(path) in str(err.value)
     with pytest.raises(ModelLoadError, match="no such checkpoint"):
