@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.callbacks import Callback
 
 from geomol.errors import ModelLoadError
+from geomol.inference.model_files import read_lightning_checkpoint
 from geomol.inference.shipped import load_weights
 
 __all__ = ["WarmStart"]
@@ -41,8 +41,6 @@ class WarmStart(Callback):
             return
         if not self.checkpoint.is_file():
             raise ModelLoadError("no such checkpoint to warm-start from", source=self.checkpoint)
-        saved = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
-        weights = saved.get("state_dict") if isinstance(saved, dict) else None
-        if weights is None:
-            raise ModelLoadError("not a Lightning checkpoint (no state_dict)", source=self.checkpoint)
-        load_weights(pl_module, weights, "this model (another model's checkpoint?)", self.checkpoint)
+        weights = read_lightning_checkpoint(self.checkpoint).state_dict  # the model's, "model." prefix removed
+        model = getattr(pl_module.model, "_orig_mod", pl_module.model)  # under torch.compile, the compiled module
+        load_weights(model, weights, "this model (another model's checkpoint?)", self.checkpoint)
