@@ -7,8 +7,10 @@ For each molecule made by ``geomol simulate molecule NAME --out md_data/md17`` a
 * side by side: test S2S at the last common epoch budget of both seeds, geomol's and the official script's, and
   whether the gap between the means is within the seed spread (``egno_accuracy_md17_<molecule>_seed*.json``);
 * against the baselines, on the MD17 split's test windows (:func:`geomol.evaluation.md17_windows.md17_test_table`):
-  geomol's EGNO (seed 1's best-validation checkpoint), the EGNN baseline rolled out (its best checkpoint), no motion
-  and linear extrapolation; S2S of each, EGNO's median bond error and broken-bond fraction.
+  geomol's EGNO (seed 1's best-validation checkpoint), the EGNN baseline rolled out (its best checkpoint; trained
+  through its own eight-step rollout), no motion and linear extrapolation; S2S of each, EGNO's median bond error
+  and broken-bond fraction. With ``--teacher-forced`` also the same EGNN trained with teacher forcing (each step
+  from the true previous frame, ``--model-arg teacher_forcing=true``) and rolled out freely at test.
 
     python benchmarks/md17_baselines.py --data-dir md_data/md17 --runs runs/egno_accuracy \\
         --output benchmarks/results/md17_baselines.json
@@ -31,10 +33,11 @@ from geomol.provenance import provenance
 RESULTS = Path(__file__).resolve().parent / "results"
 MOLECULES = ("aspirin", "benzene_old", "ethanol", "malonaldehyde", "naphthalene", "salicylic", "toluene", "uracil")
 ROWS = {"EGNO": "EGNO (geomol, seed 1)", "EGNN": "EGNN baseline, rolled out", "still": "no motion (last frame)",
-        "linear": "linear extrapolation"}
+        "linear": "linear extrapolation", "teacher": "EGNN one-step, teacher-forced, rolled out"}
 # where molecule_row finds the side-by-side records (glob under RESULTS) and the runs (folders under --runs)
 NAMES = {"records": "egno_accuracy_md17_{molecule}_seed*.json", "egno": "md17_{molecule}_seed1",
-         "egnn": "md17_{molecule}_egnn_seed1"}
+         "egnn": "md17_{molecule}_egnn_seed1", "teacher": None}
+TRAINED_ROWS = {"egno": "EGNO", "egnn": "EGNN", "teacher": "teacher"}  # run folder name → row
 
 
 def best_checkpoint(run_dir: Path) -> tuple[Path, int]:
@@ -52,31 +55,35 @@ def best_checkpoint(run_dir: Path) -> tuple[Path, int]:
 
 def molecule_row(molecule: str, data_dir: Path, runs: Path, names: dict[str, str] = NAMES) -> dict:
     """Side-by-side figures and the test table of one molecule (see the module docstring); ``names``: the
-    side-by-side records (a glob under benchmarks/results) and the two run folders, ``{molecule}`` filled in."""
+    side-by-side records (a glob under benchmarks/results) and the run folders (``egno``, ``egnn`` and, when
+    given, ``teacher``), ``{molecule}`` filled in."""
     records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(names["records"].format(molecule=molecule)))]
-    egno, egno_epoch = best_checkpoint(runs / names["egno"].format(molecule=molecule))
-    egnn, egnn_epoch = best_checkpoint(runs / names["egnn"].format(molecule=molecule))
-    table = md17_test_table({ROWS["EGNO"]: egno, ROWS["EGNN"]: egnn}, molecule, data_dir, progress=False)
-    s2s = {key: table[name].s2s_mse for key, name in ROWS.items()}
+    trained = {row: best_checkpoint(runs / names[run].format(molecule=molecule))
+               for run, row in TRAINED_ROWS.items() if names.get(run)}
+    table = md17_test_table({ROWS[row]: checkpoint for row, (checkpoint, _) in trained.items()}, molecule, data_dir,
+                            progress=False)
+    s2s = {row: table[ROWS[row]].s2s_mse for row in (*trained, "still", "linear")}
     chemistry = table[ROWS["EGNO"]].chemistry
     return {"molecule": molecule, "side_by_side": seed_noise(records), "seeds": [r["seed"] for r in records],
-            "test_windows": len(table.starts), "s2s": s2s, "epochs": {"EGNO": egno_epoch + 1, "EGNN": egnn_epoch + 1},
-            "checkpoints": {"EGNO": str(egno), "EGNN": str(egnn)},
-            "egno_below_every_baseline": all(s2s["EGNO"] < s2s[k] for k in ("EGNN", "still", "linear")),
+            "test_windows": len(table.starts), "s2s": s2s,
+            "epochs": {key: epoch + 1 for key, (_, epoch) in trained.items()},
+            "checkpoints": {key: str(checkpoint) for key, (checkpoint, _) in trained.items()},
+            "egno_below_every_baseline": all(s2s["EGNO"] < value for key, value in s2s.items() if key != "EGNO"),
             "egno_bond_error_median_A": chemistry["bond_error_median_A"],
             "egno_broken_bond_fraction": chemistry["broken_bond_fraction"], "table": table.to_dict()}
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'molecule':<14}{'geomol S2S':>11}{'official':>10}{'noise':>8} |{'EGNO':>9}{'EGNN':>9}{'still':>9}"
-          f"{'linear':>10}{'EGNO best':>10}{'bond med':>9}{'broken':>8}")
+    print(f"{'molecule':<14}{'geomol S2S':>11}{'official':>10}{'noise':>8} |{'EGNO':>9}{'EGNN':>9}{'EGNN TF':>9}"
+          f"{'still':>9}{'linear':>10}{'EGNO best':>10}{'bond med':>9}{'broken':>8}")
     for row in rows:
         noise = row["side_by_side"] or {}
         g, o = (float(np.mean(noise.get(side) or [np.nan])) for side in ("geomol", "official"))
         within = {True: "within", False: "outside"}.get(noise.get("within_noise"), "—")
         s = row["s2s"]
+        best = "yes" if row["egno_below_every_baseline"] else "no"
         print(f"{row['molecule']:<14}{g:>11.5f}{o:>10.5f}{within:>8} |{s['EGNO']:>9.5f}{s['EGNN']:>9.5f}"
-              f"{s['still']:>9.5f}{s['linear']:>10.4g}{'yes' if row['egno_below_every_baseline'] else 'no':>10}"
+              f"{s.get('teacher', np.nan):>9.5f}{s['still']:>9.5f}{s['linear']:>10.4g}{best:>10}"
               f"{row['egno_bond_error_median_A']:>9.3f}{100 * row['egno_broken_bond_fraction']:>7.0f}%")
 
 
@@ -87,7 +94,8 @@ def main() -> None:
     parser.add_argument("--molecules", nargs="+", default=list(MOLECULES))
     parser.add_argument("--output", type=Path, default=RESULTS / "md17_baselines.json")
     helps = {"records": "side-by-side records, a glob under benchmarks/results", "egno": "EGNO run folder under --runs",
-             "egnn": "EGNN baseline run folder under --runs"}
+             "egnn": "EGNN baseline run folder under --runs",
+             "teacher": "teacher-forced EGNN run folder under --runs (its row only when given)"}
     for key, value in NAMES.items():
         parser.add_argument(f"--{key}", default=value, help=f"{helps[key]}; {{molecule}} is filled in (default {value})")
     args = parser.parse_args()

@@ -55,19 +55,36 @@ class EGNNDynamics(nn.Module):
             x, h = layer(x, h, v, edge_index, edge_attr, degree)
         return x[:, 0], h[:, 0]
 
-    def forward(self, graph) -> TrajectoryPrediction:
-        """Predict P frames of a (batched) trajectory BlockGraph: x, v [N, P, 3], h [N, P, H]."""
+    def _velocity(self, x_next: torch.Tensor, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """[N, 3] velocity of the state at x_next reached from x in one step, s·(x_next − x); with P = 1
+        (no next step) the input velocity v."""
+        return (x_next - x) * self.velocity_scale if self.num_timesteps > 1 else v
+
+    def forward(self, graph, teacher: torch.Tensor | None = None) -> TrajectoryPrediction:
+        """Predict P frames of a (batched) trajectory BlockGraph: x, v [N, P, 3], h [N, P, H].
+
+        ``teacher``: [N, P, 3] true positions of the P target frames, for teacher-forced training: step p + 1
+        then starts from the true frame p, (x_p, s·(x_p − x_{p−1})), instead of the model's own prediction,
+        and no gradient flows from one step into the next. None (default): a free rollout, each step
+        starting from the previous prediction (how the model is evaluated and used either way).
+        """
         inputs = dynamics_inputs(graph, self.node_attr_norm)
         _check_widths(self, inputs.h, inputs.edge_attr)
+        if teacher is not None and teacher.shape != (inputs.x.size(0), self.num_timesteps, 3):
+            raise ConfigError(f"teacher positions have shape {tuple(teacher.shape)}, expected "
+                              f"[{inputs.x.size(0)}, {self.num_timesteps}, 3]")
         x, v, h_in, edge_attr = inputs.x, inputs.v, inputs.h, inputs.edge_attr
         row, col = inputs.edge_index
         degree = in_degree(row, x.size(0), x.dtype)
         xs, vs, hs = [], [], []
-        for _ in range(self.num_timesteps):
-            x_next, h = self.step(x, v, h_in, inputs.edge_index, edge_attr, degree)
-            v = (x_next - x) * self.velocity_scale if self.num_timesteps > 1 else v
-            x = x_next
-            xs.append(x), vs.append(v), hs.append(h)
+        for p in range(self.num_timesteps):
+            x_pred, h = self.step(x, v, h_in, inputs.edge_index, edge_attr, degree)
+            v_pred = self._velocity(x_pred, x, v)
+            xs.append(x_pred), vs.append(v_pred), hs.append(h)
+            if teacher is None:
+                x, v = x_pred, v_pred
+            else:  # the true frame p, with its velocity from the true frame before it
+                x, v = teacher[:, p], self._velocity(teacher[:, p], x, v)
             h_in = torch.cat([v.norm(dim=-1, keepdim=True).detach(), h_in[:, 1:]], -1)  # detached, as the inputs
             sq_dist = (x[row] - x[col]).pow(2).sum(-1, keepdim=True).detach()
             edge_attr = torch.cat([edge_attr[:, :-1], sq_dist], -1)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import torch
 
 from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.errors import ConfigError
 from geomol.models.dynamics import s2s_mse, s2t_mse, trajectory_loss
 from geomol.models.egnn import EGNNDynamics
 from geomol.models.egno import EGNO
@@ -33,6 +34,9 @@ class DynamicsModule(GeomolModule):
             node_attr_norm: see :class:`~geomol.models.egno.EGNO`.
         lr, weight_decay, final_lr: Adam; ``final_lr=None`` keeps the rate constant (reference).
         compile: wrap the model in ``torch.compile``.
+        teacher_forcing: EGNN only: train the one-step model with teacher forcing (each step starts from the
+            true previous frame, see :meth:`~geomol.models.egnn.EGNNDynamics.forward`) instead of through its own
+            rollout; validation, test and prediction roll out freely either way.
     """
 
     recipe_type = TrajectoryProtocol
@@ -41,9 +45,12 @@ class DynamicsModule(GeomolModule):
                  hidden: int = 64, num_layers: int = 4, num_timesteps: int = 5, num_modes: int = 2,
                  time_embedding_dim: int = 32, use_time_conv: bool = True,
                  node_attr_norm: Literal["dataset", "batch_max"] = "dataset",
-                 lr: float = 1e-4, weight_decay: float = 1e-8, final_lr: float | None = None, compile: bool = False):
+                 lr: float = 1e-4, weight_decay: float = 1e-8, final_lr: float | None = None, compile: bool = False,
+                 teacher_forcing: bool = False):
         super().__init__()
         self.save_hyperparameters()
+        if teacher_forcing and model != "egnn":
+            raise ConfigError(f"teacher_forcing is for the EGNN baseline; {model} predicts all frames in one pass")
         common = dict(node_features=node_features, edge_features=edge_features, hidden=hidden,
                       num_layers=num_layers, num_timesteps=num_timesteps, node_attr_norm=node_attr_norm)
         if model == "egno":
@@ -57,7 +64,9 @@ class DynamicsModule(GeomolModule):
             self.model = torch.compile(self.model, dynamic=True)
 
     def forward(self, batch) -> torch.Tensor:
-        """[N, P, 3] predicted positions."""
+        """[N, P, 3] predicted positions (teacher-forced while training when so configured)."""
+        if self.hparams.teacher_forcing and self.training:
+            return self.model(batch, batch.X_target).x
         return self.model(batch).x
 
     def compute(self, batch):

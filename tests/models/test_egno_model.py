@@ -90,6 +90,47 @@ class TestEGNNRollout(DynamicsContract):
         return EGNNDynamics(node_features=1, edge_features=2, hidden=16, num_layers=2, num_timesteps=P).double().eval()
 
 
+class TestEGNNTeacherForced(TestEGNNRollout):
+    """The rolled-out EGNN as teacher forcing trains it: each step starts from the true previous frame, whose
+    positions move with the inputs under E(3) and permutations."""
+
+    def run(self, model, graphs):
+        batch = Batch.from_data_list(list(graphs))
+        return model(batch, batch.X_target)._asdict()
+
+    def geometry(self, graph):
+        return {**super().geometry(graph), "X_target": (graph.X_target, POSITION)}
+
+    def with_geometry(self, graph, X, V, X_target):
+        g = super().with_geometry(graph, X, V)
+        g.X_target = X_target
+        return g
+
+    def loss(self, model, graphs):
+        batch = Batch.from_data_list(graphs)
+        return trajectory_loss(model(batch, batch.X_target).x, batch.X_target)
+
+
+def test_teacher_forcing_feeds_true_frames_forward():
+    """Fed its own free rollout as the teacher, the model predicts that rollout again; a change in true frame p
+    changes the predictions from step p + 2 on (frame p is the input of step p + 1), never before."""
+    torch.manual_seed(3)
+    model = EGNNDynamics(node_features=1, edge_features=2, hidden=16, num_layers=2, num_timesteps=P).double()
+    batch = Batch.from_data_list(random_graphs())
+    with torch.no_grad():
+        free = model(batch).x
+        torch.testing.assert_close(model(batch, free).x, free, atol=1e-12, rtol=0)
+        teacher = batch.X_target.clone()
+        forced = model(batch, teacher).x
+        teacher[:, 1] += 0.3
+        moved = model(batch, teacher).x
+    torch.testing.assert_close(moved[:, :2], forced[:, :2], atol=0, rtol=0)
+    assert not torch.allclose(moved[:, 2], forced[:, 2])
+    assert not torch.allclose(forced, free)  # the true frames differ from the model's own
+    with pytest.raises(ConfigError, match="teacher positions have shape"):
+        model(batch, teacher[:, :2])
+
+
 class TestEGNNOneStep(TestEGNNRollout):
     """The EGNN-paper protocol: one step to the single target frame."""
 
