@@ -115,8 +115,8 @@ def ship_md17(args) -> None:
               f"starts, {len(table.starts)} test starts; targets every 375 frames up to 3,000 (P = 8); heavy atoms"]
     limitations = ["trained on 500 windows of one 20 ps trajectory of one molecule: it knows this molecule at 500 K "
                    "and nothing else", "GFN2-xTB, not the DFT of the original MD17: the dynamics differ from MD17's",
-                   "the epoch budget is what one shared CPU core afforded (see the side-by-side table), far below the "
-                   "official 5,000-epoch protocol"]
+                   f"trained for {args.budget or 'the epochs of the side-by-side table'}, what one shared CPU core "
+                   "afforded, far below the official 5,000-epoch protocol"]
     reproduce = [summary["provenance"]["command"],
                  *[r["provenance"]["command"] for r in records], args.train_command or "",
                  f"python scripts/ship_md_models.py md17 --molecule {args.molecule} ..."]
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restore-bonds", action="store_true",
                         help="also evaluate each model with the bond-restoring projection (rows of their own)")
     parser.add_argument("--train-command", help="the command that trained the checkpoint (for the card)")
-    parser.add_argument("--budget", help="protein: the training budget in words (for the card), e.g. '25 min: 9 epochs'")
+    parser.add_argument("--budget", help="the training budget in words (for the card), e.g. '25 min: 9 epochs'")
     parser.add_argument("--out-dir", default=str(REPO / "models"))
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
