@@ -9,7 +9,7 @@ For each molecule made by ``geomol simulate molecule NAME --out md_data/md17`` a
 * against the baselines, on the MD17 split's test windows (:func:`geomol.evaluation.md17_windows.md17_test_table`):
   geomol's EGNO (seed 1's best-validation checkpoint), the EGNN baseline rolled out (its best checkpoint; trained
   through its own eight-step rollout), no motion and linear extrapolation; S2S of each, EGNO's median bond error
-  and broken-bond fraction. With ``--teacher-forced`` also the same EGNN trained with teacher forcing (each step
+  and broken-bond fraction. With ``--teacher RUN`` also the same EGNN trained with teacher forcing (each step
   from the true previous frame, ``--model-arg teacher_forcing=true``) and rolled out freely at test.
 
     python benchmarks/md17_baselines.py --data-dir md_data/md17 --runs runs/egno_accuracy \\
