@@ -7,13 +7,20 @@ For each molecule made by ``geomol simulate molecule NAME --out md_data/md17`` a
 * side by side: test S2S at the last common epoch budget of both seeds, geomol's and the official script's, and
   whether the gap between the means is within the seed spread (``egno_accuracy_md17_<molecule>_seed*.json``);
 * against the baselines, on the MD17 split's test windows (:func:`geomol.evaluation.md17_windows.md17_test_table`):
-  geomol's EGNO (seed 1's best-validation checkpoint), the EGNN baseline rolled out (its best checkpoint; trained
+  geomol's EGNO (its best-validation checkpoint), the EGNN baseline rolled out (its best checkpoint; trained
   through its own eight-step rollout), no motion and linear extrapolation; S2S of each, EGNO's median bond error
   and broken-bond fraction. With ``--teacher RUN`` also the same EGNN trained with teacher forcing (each step
   from the true previous frame, ``--model-arg teacher_forcing=true``) and rolled out freely at test.
 
+With ``--seeds 1 2`` the run folder names hold ``{seed}``: each trained row averages its test S2S over the seeds
+whose run reached the epoch budget of the first seed's run (a seed trained shorter is listed as skipped, never
+mixed in), every seed's figure is kept, and "below every baseline" compares these means. Chemistry is the first
+seed's.
+
     python benchmarks/md17_baselines.py --data-dir md_data/md17 --runs runs/egno_accuracy \\
         --output benchmarks/results/md17_baselines.json
+    python benchmarks/md17_baselines.py --seeds 1 2 --egno 'md17_{molecule}_seed{seed}_long' \\
+        --egnn 'md17_{molecule}_egnn_seed{seed}_long' --output benchmarks/results/md17_baselines_seeds.json
 
 Prints a table and writes the JSON (with provenance). MSE in Å² over heavy atoms and xyz.
 """
@@ -27,12 +34,13 @@ import numpy as np
 import torch
 
 from geomol.evaluation.dynamics_cards import seed_noise
+from geomol.evaluation.learning_curves import seed_runs
 from geomol.evaluation.md17_windows import md17_file, md17_test_table
 from geomol.provenance import provenance
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MOLECULES = ("aspirin", "benzene_old", "ethanol", "malonaldehyde", "naphthalene", "salicylic", "toluene", "uracil")
-ROWS = {"EGNO": "EGNO (geomol, seed 1)", "EGNN": "EGNN baseline, rolled out", "still": "no motion (last frame)",
+ROWS = {"EGNO": "EGNO (geomol)", "EGNN": "EGNN baseline, rolled out", "still": "no motion (last frame)",
         "linear": "linear extrapolation", "teacher": "EGNN one-step, teacher-forced, rolled out"}
 # where molecule_row finds the side-by-side records (glob under RESULTS) and the runs (folders under --runs)
 NAMES = {"records": "egno_accuracy_md17_{molecule}_seed*.json", "egno": "md17_{molecule}_seed1",
@@ -40,34 +48,28 @@ NAMES = {"records": "egno_accuracy_md17_{molecule}_seed*.json", "egno": "md17_{m
 TRAINED_ROWS = {"egno": "EGNO", "egnn": "EGNN", "teacher": "teacher"}  # run folder name → row
 
 
-def best_checkpoint(run_dir: Path) -> tuple[Path, int]:
-    """The checkpoint of a run's best validation epoch N (0-based; from its ``curve.json``) and N.
-
-    Chosen from the curve rather than by file name: a run resumed in a copied folder keeps the earlier
-    run's ``best-epoch=*.ckpt`` beside its own."""
-    curve = json.loads((run_dir / "curve.json").read_text())
-    epoch = min(curve, key=lambda entry: entry["val_s2s"])["epoch"]
-    checkpoint = run_dir / "checkpoints" / f"best-epoch={epoch}.ckpt"
-    if not checkpoint.is_file():
-        raise FileNotFoundError(f"{checkpoint}: the best validation epoch of {run_dir / 'curve.json'} has no checkpoint")
-    return checkpoint, epoch
-
-
-def molecule_row(molecule: str, data_dir: Path, runs: Path, names: dict[str, str] = NAMES) -> dict:
+def molecule_row(molecule: str, data_dir: Path, runs: Path, names: dict[str, str] = NAMES,
+                 seeds: tuple[int, ...] = (1,)) -> dict:
     """Side-by-side figures and the test table of one molecule (see the module docstring); ``names``: the
     side-by-side records (a glob under benchmarks/results) and the run folders (``egno``, ``egnn`` and, when
-    given, ``teacher``), ``{molecule}`` filled in."""
+    given, ``teacher``), ``{molecule}`` and ``{seed}`` filled in; ``seeds``: the training seeds averaged."""
     records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(names["records"].format(molecule=molecule)))]
-    trained = {row: best_checkpoint(runs / names[run].format(molecule=molecule))
+    trained = {row: seed_runs(runs, names[run], list(seeds), molecule=molecule)
                for run, row in TRAINED_ROWS.items() if names.get(run)}
-    table = md17_test_table({ROWS[row]: checkpoint for row, (checkpoint, _) in trained.items()}, molecule, data_dir,
-                            progress=False)
-    s2s = {row: table[ROWS[row]].s2s_mse for row in (*trained, "still", "linear")}
-    chemistry = table[ROWS["EGNO"]].chemistry
+    label = {(row, seed): f"{ROWS[row]}, seed {seed}" for row, (used, _) in trained.items() for seed in used}
+    table = md17_test_table({label[row, seed]: checkpoint for row, (used, _) in trained.items()
+                             for seed, (checkpoint, _) in used.items()}, molecule, data_dir, progress=False)
+    per_seed = {row: {seed: table[label[row, seed]].s2s_mse for seed in used} for row, (used, _) in trained.items()}
+    s2s = {**{row: float(np.mean(list(values.values()))) for row, values in per_seed.items()},
+           **{row: table[ROWS[row]].s2s_mse for row in ("still", "linear")}}
+    chemistry = table[label["EGNO", seeds[0]]].chemistry
     return {"molecule": molecule, "side_by_side": seed_noise(records), "seeds": [r["seed"] for r in records],
-            "test_windows": len(table.starts), "s2s": s2s,
-            "epochs": {key: epoch + 1 for key, (_, epoch) in trained.items()},
-            "checkpoints": {key: str(checkpoint) for key, (checkpoint, _) in trained.items()},
+            "test_windows": len(table.starts), "s2s": s2s, "s2s_per_seed": per_seed,
+            "seeds_skipped": {row: skipped for row, (_, skipped) in trained.items() if skipped},
+            "epochs": {row: {seed: epoch + 1 for seed, (_, epoch) in used.items()}
+                       for row, (used, _) in trained.items()},
+            "checkpoints": {row: {seed: str(checkpoint) for seed, (checkpoint, _) in used.items()}
+                            for row, (used, _) in trained.items()},
             "egno_below_every_baseline": all(s2s["EGNO"] < value for key, value in s2s.items() if key != "EGNO"),
             "egno_bond_error_median_A": chemistry["bond_error_median_A"],
             "egno_broken_bond_fraction": chemistry["broken_bond_fraction"], "table": table.to_dict()}
@@ -75,7 +77,7 @@ def molecule_row(molecule: str, data_dir: Path, runs: Path, names: dict[str, str
 
 def print_table(rows: list[dict]) -> None:
     print(f"{'molecule':<14}{'geomol S2S':>11}{'official':>10}{'noise':>8} |{'EGNO':>9}{'EGNN':>9}{'EGNN TF':>9}"
-          f"{'still':>9}{'linear':>10}{'EGNO best':>10}{'bond med':>9}{'broken':>8}")
+          f"{'still':>9}{'linear':>10}{'EGNO best':>10}{'bond med':>9}{'broken':>8}{'seeds':>8}")
     for row in rows:
         noise = row["side_by_side"] or {}
         g, o = (float(np.mean(noise.get(side) or [np.nan])) for side in ("geomol", "official"))
@@ -84,7 +86,11 @@ def print_table(rows: list[dict]) -> None:
         best = "yes" if row["egno_below_every_baseline"] else "no"
         print(f"{row['molecule']:<14}{g:>11.5f}{o:>10.5f}{within:>8} |{s['EGNO']:>9.5f}{s['EGNN']:>9.5f}"
               f"{s.get('teacher', np.nan):>9.5f}{s['still']:>9.5f}{s['linear']:>10.4g}{best:>10}"
-              f"{row['egno_bond_error_median_A']:>9.3f}{100 * row['egno_broken_bond_fraction']:>7.0f}%")
+              f"{row['egno_bond_error_median_A']:>9.3f}{100 * row['egno_broken_bond_fraction']:>7.0f}%"
+              f"{'/'.join(str(len(seeds)) for seeds in row['s2s_per_seed'].values()):>8}")
+        for trained_row, skipped in row["seeds_skipped"].items():
+            for seed, why in skipped.items():
+                print(f"    {row['molecule']} {trained_row} seed {seed} skipped: {why}")
 
 
 def main() -> None:
@@ -97,16 +103,23 @@ def main() -> None:
              "egnn": "EGNN baseline run folder under --runs",
              "teacher": "teacher-forced EGNN run folder under --runs (its row only when given)"}
     for key, value in NAMES.items():
-        parser.add_argument(f"--{key}", default=value, help=f"{helps[key]}; {{molecule}} is filled in (default {value})")
+        parser.add_argument(f"--{key}", default=value,
+                            help=f"{helps[key]}; {{molecule}} and {{seed}} are filled in (default {value})")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1],
+                        help="training seeds averaged per trained row (the first sets the epoch budget; default 1)")
     args = parser.parse_args()
     names = {key: getattr(args, key) for key in NAMES}
+    if len(args.seeds) > 1:
+        for run in TRAINED_ROWS:
+            if names[run] and "{seed}" not in names[run]:
+                parser.error(f"--{run} {names[run]!r} has no {{seed}}, so --seeds {args.seeds} would read one run twice")
     torch.set_num_threads(1)
     rows = []
     for molecule in args.molecules:
         if not md17_file(args.data_dir, molecule).exists():
             print(f"{molecule}: no {md17_file(args.data_dir, molecule)} (geomol simulate molecule {molecule}): skipped")
             continue
-        rows.append(molecule_row(molecule, args.data_dir, args.runs, names))
+        rows.append(molecule_row(molecule, args.data_dir, args.runs, names, tuple(args.seeds)))
     print_table(rows)
     args.output.write_text(json.dumps({"benchmark": "md17_baselines", "provenance": provenance(),
                                        "molecules": rows}, indent=1) + "\n")

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from geomol.errors import ConfigError
-from geomol.evaluation.learning_curves import best_so_far, comparison_curves, parse_official_log
+from geomol.evaluation.learning_curves import (best_so_far, best_validation_checkpoint, comparison_curves,
+                                              parse_official_log, seed_runs)
 from geomol.tasks.cli import key_value_overrides
 from tests.conftest import REPO
 
@@ -36,6 +37,37 @@ def test_comparison_curves_read_run_directories_and_result_files(tmp_path):
                              "geomol seed 1, node_attr_norm=batch_max"]
     assert columns["official seed 2, run here"] == official
     assert columns["nbody_seed3 (same recipe)"][1]["test_s2s"] == 0.15
+
+
+def _run_folder(runs, name, epochs, val, checkpoints):
+    run = runs / name
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "curve.json").write_text(json.dumps(_curve(epochs, val, val)))
+    for epoch in checkpoints:
+        (run / "checkpoints" / f"best-epoch={epoch}.ckpt").write_bytes(b"")
+    return run
+
+
+def test_best_validation_checkpoint_follows_the_curve_not_the_file_names(tmp_path):
+    # a run resumed in a copied folder: the earlier run's best (epoch 9) lies beside the new best (epoch 14)
+    run = _run_folder(tmp_path, "toluene_seed1", [4, 9, 14, 19], [0.4, 0.2, 0.1, 0.1], [9, 14])
+    assert best_validation_checkpoint(run) == (run / "checkpoints" / "best-epoch=14.ckpt", 14, 19)
+    (run / "checkpoints" / "best-epoch=14.ckpt").unlink()
+    with pytest.raises(FileNotFoundError, match="best-epoch=14.ckpt"):
+        best_validation_checkpoint(run)
+
+
+def test_seed_runs_average_only_runs_at_the_first_seeds_budget(tmp_path):
+    _run_folder(tmp_path, "uracil_seed1", [4, 9], [0.3, 0.2], [9])
+    _run_folder(tmp_path, "uracil_seed2", [4, 9], [0.1, 0.2], [4])
+    _run_folder(tmp_path, "uracil_seed3", [4], [0.1], [4])  # trained shorter: never mixed in
+    used, skipped = seed_runs(tmp_path, "{molecule}_seed{seed}", [1, 2, 3, 4], molecule="uracil")
+    assert {seed: (path.name, epoch) for seed, (path, epoch) in used.items()} == {
+        1: ("best-epoch=9.ckpt", 9), 2: ("best-epoch=4.ckpt", 4)}
+    assert sorted(skipped) == [3, 4]
+    assert "trained 5 epochs, seed 1 10" in skipped[3] and "no run" in skipped[4]
+    with pytest.raises(FileNotFoundError):  # the first seed sets the budget, so its run must exist
+        seed_runs(tmp_path, "{molecule}_seed{seed}", [4, 1], molecule="uracil")
 
 
 def test_card_only_rewrites_the_card_from_the_manifest_with_the_new_columns(tmp_path):

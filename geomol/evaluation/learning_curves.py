@@ -9,7 +9,9 @@ A curve is a list of records, one per validated epoch, oldest first (``epoch`` i
 * EGNO (``benchmarks/egno_accuracy.py``, ``scripts/train_egno_models.py``): records ``epoch``, ``val_s2s`` and test
   figures (``test_s2s``, ``test_s2t``, …) at every validation, the official scripts' printed lines read alike
   (:func:`parse_official_log`); :func:`best_so_far` is the scripts' model selection (the lowest validation S2S
-  within an epoch budget); :func:`comparison_curves` gathers other trainings of a recipe as card columns.
+  within an epoch budget); :func:`comparison_curves` gathers other trainings of a recipe as card columns;
+  :func:`best_validation_checkpoint` finds a run folder's selected checkpoint and :func:`seed_runs` the runs of
+  several seeds at one epoch budget (``benchmarks/md17_baselines.py --seeds``).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import re
 from pathlib import Path
 
 __all__ = ["GET_MONITOR", "learning_curve", "plateau", "format_curve", "plot_curve", "parse_official_log",
-           "best_so_far", "comparison_curves"]
+           "best_so_far", "comparison_curves", "best_validation_checkpoint", "seed_runs"]
 
 GET_MONITOR = "val/mean_target_spearman"
 """The validation metric GET's corpus runs select their checkpoint and stop early on (higher is better)."""
@@ -134,3 +136,45 @@ def comparison_curves(sources: list[str | Path]) -> dict[str, list[dict]]:
         if record.get("official_curve"):
             columns[f"official seed {seed}, run here"] = record["official_curve"]
     return columns
+
+
+def best_validation_checkpoint(run_dir: Path) -> tuple[Path, int, int]:
+    """``(checkpoint, N, last)`` of an EGNO run folder: the ``best-epoch=N.ckpt`` of its best validation epoch N
+    (:func:`best_so_far` over its whole ``curve.json``) and the last epoch it reached (its budget − 1; 0-based).
+
+    Chosen from the curve rather than by file name: a run resumed in a copied folder keeps the earlier run's
+    ``best-epoch=*.ckpt`` beside its own."""
+    curve = json.loads((Path(run_dir) / "curve.json").read_text())
+    last = curve[-1]["epoch"]
+    epoch = best_so_far(curve, last)["epoch"]
+    checkpoint = Path(run_dir) / "checkpoints" / f"best-epoch={epoch}.ckpt"
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"{checkpoint}: the best validation epoch of {Path(run_dir) / 'curve.json'} "
+                                "has no checkpoint")
+    return checkpoint, epoch, last
+
+
+def seed_runs(runs: Path, template: str, seeds: list[int], **fields) -> tuple[dict, dict]:
+    """The runs of one recipe trained with several seeds, at one epoch budget.
+
+    Args:
+        runs: the folder of run folders. template: a run folder's name, ``{seed}`` and ``fields`` filled in.
+        seeds: the seeds; the first one's run must exist and sets the epoch budget.
+    Returns:
+        ``({seed: (best checkpoint, its epoch)}, {seed: why skipped})``: a later seed counts only when its run
+        exists and reached the same last epoch, so that a shorter training is never averaged in.
+    """
+    used, skipped, budget = {}, {}, None
+    for seed in seeds:
+        run_dir = Path(runs) / template.format(seed=seed, **fields)
+        if budget is not None and not (run_dir / "curve.json").is_file():
+            skipped[seed] = f"no run {run_dir}"
+            continue
+        checkpoint, epoch, last = best_validation_checkpoint(run_dir)
+        if budget is None:
+            budget = last + 1
+        elif last + 1 != budget:
+            skipped[seed] = f"{run_dir} trained {last + 1} epochs, seed {seeds[0]} {budget}"
+            continue
+        used[seed] = (checkpoint, epoch)
+    return used, skipped
