@@ -62,3 +62,12 @@ def test_commands_as_a_user_types_them():
     assert user_command("python geomol/__main__.py simulate protein p.pdb --seed 2") == "geomol simulate protein p.pdb --seed 2"
     assert user_command("python3.11 .../geomol simulate molecule aspirin") == "geomol simulate molecule aspirin"
     assert user_command("python -m geomol.cli fit --config c.yaml") == "geomol fit --config c.yaml"
+
+
+def test_gap_and_spread_needs_two_seeds_a_side_for_a_verdict():
+    # EGNO against a trained baseline (benchmarks/md17_baselines.py --seeds): means 0.0185 and 0.0179
+    compared = cards.gap_and_spread([0.0196, 0.0174], [0.0177, 0.0181])
+    assert abs(compared["gap"] - 0.0006) < 1e-12 and abs(compared["spread"] - 0.0022) < 1e-12
+    assert compared["within_noise"]
+    assert not cards.gap_and_spread([0.010, 0.011], [0.020, 0.021])["within_noise"]
+    assert cards.gap_and_spread([0.0196], [0.0177, 0.0181]).keys() == {"gap"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["side_by_side_lines", "seed_noise", "seed_noise_lines", "evaluation_lines", "relative_change", "chemistry_verdict",
+__all__ = ["side_by_side_lines", "seed_noise", "gap_and_spread", "seed_noise_lines", "evaluation_lines", "relative_change", "chemistry_verdict",
            "protein_aim_line"]
 
 
@@ -56,9 +56,15 @@ def seed_noise(records: list[dict]) -> dict | None:
         return None
     last = common[-1]
     g, o = values(last, "geomol"), values(last, "official")
-    out = {"epoch": last, "geomol": g, "official": o, "gap": abs(float(np.mean(g)) - float(np.mean(o)))}
-    if min(len(g), len(o)) >= 2:
-        out["spread"] = float(max(np.ptp(g), np.ptp(o)))
+    return {"epoch": last, "geomol": g, "official": o, **gap_and_spread(g, o)}
+
+
+def gap_and_spread(first: list[float], second: list[float]) -> dict:
+    """Two trainings' per-seed figures compared: ``"gap"`` (between the means) and, with two seeds or more on each
+    side, ``"spread"`` (the larger range of one side's seeds) and ``"within_noise"`` (gap ≤ spread)."""
+    out = {"gap": abs(float(np.mean(first)) - float(np.mean(second)))}
+    if min(len(first), len(second)) >= 2:
+        out["spread"] = float(max(np.ptp(first), np.ptp(second)))
         out["within_noise"] = out["gap"] <= out["spread"]
     return out
 
