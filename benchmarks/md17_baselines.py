@@ -55,22 +55,22 @@ def molecule_row(molecule: str, data_dir: Path, runs: Path, names: dict[str, str
     side-by-side records (a glob under benchmarks/results) and the run folders (``egno``, ``egnn`` and, when
     given, ``teacher``), ``{molecule}`` and ``{seed}`` filled in; ``seeds``: the training seeds averaged."""
     records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(names["records"].format(molecule=molecule)))]
-    trained = {row: seed_runs(runs, names[run], list(seeds), molecule=molecule)
-               for run, row in TRAINED_ROWS.items() if names.get(run)}
-    label = {(row, seed): f"{ROWS[row]}, seed {seed}" for row, (used, _) in trained.items() for seed in used}
-    table = md17_test_table({label[row, seed]: checkpoint for row, (used, _) in trained.items()
-                             for seed, (checkpoint, _) in used.items()}, molecule, data_dir, progress=False)
-    per_seed = {row: {seed: table[label[row, seed]].s2s_mse for seed in used} for row, (used, _) in trained.items()}
+    found = {row: seed_runs(runs, names[run], list(seeds), molecule=molecule)
+             for run, row in TRAINED_ROWS.items() if names.get(run)}
+    used = {row: runs_of_row for row, (runs_of_row, _) in found.items()}  # row → {seed: (checkpoint, epoch)}
+    label = {(row, seed): f"{ROWS[row]}, seed {seed}" for row, by_seed in used.items() for seed in by_seed}
+    table = md17_test_table({label[row, seed]: checkpoint for row, by_seed in used.items()
+                             for seed, (checkpoint, _) in by_seed.items()}, molecule, data_dir, progress=False)
+    per_seed = {row: {seed: table[label[row, seed]].s2s_mse for seed in by_seed} for row, by_seed in used.items()}
     s2s = {**{row: float(np.mean(list(values.values()))) for row, values in per_seed.items()},
            **{row: table[ROWS[row]].s2s_mse for row in ("still", "linear")}}
     chemistry = table[label["EGNO", seeds[0]]].chemistry
     return {"molecule": molecule, "side_by_side": seed_noise(records), "seeds": [r["seed"] for r in records],
             "test_windows": len(table.starts), "s2s": s2s, "s2s_per_seed": per_seed,
-            "seeds_skipped": {row: skipped for row, (_, skipped) in trained.items() if skipped},
-            "epochs": {row: {seed: epoch + 1 for seed, (_, epoch) in used.items()}
-                       for row, (used, _) in trained.items()},
-            "checkpoints": {row: {seed: str(checkpoint) for seed, (checkpoint, _) in used.items()}
-                            for row, (used, _) in trained.items()},
+            "seeds_skipped": {row: skipped for row, (_, skipped) in found.items() if skipped},
+            "epochs": {row: {seed: epoch + 1 for seed, (_, epoch) in by_seed.items()} for row, by_seed in used.items()},
+            "checkpoints": {row: {seed: str(checkpoint) for seed, (checkpoint, _) in by_seed.items()}
+                            for row, by_seed in used.items()},
             "egno_below_every_baseline": all(s2s["EGNO"] < value for key, value in s2s.items() if key != "EGNO"),
             "egno_against_trained_baselines": {
                 row: gap_and_spread(list(per_seed["EGNO"].values()), list(values.values()))
@@ -126,7 +126,8 @@ def main() -> None:
     if len(args.seeds) > 1:
         for run in TRAINED_ROWS:
             if names[run] and "{seed}" not in names[run]:
-                parser.error(f"--{run} {names[run]!r} has no {{seed}}, so --seeds {args.seeds} would read one run twice")
+                parser.error(f"--{run} {names[run]!r} has no {{seed}}, "
+                             f"so --seeds {args.seeds} would read one run twice")
     torch.set_num_threads(1)
     rows = []
     for molecule in args.molecules:

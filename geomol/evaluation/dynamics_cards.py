@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["side_by_side_lines", "seed_noise", "gap_and_spread", "seed_noise_lines", "evaluation_lines", "relative_change", "chemistry_verdict",
-           "protein_aim_line"]
+__all__ = ["side_by_side_lines", "seed_noise", "gap_and_spread", "seed_noise_lines", "evaluation_lines",
+           "relative_change", "chemistry_verdict", "protein_aim_line"]
 
 
 def side_by_side_lines(records: list[dict]) -> list[str]:

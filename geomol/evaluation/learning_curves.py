@@ -144,13 +144,13 @@ def best_validation_checkpoint(run_dir: Path) -> tuple[Path, int, int]:
 
     Chosen from the curve rather than by file name: a run resumed in a copied folder keeps the earlier run's
     ``best-epoch=*.ckpt`` beside its own."""
-    curve = json.loads((Path(run_dir) / "curve.json").read_text())
+    curve_file = Path(run_dir) / "curve.json"
+    curve = json.loads(curve_file.read_text())
     last = curve[-1]["epoch"]
     epoch = best_so_far(curve, last)["epoch"]
-    checkpoint = Path(run_dir) / "checkpoints" / f"best-epoch={epoch}.ckpt"
+    checkpoint = curve_file.parent / "checkpoints" / f"best-epoch={epoch}.ckpt"
     if not checkpoint.is_file():
-        raise FileNotFoundError(f"{checkpoint}: the best validation epoch of {Path(run_dir) / 'curve.json'} "
-                                "has no checkpoint")
+        raise FileNotFoundError(f"{checkpoint}: the best validation epoch of {curve_file} has no checkpoint")
     return checkpoint, epoch, last
 
 
