@@ -60,6 +60,20 @@ def test_the_readme_test_command_ends_with_a_summary_line(tmp_path):
     assert done.returncode == 0 and re.search(r"^1 passed in ", done.stdout, re.M), done.stdout
 
 
+def test_ci_installs_into_a_new_virtual_environment_as_a_newcomer_would():
+    """CI once ran in whatever Python it found, where an older pytest already satisfied the pin, and missed a test
+    that the newest pytest broke: it must make a fresh venv (no system site packages) and install the README's
+    extras there, so that it resolves the newest releases they allow."""
+    ci = (REPO / ".ci" / "run").read_text()
+    readme = (REPO / "README.md").read_text()
+    install = re.search(r"Run the test suite:\s*```bash\n(.*?)```", readme, re.S)[1].split("&&")[1].strip()
+    venv = re.search(r"^python3? -m venv (.+)$", ci, re.M)
+    assert venv and "--system-site-packages" not in venv[1]
+    lines = ci.splitlines()
+    activate = next(i for i, line in enumerate(lines) if "bin/activate" in line)
+    assert activate > lines.index(venv[0]) and install in ci and ci.index(install) > ci.index(lines[activate])
+
+
 def test_readme_lists_every_dependency():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     section = (REPO / "README.md").read_text().split("## Install", 1)[1].split("## ", 1)[0].lower()
