@@ -29,7 +29,8 @@ import torch
 from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
 from geomol.data.vocab import ELEMENTS, VOCAB, atom_index, element_block_symbol
-from geomol.data.datasets.trajectory import bond_and_two_hop_edges, even_offsets, trajectory_graph
+from geomol.data.datasets.trajectory import even_offsets, trajectory_graph
+from geomol.data.graph_edges import bond_and_two_hop_edges, md17_edge_features
 
 __all__ = ["MD17Dataset", "STICK_PAIRS", "md17_split"]
 
@@ -173,10 +174,7 @@ class MD17Dataset(torch.utils.data.Dataset):
         if sticks is None:
             warnings.warn(f"MD17 molecule {self.molecule!r} has no stick table; stick feature set to 0 "
                           f"on all {edge_index.shape[1]} edges")
-        stick_set = {p for a, b in (sticks or ()) for p in ((a, b), (b, a))}
-        stick = np.array([(i, j) in stick_set for i, j in edge_index.T.tolist()], dtype=np.float64)
-        zi, zj = self.z[edge_index[0]], self.z[edge_index[1]]
-        return edge_index, np.stack([zi, zj, hop, stick], axis=1).astype(np.float32)
+        return edge_index, md17_edge_features(self.z, edge_index, hop, self.sticks)
 
     def __len__(self) -> int:
         return len(self.starts)
