@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.dynamics_systems import system_of
 from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.bond_restoring import BondRestoring
@@ -198,16 +200,29 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
                        start: int = 0, frames: int | None = None, windows: int | None = None, velocity_from=None,
                        reference=None, reference_topology=None, superpose: bool = False, plot=None, summary=None,
                        output_frames: str = "all", include_start: bool = True, restore_bonds: bool = False,
-                       progress: bool = False) -> TrajectoryRollout:
+                       seed: int = 0, progress: bool = False) -> TrajectoryRollout:
     """Roll ``model`` out from a frame of a molecular trajectory and write the predicted trajectory.
 
-    See :func:`geomol.api.rollout` for the arguments. Raises EmptySelectionError (no atom
+    See :func:`geomol.api.rollout` for the arguments. Small-molecule models (``md17``, ``molecule`` kinds) go
+    to :func:`~geomol.inference.molecule_rollout.rollout_molecule`. Raises EmptySelectionError (no atom
     selected), TrajectoryError (unreadable files, too few frames for the start state or for the
-    reference comparison), ConfigError (bad options, a model that is not an MD model).
+    reference comparison), ConfigError (bad options, a model of particles or joints).
     """
     protocol = model.protocol
+    if system_of(protocol.kind).reads_molecules:
+        unused = [name for name, value in (("selection", selection), ("velocity_from", velocity_from),
+                                           ("superpose", superpose), ("restore_bonds", restore_bonds)) if value]
+        if unused:
+            raise ConfigError(f"{', '.join(unused)}: not for small-molecule models, which take the file's heavy "
+                              "atoms and the velocity they were trained on")
+        from geomol.inference.molecule_rollout import rollout_molecule
+
+        return rollout_molecule(model, topology, trajectory, out=out, start=start, frames=frames, windows=windows,
+                                reference=reference, reference_topology=reference_topology, plot=plot,
+                                summary=summary, output_frames=output_frames, include_start=include_start, seed=seed,
+                                progress=progress)
     if protocol.kind != "md":
-        raise ConfigError(f"{model!r} is a {protocol.kind} model; file rollouts need an MD model "
+        raise ConfigError(f"{model!r} is a {protocol.kind} model; file rollouts need a molecular model "
                           "(use geomol.rollout_arrays for N-body and Mocap states)")
     if plot is not None and reference is None:
         raise ConfigError("a plot needs a reference trajectory to compare with")
@@ -241,7 +256,8 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
         if include_start:
             writer.write(x, t0, start)
             written.append(start), times.append(t0)
-        for window in iter_windows(model, x, v, total, charges, constrain=restoring):
+        generator = torch.Generator(model.device).manual_seed(seed)
+        for window in iter_windows(model, x, v, total, charges, constrain=restoring, generator=generator):
             for i in kept_frames(window, output_frames, horizon):
                 frame, positions = start + int(window.frame_offsets[i]), window.positions[i].float().cpu().numpy()
                 writer.write(positions, t0 + (frame - start) * dt, frame)

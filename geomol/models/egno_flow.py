@@ -34,7 +34,6 @@ from typing import Sequence
 
 import torch
 from torch import nn
-import torch.nn.functional as F
 
 from geomol.errors import ConfigError
 from geomol.models.dynamics import NodeAttrNorm, TrajectoryPrediction, dynamics_inputs
@@ -71,7 +70,8 @@ class EGNOFlow(nn.Module):
         edge_features: E, edge features including the squared distance in the state.
         hidden: H. num_layers: L. num_timesteps: P frames per window. num_modes: temporal Fourier modes.
         time_embedding_dim: width of the slice and flow-time embeddings.
-        prior_scale: [P] σ_p in the data's length unit (one value: the same for every slice).
+        prior_scale: [P] σ_p in the data's length unit (one value: the same for every slice; None: 1, to be set
+            from the training data or loaded with the weights, where it is a buffer).
         velocity_span: s, frames between the two frames whose difference is the velocity (the previous slice is
             x₀ − s·v).
         sampling_steps: Euler steps of a sample. tau_floor: smallest 1 − τ in the loss weight.
@@ -82,7 +82,7 @@ class EGNOFlow(nn.Module):
 
     def __init__(self, node_features: int = 2, edge_features: int = 2, hidden: int = 64, num_layers: int = 4,
                  num_timesteps: int = 8, num_modes: int = 3, time_embedding_dim: int = 32,
-                 prior_scale: float | Sequence[float] = 0.3, velocity_span: float = 1.0, sampling_steps: int = 10,
+                 prior_scale: float | Sequence[float] | None = None, velocity_span: float = 1.0, sampling_steps: int = 10,
                  tau_floor: float = 0.05, node_attr_norm: NodeAttrNorm = "dataset"):
         super().__init__()
         slices = num_timesteps + CLEAN_SLICES
@@ -90,6 +90,7 @@ class EGNOFlow(nn.Module):
             raise ConfigError("num_timesteps, num_layers, hidden and sampling_steps must be ≥ 1")
         if num_modes > slices // 2 + 1:
             raise ConfigError(f"num_modes={num_modes} exceeds the {slices // 2 + 1} Fourier bins of {slices} slices")
+        prior_scale = 1.0 if prior_scale is None else prior_scale
         scale = [float(prior_scale)] * num_timesteps if isinstance(prior_scale, (int, float)) else list(prior_scale)
         if len(scale) != num_timesteps or min(scale) <= 0:
             raise ConfigError(f"prior_scale needs {num_timesteps} positive values, got {scale}")
