@@ -155,12 +155,16 @@ class EGNOFlow(nn.Module):
         return ((predicted - target) * weight).pow(2).mean()
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, graph, generator=None, steps: int | None = None) -> torch.Tensor:
-        """[N, P, 3] one window drawn for each state of the batch (Euler integration of the flow)."""
+    def sample(self, graph, generator=None, steps: int | None = None, prior: torch.Tensor | None = None) -> torch.Tensor:
+        """[N, P, 3] one window drawn for each state of the batch (Euler integration of the flow).
+
+        ``prior``: the start Z of the integration [N, P, 3] instead of a draw from ``generator`` (the sample is then
+        a deterministic, E(3)-equivariant function of the state and Z).
+        """
         inputs = dynamics_inputs(graph, self.node_attr_norm)
         self._check(inputs)
         steps = steps or self.sampling_steps
-        window = self.prior(inputs, generator)
+        window = self.prior(inputs, generator) if prior is None else prior.to(inputs.x)
         for k in range(steps):
             tau = torch.full((inputs.num_graphs,), k / steps, dtype=window.dtype, device=window.device)
             clean = self.denoise(inputs, window, tau)

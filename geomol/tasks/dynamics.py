@@ -50,7 +50,7 @@ class DynamicsModule(GeomolModule):
 
     recipe_type = TrajectoryProtocol
 
-    def __init__(self, model: Literal["egno", "egnn"] = "egno", node_features: int = 1, edge_features: int = 2,
+    def __init__(self, model: Literal["egno", "egnn", "egno_flow"] = "egno", node_features: int = 1, edge_features: int = 2,
                  hidden: int = 64, num_layers: int = 4, num_timesteps: int = 5, num_modes: int = 2,
                  time_embedding_dim: int = 32, use_time_conv: bool = True,
                  node_attr_norm: Literal["dataset", "batch_max"] = "dataset",
