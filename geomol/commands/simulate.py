@@ -30,8 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     kinds = parser.add_subparsers(dest="kind", metavar="kind", required=True)
     molecule = kinds.add_parser("molecule", help="small molecules with GFN2-xTB (tblite), MD17 protocol")
     molecule.add_argument("molecules", nargs="+", metavar="NAME|SMILES",
-                          help="MD17 names (aspirin, benzene_old, ethanol, malonaldehyde, naphthalene, salicylic, "
-                               "toluene, uracil) or SMILES")
+                          help="known names (the MD17 eight: aspirin, benzene_old, ethanol, malonaldehyde, "
+                               "naphthalene, salicylic, toluene, uracil; drug-like ones such as paracetamol, phenol, "
+                               "pyridine: geomol.simulate.molecules.MOLECULES) or SMILES")
+    molecule.add_argument("--name", help="output name md17_<NAME>.npz for a single SMILES (default: the known name, "
+                          "else 'molecule')")
     molecule.add_argument("--frames", type=int, required=True, help="frames in each output (frame 0: the start)")
     molecule.add_argument("--temperature", type=float, default=500.0, help="K (default 500)")
     molecule.add_argument("--timestep", type=float, default=0.5, help="fs (default 0.5)")
@@ -82,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
     if args.kind == "molecule":
         from geomol.simulate import SmallMoleculeSettings, simulate_small_molecule
 
+        if args.name and len(args.molecules) > 1:
+            raise ConfigError("--name names one molecule's output; give one SMILES with it")
         for name in args.molecules:
             settings = SmallMoleculeSettings(name, seed=args.seed, temperature=args.temperature,
                                              timestep=args.timestep, friction=args.friction,
-                                             save_every=args.save_every)
+                                             save_every=args.save_every, label=args.name or "")
             summary = simulate_small_molecule(settings, args.out, args.frames, checkpoint_every=args.checkpoint_every,
                                               progress=not args.quiet)
             _report(args, f"{summary['molecule']}: {summary['frames']} frames ({summary['simulated_ps']:.2f} ps) in "
