@@ -22,7 +22,7 @@ from geomol.errors import ConfigError
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.ensemble_comparison import EnsembleComparison
 from geomol.inference.molecule_inputs import MoleculeInput
-from geomol.inference.rollout import iter_windows
+from geomol.inference.rollout import frames_before, iter_windows, state_frames
 
 __all__ = ["MoleculeRollouts", "rollout_starts", "judge_model", "engine_speed", "evenly_spaced_starts"]
 
@@ -45,9 +45,8 @@ class MoleculeRollouts:
 
 def evenly_spaced_starts(inputs: MoleculeInput, model: DynamicsModel, count: int, skip_frames: int = 2000) -> list[int]:
     """``count`` start frames spread evenly over the run after ``skip_frames`` (each with the frames its state needs)."""
-    protocol = model.protocol
-    first = skip_frames + (protocol.velocity_span if protocol.velocity_direction == "backward" else 0)
-    last = len(inputs.positions) - 1 - (protocol.velocity_span if protocol.velocity_direction == "forward" else 0)
+    first = skip_frames + frames_before(model.protocol)
+    last = len(inputs.positions) - 1 - (state_frames(model.protocol, 0)[1])
     if last < first:
         raise ConfigError(f"{inputs.source}: {len(inputs.positions)} frames leave no start after {skip_frames}")
     return [int(s) for s in np.linspace(first, last, count)]

@@ -8,9 +8,7 @@ the model's by the molecular graph, so any atom order works and a file of anothe
 Everything the model sees is in the model's order; everything written back (:meth:`MoleculeInput.to_file_order`) is
 in the file's order of its heavy atoms.
 
-The start state at frame t follows the model's velocity definition
-(:class:`~geomol.data.trajectory_protocol.TrajectoryProtocol`): forward over s frames, v = (x[t+s] − x[t]) /
-(s·frame_time), or backward, v = (x[t] − x[t−s]) / (s·frame_time).
+The start state at frame t follows the model's velocity definition (:func:`~geomol.inference.rollout.state_at`).
 """
 from __future__ import annotations
 
@@ -27,7 +25,8 @@ from geomol.data.io.molecule_frames import MoleculeFrames, read_molecule_frames
 from geomol.data.molecule_matching import MoleculeTemplate
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.data.vocab import ELEMENTS
-from geomol.errors import ConfigError, TrajectoryError
+from geomol.errors import TrajectoryError
+from geomol.inference.rollout import state_at
 
 __all__ = ["MoleculeInput", "match_heavy_atoms"]
 
@@ -77,16 +76,7 @@ class MoleculeInput:
 
     def state(self, protocol: TrajectoryProtocol, start: int) -> tuple[np.ndarray, np.ndarray, str]:
         """(x [n, 3], v [n, 3] in the protocol's velocity unit, how v was computed) at frame ``start``."""
-        count, span = len(self.positions), protocol.velocity_span
-        other = start + span if protocol.velocity_direction == "forward" else start - span
-        if not 0 <= start < count or not 0 <= other < count:
-            raise TrajectoryError(f"has {count} frame(s): the start state at frame {start} needs frame {other} too "
-                                  f"(the model's velocity is a {protocol.velocity_direction} difference over {span} "
-                                  "frame(s))", source=self.source)
-        x = self.positions[start]
-        if protocol.velocity_direction == "forward":
-            return x, (self.positions[other] - x) / (span * protocol.frame_time), f"(x[{other}] − x[{start}]) / {span}"
-        return x, (x - self.positions[other]) / (span * protocol.frame_time), f"(x[{start}] − x[{other}]) / {span}"
+        return state_at(protocol, self.positions, start, self.source)
 
     def to_file_order(self, positions) -> np.ndarray:
         """[..., n, 3] model order → the file's order of its heavy atoms."""

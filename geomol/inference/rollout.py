@@ -35,12 +35,12 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from geomol.errors import ConfigError
+from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 
 __all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "horizon_for_frames", "next_velocity", "iter_windows",
-           "kept_frames", "rollout_arrays", "progress_bar"]
+           "kept_frames", "rollout_arrays", "progress_bar", "frames_before", "state_frames", "state_at"]
 
 OUTPUT_FRAMES = ("all", "ends")
 
@@ -111,6 +111,37 @@ def next_velocity(protocol: TrajectoryProtocol, window: torch.Tensor, x_in: torc
     else:
         previous, gap = x_in, offsets[0]
     return (window[..., -1, :, :] - previous) / (gap * protocol.frame_time)
+
+
+def frames_before(protocol: TrajectoryProtocol) -> int:
+    """Frames before the start that a state reads (its velocity's other end when it is a backward difference)."""
+    return protocol.velocity_span if protocol.velocity_direction == "backward" else 0
+
+
+def state_frames(protocol: TrajectoryProtocol, start: int) -> tuple[int, int]:
+    """(first, last) frame numbers the state at ``start`` reads: the start and the other end of its velocity."""
+    before = frames_before(protocol)
+    return start - before, start + (0 if before else protocol.velocity_span)
+
+
+def state_at(protocol: TrajectoryProtocol, positions, start: int, source=None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(x [N, 3], v [N, 3], how v was computed) at frame ``start`` of frames ``positions`` [F, N, 3], the velocity as
+    the model was trained on it: (x[t+s] − x[t]) or (x[t] − x[t−s]), divided by s·frame_time.
+
+    Raises:
+        TrajectoryError: the frames the state needs are not there.
+    """
+    first, last = state_frames(protocol, start)
+    if first < 0 or last >= len(positions):
+        span, direction = protocol.velocity_span, protocol.velocity_direction
+        raise TrajectoryError(f"has {len(positions)} frame(s): the state at frame {start} needs frames {first} … {last} "
+                              f"(the model's velocity is a {direction} difference over {span} frame(s))", source=source)
+    x, span = np.asarray(positions[start]), protocol.velocity_span
+    if protocol.velocity_direction == "forward":
+        return x, (np.asarray(positions[start + span]) - x) / (span * protocol.frame_time), \
+            f"(x[{start + span}] − x[{start}]) / {span}"
+    return x, (x - np.asarray(positions[start - span])) / (span * protocol.frame_time), \
+        f"(x[{start}] − x[{start - span}]) / {span}"
 
 
 BLOW_UP_FACTOR = 1000.0

@@ -98,3 +98,21 @@ def test_a_seeded_generative_rollout_repeats_and_reports_its_ensemble(tmp_path, 
     assert set(ensemble["js_divergence"]) == {"bond", "angle", "torsion"}
     assert 0 <= ensemble["js_divergence"]["bond"] <= 1 and ensemble["verdict"]
     assert summary["inputs"]["velocity_in_distribution"] is True and runs[0].windows == 3
+
+
+def test_evaluation_reads_a_file_with_its_atoms_in_another_order_as_the_same_molecule(tmp_path):
+    """md17_test_table once read heavy atoms in the file's order whatever the model's, and a permuted run of the
+    same molecule scored thousands of Å² silently: the atoms are matched to the model's molecule first."""
+    from tests.builders import write_md17
+
+    path = write_md17(tmp_path / "md17_ethanol.npz", frames=3200)
+    with np.load(path) as data:
+        R, z = data["R"], data["z"]
+    order = [2, 0, 1, 4, 3, 5, 8, 6, 7]  # the oxygen first
+    np.savez(tmp_path / "permuted.npz", R=R[:, order], z=z[order])
+    tables = [geomol.evaluate_rollouts({"EGNO": "egno-md17-ethanol"}, f, starts=[0, 40], baselines=False)
+              for f in (path, tmp_path / "permuted.npz")]
+    first, second = (t["EGNO"] for t in tables)
+    assert first.s2s_mse == pytest.approx(second.s2s_mse, rel=1e-5) and first.s2s_mse < 1.0
+    with pytest.raises(MoleculeMismatchError):
+        geomol.evaluate_rollouts("egno-md17-aspirin", path, starts=[0])
