@@ -71,7 +71,8 @@ class DynamicsSystem:
     """One kind of system. Subclasses set ``kind`` and implement :meth:`graph` (and :meth:`problems`)."""
 
     kind: ClassVar[str] = ""
-    reads_molecules: ClassVar[bool] = False
+    reads_molecules: ClassVar[bool] = False  # a small molecule's heavy atoms, from any molecule file, matched by graph
+    reads_selections: ClassVar[bool] = False  # an atom selection of any trajectory MDAnalysis reads
     fixed_nodes: ClassVar[bool] = True  # the model was trained on a fixed number of nodes (protocol.num_nodes)
 
     def problems(self, protocol: "TrajectoryProtocol") -> list[str]:
@@ -97,6 +98,7 @@ class DynamicsSystem:
 @register_system
 class MDSystem(DynamicsSystem):
     kind = "md"
+    reads_selections = True
     fixed_nodes = False
 
     def problems(self, protocol):

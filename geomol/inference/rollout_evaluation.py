@@ -326,7 +326,7 @@ def evaluate_trajectory(models: Mapping[str, DynamicsModel], topology, trajector
                                       restore_bonds=restore_bonds, baselines=baselines, reference=reference,
                                       progress=progress)
     for name, model in models.items():
-        if model.protocol.kind != "md":
+        if not system_of(model.protocol.kind).reads_selections:
             raise ConfigError(f"{name}: {model!r} is not an MD model; use evaluate_rollouts with arrays")
     selection = selection or (first.protocol.selection if first is not None else None) or "backbone"
     source = str(trajectory if trajectory is not None else topology)

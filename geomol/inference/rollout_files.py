@@ -221,7 +221,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
                                 reference=reference, reference_topology=reference_topology, plot=plot,
                                 summary=summary, output_frames=output_frames, include_start=include_start, seed=seed,
                                 progress=progress)
-    if protocol.kind != "md":
+    if not system_of(protocol.kind).reads_selections:
         raise ConfigError(f"{model!r} is a {protocol.kind} model; file rollouts need a molecular model "
                           "(use geomol.rollout_arrays for N-body and Mocap states)")
     if plot is not None and reference is None:
