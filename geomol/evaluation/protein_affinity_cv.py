@@ -26,7 +26,7 @@ import numpy as np
 from geomol.data.chemistry.interface_features import CONTACT_FEATURES, interface_features
 from geomol.data.datasets.protein_affinity import CATEGORIES, ProteinComplex, cluster_folds, read_protein_affinity
 from geomol.errors import GeomolError
-from geomol.evaluation.metrics import regression_report
+from geomol.metrics.scores import regression_report
 from geomol.evaluation.prodigy import prodigy_version, run_prodigy
 
 __all__ = ["N_FOLDS", "complex_features", "baseline_predictions", "get_predictions", "score_rows",

@@ -21,7 +21,7 @@ from geomol.data.paths import shared_data_dir
 from geomol.errors import ConfigError
 from geomol.inference.loading import load_model
 from geomol.provenance import provenance
-from geomol.tasks.cli import build_from_config
+from geomol.tasks.runs import build_from_config
 from geomol.units import KCAL_PER_PK
 
 __all__ = ["RECIPE", "PPAFold", "fold_overrides", "train_fold", "fold_predictions"]
