@@ -9,6 +9,9 @@ held out). Rows, all predicting ΔG in kcal/mol for the complexes of each held-o
 * contact counts: ridge regression on the six residue-class contact counts, its penalty chosen by
   leave-cluster-out cross-validation inside the fold's training side;
 * category mean: each category's mean ΔG on the training side (what the category alone predicts);
+* GET get-plb frozen + ridge: the protein–ligand GET (member 0 of ``get-plb``) unchanged, its complex embedding
+  (``graph_repr``, 32 numbers) and its own pK as features of a ridge regression per fold (a linear probe: does
+  what the generalist learned on ligands carry over without training it on proteins?);
 * GET rows: out-of-fold predictions written by :mod:`geomol.evaluation.protein_affinity_get`.
 
 Scores: pooled Pearson, Spearman and RMSE (kcal/mol) over the complexes every row predicted, per category and per
@@ -29,7 +32,7 @@ from geomol.errors import GeomolError
 from geomol.metrics.scores import regression_report
 from geomol.evaluation.prodigy import prodigy_version, run_prodigy
 
-__all__ = ["N_FOLDS", "complex_features", "baseline_predictions", "get_predictions", "score_rows",
+__all__ = ["N_FOLDS", "complex_features", "frozen_get_features", "baseline_predictions", "get_predictions", "score_rows",
            "cross_validation_table", "format_table"]
 
 N_FOLDS = 5
@@ -60,14 +63,38 @@ def complex_features(root: str | Path, done: Mapping[str, dict] | None = None, p
     return rows
 
 
+def frozen_get_features(root: str | Path, model: str = "get-plb", cache_dir: str | None = None,
+                        batch_size: int = 16) -> dict[str, list[float]]:
+    """Per complex id: ``graph_repr`` of member 0 of a shipped GET model on the 6 Å interface graph, then its pK."""
+    import torch
+
+    from geomol.data.datasets.protein_affinity import ProteinAffinityDataset
+    from geomol.inference.loading import load_model
+
+    member = load_model(model).members[0]
+    dataset = ProteinAffinityDataset(root, cache_dir=cache_dir, progress=False)
+    out = {}
+    with torch.inference_mode():
+        for start in range(0, len(dataset), batch_size):
+            graphs = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+            embedded = member.embed(graphs)
+            pk = -member.energy(embedded) if hasattr(member, "energy") else member(graphs)
+            for graph, row, value in zip(graphs, embedded.graph_repr.tolist(), pk.tolist()):
+                out[graph.name] = [*row, value]
+    return out
+
+
 # ---------------------------------------------------------------------- baselines
 def _least_squares(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, alpha: float = 0.0) -> np.ndarray:
     """Linear fit with intercept (ridge penalty ``alpha`` on standardised features; 0 = ordinary least squares)."""
     mean, scale = x_train.mean(0), x_train.std(0)
     scale[scale == 0] = 1.0
     a, b = (x_train - mean) / scale, (x_test - mean) / scale
-    gram = a.T @ a + alpha * np.eye(a.shape[1])
-    weights = np.linalg.solve(gram, a.T @ (y_train - y_train.mean()))
+    centred = y_train - y_train.mean()
+    if alpha == 0:  # least squares; the minimum-norm solution when features are collinear
+        weights = np.linalg.lstsq(a, centred, rcond=None)[0]
+    else:
+        weights = np.linalg.solve(a.T @ a + alpha * np.eye(a.shape[1]), a.T @ centred)
     return b @ weights + y_train.mean()
 
 
@@ -106,13 +133,21 @@ def _baselines(features: Mapping[str, dict]) -> dict[str, Callable]:
         return _ridge(_columns(features, train, CONTACT_FEATURES), np.array([c.dg_kcal_mol for c in train]),
                       _columns(features, test, CONTACT_FEATURES), [c.cluster for c in train])
 
-    return {f"PRODIGY (prodigy-prot {prodigy_version()})":
+    def frozen_get(train, test):
+        def x(items):
+            return np.array([features[c.id]["get_plb"] for c in items])
+        return _ridge(x(train), np.array([c.dg_kcal_mol for c in train]), x(test), [c.cluster for c in train])
+
+    rows = {f"PRODIGY (prodigy-prot {prodigy_version()})":
             lambda train, test: np.array([features[c.id]["prodigy"]["dG_kcal_mol"] for c in test]),
             "PRODIGY refit (IC-NIS per fold)": linear(PRODIGY_REFIT, prodigy=True),
             "interface residues (8 Å)": linear(["interface_residues"]),
             "buried surface (freesasa)": linear(["buried_sasa"]),
             "contact counts (ridge)": contacts,
             "category mean": _category_mean}
+    if all("get_plb" in row for row in features.values()):
+        rows["GET get-plb frozen + ridge"] = frozen_get
+    return rows
 
 
 def _row(item: ProteinComplex, fold: int, pred: float) -> dict:

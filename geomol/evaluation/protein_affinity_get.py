@@ -47,13 +47,13 @@ class PPAFold:
     out_dir: str
     folds: int = 5
     init: str | None = None
-    epochs: int = 30
+    epochs: int = 8
     seed: int = 12
     model: dict[str, Any] = field(default_factory=dict)
     root: str | None = None
     ids: list[str] | None = None
     cache_dir: str | None = None
-    max_blocks: int = 2000
+    max_blocks: int = 500
 
     def __post_init__(self):
         if not 0 <= self.fold < self.folds:
