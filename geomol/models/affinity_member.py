@@ -42,12 +42,16 @@ class AffinityMember:
         needs_side_chains: it reads the receptor's side-chain atoms (a backbone-only receptor is an error).
         finetune_loss: ``"centred"`` (fit the ranking within the target, then refit the level) or ``"mse"``
             (fit the ranking and the level together).
+        recipe_keys: the entries of :meth:`to_config` that say how its inputs are made and read out (beside the
+            :class:`~geomol.data.complexes.recipe.ComplexRecipe` that builds the graphs): :meth:`from_config`
+            refuses a configuration without any of them, never filling one in.
     """
 
     kind: ClassVar[str] = ""
     card_name: ClassVar[str] = ""
     needs_side_chains: ClassVar[bool] = False
     finetune_loss: ClassVar[Literal["centred", "mse"]] = "centred"
+    recipe_keys: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source=None) -> "AffinityMember":

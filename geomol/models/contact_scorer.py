@@ -126,24 +126,24 @@ class ContactScorer(nn.Module, AffinityMember):
         message_steps: rounds of messages along the ligand's bonds (0: none) before the per-atom read-out: each
             updates an atom's hidden state by ``h += SiLU(W [h, mean of its bonded neighbours' h])``, so an atom's
             term also reads what the atoms around it touch.
-        recipe: how complex graphs become its rows (:class:`ContactRecipe`; default: the recipe of
-            ``n_atom_features`` columns when it is the plain or the role width, else none, and the scorer then
-            reads given rows only).
+        recipe: how complex graphs become its rows (:class:`ContactRecipe`). Without one the scorer reads given
+            rows only (training on precomputed rows) and cannot be saved as a model; with neither ``recipe`` nor
+            ``n_atom_features`` it is the default :class:`ContactRecipe`.
     """
 
     kind = "ContactScorer"
     card_name = "Contact-scorer binding-affinity model (pK)."
     needs_side_chains = True  # what ligand atoms touch is mostly side chains
     finetune_loss = "centred"
+    recipe_keys = ("features",)
 
     def __init__(self, hidden: int = 32, n_atom_features: int | None = None,
                  n_descriptors: int = len(DESCRIPTOR_NAMES), pooled: int = 0, message_steps: int = 0,
                  recipe: ContactRecipe | None = None):
         super().__init__()
         if n_atom_features is None:
-            n_atom_features = (recipe or ContactRecipe()).width
-        if recipe is None and n_atom_features in (ContactRecipe().width, ContactRecipe(roles=True).width):
-            recipe = ContactRecipe.for_width(n_atom_features)
+            recipe = recipe or ContactRecipe()
+            n_atom_features = recipe.width
         if recipe is not None and recipe.width != n_atom_features:
             raise ConfigError(f"the contact recipe makes {recipe.width} columns, the scorer reads {n_atom_features}")
         self.recipe = recipe
@@ -177,8 +177,11 @@ class ContactScorer(nn.Module, AffinityMember):
     # ------------------------------------------------------------------ the member contract
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source=None) -> "ContactScorer":
-        """A scorer from its :meth:`to_config` (a manifest saved before recipes were recorded has no ``features``:
-        its recipe is the one of its width, :meth:`ContactRecipe.for_width`)."""
+        """A scorer from its :meth:`to_config`.
+
+        Raises:
+            ModelLoadError: bad sizes, or no contact recipe (``features``): how the rows were made is never guessed.
+        """
         sizes = {key: config.get(key, 0) for key in ("hidden", "n_atom_features", "n_descriptors", "pooled",
                                                        "message_steps")}
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()) \
@@ -186,11 +189,19 @@ class ContactScorer(nn.Module, AffinityMember):
             raise ModelLoadError(f"a ContactScorer needs integer sizes (hidden, n_atom_features, n_descriptors; "
                                  f"pooled, message_steps), got {dict(config)}", source=source)
         try:
-            recipe = (ContactRecipe.from_dict(config["features"], source) if "features" in config
-                      else ContactRecipe.for_width(sizes["n_atom_features"], source))
-            return cls(**sizes, recipe=recipe)
+            return cls(**sizes, recipe=cls._recorded_features(config, source))
         except ConfigError as exc:
             raise ModelLoadError(exc.reason, source=source) from None
+
+    @staticmethod
+    def _recorded_features(config: Mapping[str, Any], source) -> ContactRecipe:
+        """The contact recipe a saved configuration records (its ``features``)."""
+        if not isinstance(config.get("features"), Mapping):
+            raise ModelLoadError("the contact scorer's configuration records no contact recipe (hyperparameters."
+                                 "features: distance shells, interaction roles, ...): how its input rows were made "
+                                 "cannot be known; rebuild the model with 'geomol train-affinity', which records it",
+                                 source=source)
+        return ContactRecipe.from_dict(config["features"], source)
 
     def to_config(self) -> dict[str, Any]:
         return {"hidden": self.atom_mlp[0].out_features, "n_atom_features": self.atom_mlp[0].in_features,
@@ -202,9 +213,7 @@ class ContactScorer(nn.Module, AffinityMember):
     @classmethod
     def check_recipe(cls, config: Mapping[str, Any], recipe, source=None) -> None:
         """Refuse complexes whose pocket is narrower than the contact features read."""
-        features = (ContactRecipe.from_dict(config["features"], source) if "features" in config
-                    else ContactRecipe.for_width(config["n_atom_features"], source))
-        features.check_pocket(recipe.pocket_cutoff, source)
+        cls._recorded_features(config, source).check_pocket(recipe.pocket_cutoff, source)
 
     def check_complex(self, graph, source=None) -> None:
         if (self.descriptor_head is not None or self.reads_chemistry) and not has_ligand_chemistry(graph):

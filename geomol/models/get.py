@@ -287,6 +287,7 @@ class GETAffinity(GETModel, AffinityMember):
     kind = "GETAffinity"
     card_name = "GET binding-affinity model (pK)."
     finetune_loss = "mse"
+    recipe_keys = ("readout",)
 
     def __init__(self, config: GETConfig | None = None, **overrides: Any):
         super().__init__(config, **overrides)
@@ -298,10 +299,15 @@ class GETAffinity(GETModel, AffinityMember):
     # ------------------------------------------------------------------ the member contract
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source=None) -> "GETAffinity":
-        """From saved hyperparameters (optimiser settings ignored); ``n_block_types`` is required."""
+        """From saved hyperparameters (optimiser settings ignored); ``n_block_types`` and the ``readout`` are
+        required (how a model reads its pK out is never guessed)."""
         if not isinstance(config.get("n_block_types"), int):
             raise ModelLoadError("hyperparameters lack n_block_types (the block vocabulary size): not a trained "
                                  "GET affinity model", source=source)
+        if not isinstance(config.get("readout"), str):
+            raise ModelLoadError("the GET configuration records no read-out (hyperparameters.readout: the class path "
+                                 "of a read-out of geomol.models.readouts): how the model reads pK out cannot be "
+                                 "known", source=source)
         try:
             return cls(GETConfig.from_mapping(config))
         except (TypeError, ValueError) as exc:

@@ -67,6 +67,7 @@ class LigandTrees(nn.Module, AffinityMember):
     kind = "LigandTrees"
     card_name = "Ligand-only tree-ensemble affinity model (pK; the receptor is not read)."
     finetune_loss = "centred"
+    recipe_keys = ("n_features", "float32_inputs")
 
     def __init__(self, n_trees: int, n_nodes: int, depth: int, n_features: int = LIGAND_FEATURES,
                  average: bool = True, float32_inputs: bool = True, model: str = "rf"):

@@ -217,7 +217,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
             or one of them at random, and validation scores the mean prediction over all (:func:`predict_views`).
         message_steps: rounds of messages along the ligands' bonds (:class:`ContactScorer`; ``data.bonds`` needed).
         recipe: how ``data`` was featurised (:func:`contact_views`), kept with the model so that it can be
-            saved and used for prediction (default: the recipe of the data's width, when it has one).
+            saved and used for prediction (None: the model reads given rows only and cannot be saved).
     """
     if loss not in CONTACT_LOSSES:
         raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")

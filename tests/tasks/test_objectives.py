@@ -84,11 +84,13 @@ def test_a_loss_added_by_class_path_trains_and_checkpoints_stay_plain(tmp_path, 
 def test_a_readout_chosen_by_class_path_travels_to_the_loaded_model(tmp_path):
     import geomol
     from geomol.errors import ModelLoadError
+    from geomol.data.complexes.recipe import ComplexRecipe
     from geomol.models.readouts import GraphReadout
     from tests.affinity_fixtures import TINY_GET
 
     graph_readout = "geomol.models.readouts.GraphReadout"
     module = AffinityModule(**TINY_GET, n_block_types=150, readout=graph_readout)
+    module.recipe = ComplexRecipe()  # what a data module gives at set-up: checkpoints record it
     assert isinstance(module.model.readout, GraphReadout)
     trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, accelerator="cpu")
