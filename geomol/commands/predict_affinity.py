@@ -160,20 +160,23 @@ def _pair_inputs(row: "PairRow") -> list["LigandInput"]:  # noqa: F821 (names fr
     return items
 
 
-def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
-    """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
+def _plan(args: argparse.Namespace, model) -> list[tuple[str, list["LigandInput"]]]:
+    """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse (with a
+    reference ligand, the receptor is read once, for posing and prediction alike: the group holds the structure)."""
     from geomol.api import ligand_inputs, posed_inputs
     from geomol.data.posing.poses import PoseParameters, write_poses
+    from geomol.inference.affinity import read_receptor
     from geomol.inference.ligand_inputs import with_unique_names
     from geomol.inference.tables import read_pairs
 
     if args.reference:
-        inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
+        receptor = read_receptor(args.receptor, model)
+        inputs, posed = posed_inputs(receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
                                      smiles_column=args.smiles_column,
                                      parameters=PoseParameters(refinement=None) if args.no_refine else None)
         if args.write_poses:
             write_poses(args.write_poses, posed)
-        return [(args.receptor, inputs)]
+        return [(receptor, inputs)]
     if args.receptor:
         return [(args.receptor, ligand_inputs(args.ligands, smiles=args.smiles))]
     rows = read_pairs(args.pairs)
@@ -181,7 +184,7 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
             for receptor, group in groupby(rows, key=lambda r: r.receptor)]
 
 
-def _predict_group(receptor: str, items: Sequence["LigandInput"], model, args) -> Iterator["AffinityPrediction"]:
+def _predict_group(receptor, items: Sequence["LigandInput"], model, args) -> Iterator["AffinityPrediction"]:
     from geomol.api import AffinityPrediction, iter_affinity
 
     done = 0
@@ -256,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     console = Console(stderr=True)
     model = load_model(args.model[0] if len(args.model) == 1 else args.model, device=args.device)
-    records = _predict_all(_plan(args), model, args, console)
+    records = _predict_all(_plan(args, model), model, args, console)
     if args.out:
         write_predictions(records, args.out, with_receptor=bool(args.pairs))
     model_name = model.name or Path(args.model[0]).name

@@ -126,19 +126,32 @@ class ComplexRecipe:
     def build_in_file(self, path: str | PathLike, *, ligand_resname: str | None = None,
                       ligand_chains: Sequence[str] | None = None, receptor_chains: Sequence[str] | None = None,
                       y: float | None = None, name: str | None = None) -> BlockGraph:
-        """A complex whose ligand (a residue) or partner (chains) is inside one PDB/mmCIF file.
+        """A complex whose ligand (a residue) or partner (chains) is inside one PDB/mmCIF file: the file read with
+        :meth:`read_receptor`, then :meth:`build_in_structure`."""
+        self._check_residue_ligand(ligand_resname, f"{path} [{ligand_resname}]")
+        return self.build_in_structure(self.read_receptor(path), ligand_resname=ligand_resname,
+                                       ligand_chains=ligand_chains, receptor_chains=receptor_chains, y=y, name=name)
+
+    def build_in_structure(self, structure, *, ligand_resname: str | None = None,
+                           ligand_chains: Sequence[str] | None = None, receptor_chains: Sequence[str] | None = None,
+                           y: float | None = None, name: str | None = None) -> BlockGraph:
+        """:meth:`build_in_file` on the whole file already read (:meth:`read_receptor`: every chain), so that one
+        read serves every ligand named inside it.
 
         Raises:
             ConfigError: a residue ligand with a fragment recipe (fragments need bond orders).
         """
-        from geomol.data.complexes.build import complex_from_pdb
+        from geomol.data.complexes.build import complex_in_structure
 
+        self._check_residue_ligand(ligand_resname, f"{structure.source} [{ligand_resname}]")
+        return complex_in_structure(structure, ligand_resname=ligand_resname, ligand_chains=ligand_chains,
+                                    receptor_chains=receptor_chains, pocket_cutoff=self.pocket_cutoff,
+                                    keep_hydrogens=self.keep_hydrogens, y=y, name=name)
+
+    def _check_residue_ligand(self, ligand_resname: str | None, source: str) -> None:
         if ligand_resname is not None and self.fragments is not None:
             raise ConfigError("this model uses ligand fragments, which need bond orders: give the ligand as SDF "
-                              "or MOL2 instead of a residue name", source=f"{path} [{ligand_resname}]")
-        return complex_from_pdb(path, ligand_resname=ligand_resname, ligand_chains=ligand_chains,
-                                receptor_chains=receptor_chains, pocket_cutoff=self.pocket_cutoff,
-                                keep_hydrogens=self.keep_hydrogens, y=y, name=name)
+                              "or MOL2 instead of a residue name", source=source)
 
     # ------------------------------------------------------------------ processed-data store
     def builder_params(self) -> dict[str, Any]:
