@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.io import Structure
 from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
@@ -335,7 +335,7 @@ def evaluate_rollout_arrays(models: ModelReference | Mapping[str, ModelReference
     Args:
         models: as for :func:`evaluate_rollouts`.
         positions: [F, N, 3] frames of the held-out trajectory (Å), in the models' atom order.
-        graph: their bonds: :class:`~geomol.data.covalent_graph.CovalentGraph` (``from_bonds(bonds, elements)``,
+        graph: their bonds: :class:`~geomol.data.chemistry.covalent_graph.CovalentGraph` (``from_bonds(bonds, elements)``,
             ``perceived(elements, positions[0])``).
         starts: start frames s of the windows (each needs frames s … s + horizon).
         charges: [N] partial charges for models with a charge feature. atom_names: [N] names, for the

@@ -21,7 +21,7 @@ from geomol.evaluation.model_cards import (data_section, per_target_plot, per_ta
                                            variants_table, verdict)
 from geomol.evaluation.model_cards import figure as _f
 from geomol.inference.affinity_model import AffinityModel
-from geomol.tasks.cli import read_config
+from geomol.config_files import read_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 Recipe: ``configs/get_affinity_default.yaml`` trained on every labelled complex of
 ``../shared/data/plb`` and ``../shared/data/fep_benchmark`` (nothing held out), for a fixed number of
 epochs chosen by cross-validation, once per seed; the seeds form the ensemble. Training runs the same
-config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.cli.build_from_config`), with the
+config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.runs.build_from_config`), with the
 split, seed and trainer settings below merged in. The model card takes
 its accuracy figures from the cross-validation summary written by ``benchmarks/affinity_cv.py``.
 
@@ -63,7 +63,7 @@ def member_overrides(args) -> dict:
 
 
 def train(args) -> None:
-    from geomol.tasks.cli import build_from_config
+    from geomol.tasks.runs import build_from_config
 
     torch.set_num_threads(1)
     cli = build_from_config(RECIPE, member_overrides(args))

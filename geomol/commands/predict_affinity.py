@@ -221,7 +221,7 @@ def _target(args) -> str:
 
 def _compare(records, args, console, model_name: str) -> None:
     from geomol.inference.tables import plot_predicted_vs_measured, read_measured
-    from geomol.evaluation.metrics import regression_report
+    from geomol.metrics.scores import regression_report
 
     measured = read_measured(args.measured)
     pairs = [(r.pK, measured[r.name]) for r in records if r.ok and r.name in measured]

@@ -4,7 +4,7 @@ A variant (:data:`VARIANTS`) is model and data ``init_args`` merged into a recip
 :mod:`geomol.tasks.objectives` components): the PLB + FEP+ recipe (``configs/get_affinity_default.yaml``,
 :func:`plb_fold_overrides`) or the corpus recipe (``configs/get_affinity_corpus.yaml``,
 :func:`corpus_fold_overrides`, whose data module draws the protocol's leave-cluster-out folds). Every fold trains
-through the same config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.cli.build_from_config`).
+through the same config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.runs.build_from_config`).
 """
 from __future__ import annotations
 

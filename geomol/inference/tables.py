@@ -181,7 +181,7 @@ def plot_predicted_vs_measured(records: Sequence[AffinityPrediction], measured: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from geomol.evaluation.metrics import pearson, rmse, spearman
+    from geomol.metrics.scores import pearson, rmse, spearman
 
     pairs = [(measured[r.name], r.pK, r.pK_std, r.name) for r in records if r.ok and r.name in measured]
     if len(pairs) < 2:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from geomol.data.complexes.recipe import ComplexRecipe
-from geomol.evaluation.metrics import auprc, auroc, grouped_regression_report, mean_of, regression_report
+from geomol.metrics.scores import auprc, auroc, grouped_regression_report, mean_of, regression_report
 from geomol.models.get import GETAffinity, GETConfig, GETPairClassifier
 from geomol.tasks.base import GeomolModule
 from geomol.tasks.objectives import (LOSS_TERMS, PRETRAINING_STAGES, DenoisingPretraining, LossTerm, component,

@@ -31,7 +31,7 @@ import torch
 from geomol.data.chemistry.contact_features import graph_ligand_bonds
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.errors import ConfigError
-from geomol.evaluation.targets import MIN_TARGET_LIGANDS, target_members
+from geomol.metrics.targets import MIN_TARGET_LIGANDS, target_members
 from geomol.models.contact_scorer import ContactBatch, ContactScorer
 from geomol.training.ligand_baselines import validation_score
 from geomol.training.losses import (centred_loss, listwise_loss, ranking_loss, series_ranking_loss,

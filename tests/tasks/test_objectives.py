@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from geomol.tasks import AffinityModule
-from geomol.tasks.cli import build_from_config, merge_config
+from geomol.config_files import merge_config
+from geomol.tasks.runs import build_from_config
 from geomol.errors import ConfigError
 from geomol.tasks.objectives import (CentredLoss, DecoyLoss, DenoisingPretraining, LossTerm, RankingLoss,
                                      RelativeEdgeLoss, describe, register_loss_term)

@@ -11,8 +11,8 @@ import torch
 
 from geomol.data.chemistry.contact_features import ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import spearman
-from geomol.evaluation.targets import target_members
+from geomol.metrics.scores import spearman
+from geomol.metrics.targets import target_members
 from geomol.models.contact_scorer import WITH_CHEMISTRY, ContactBatch, ContactScorer
 from geomol.training.contact_scorer import ContactData, fit_contact_scorer, predict_contact_scorer, predict_views
 from geomol.training.ligand_baselines import validation_score
