@@ -12,6 +12,8 @@ Every kind of affinity model that a shipped ensemble can hold — GET with any r
   :class:`~geomol.data.complexes.recipe.ComplexRecipe`), computed once for an ensemble of one config;
 * ``forward(inputs)``: pK, shape ``[B]``;
 * ``check_recipe(recipe)`` / ``check_complex(graph)``: refuse a graph recipe or a complex it cannot read;
+* ``example(seed)``: a small member with random weights, on which :mod:`geomol.testing.affinity_members` runs the
+  contract for every registered kind (a new kind is tested as soon as it registers and gives one);
 * few-shot fine-tuning (:func:`geomol.training.finetune.adapt_member`): ``finetune_start()`` (a copy that
   can adapt), ``frozen(inputs)`` (the part that stays fixed, computed once), ``head(frozen)`` (pK from it),
   ``finetune_parameters()`` (what may move, pulled towards its start) and ``level`` (the scalar offset
@@ -30,7 +32,7 @@ from torch import nn
 
 from geomol.errors import ModelLoadError
 
-__all__ = ["AffinityMember", "MEMBER_KINDS", "member_kind", "register_member_kind"]
+__all__ = ["AffinityMember", "MEMBER_KINDS", "member_kind", "register_member_kind", "seeded"]
 
 
 class AffinityMember:
@@ -42,6 +44,7 @@ class AffinityMember:
         needs_side_chains: it reads the receptor's side-chain atoms (a backbone-only receptor is an error).
         finetune_loss: ``"centred"`` (fit the ranking within the target, then refit the level) or ``"mse"``
             (fit the ranking and the level together).
+        reads_pose: its prediction depends on where the ligand sits (False for ligand-only members).
         recipe_keys: the entries of :meth:`to_config` that say how its inputs are made and read out (beside the
             :class:`~geomol.data.complexes.recipe.ComplexRecipe` that builds the graphs): :meth:`from_config`
             refuses a configuration without any of them, never filling one in.
@@ -51,6 +54,7 @@ class AffinityMember:
     card_name: ClassVar[str] = ""
     needs_side_chains: ClassVar[bool] = False
     finetune_loss: ClassVar[Literal["centred", "mse"]] = "centred"
+    reads_pose: ClassVar[bool] = True
     recipe_keys: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
@@ -60,6 +64,13 @@ class AffinityMember:
 
     def to_config(self) -> dict[str, Any]:
         """The settings :meth:`from_config` takes (plain values: a manifest's ``hyperparameters``)."""
+        raise NotImplementedError
+
+    @classmethod
+    def example(cls, seed: int = 0) -> "AffinityMember":
+        """A small member of this kind with random weights drawn from ``seed`` (float32, eval mode), reading the
+        complexes of the default :class:`~geomol.data.complexes.recipe.ComplexRecipe`: what the contract tests and
+        examples run on; it predicts nothing meaningful."""
         raise NotImplementedError
 
     def inputs(self, graphs: Sequence) -> Any:
@@ -101,6 +112,14 @@ class AffinityMember:
     def level(self) -> torch.Tensor:
         """The scalar pK offset fine-tuning refits (a parameter or a buffer, changed in place)."""
         raise NotImplementedError
+
+
+def seeded(build, seed: int):
+    """``build()`` with torch's global generator seeded by ``seed`` inside a fork, so that the caller's random
+    stream is untouched (for :meth:`AffinityMember.example`)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
 
 
 MEMBER_KINDS: dict[str, type] = {}

@@ -31,7 +31,7 @@ from geomol.data.chemistry.contact_features import (ATOM_CONTACT_FEATURES, CHEMI
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError, ModelLoadError
-from geomol.models.affinity_member import AffinityMember, register_member_kind
+from geomol.models.affinity_member import AffinityMember, register_member_kind, seeded
 from geomol.nn.scatter import scatter_mean
 
 __all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactBatch", "FrozenContacts", "ContactScorer", "has_ligand_chemistry"]
@@ -209,6 +209,12 @@ class ContactScorer(nn.Module, AffinityMember):
                 "pooled": 0 if self.pooled_mlp is None else self.pooled_mlp[0].out_features,
                 "message_steps": self.message_steps,
                 **({"features": self.recipe.to_dict()} if self.recipe is not None else {})}
+
+    @classmethod
+    def example(cls, seed: int = 0) -> "ContactScorer":
+        """A scorer of width 8 on the contact rows with interaction roles, a pooled term and one round of messages
+        along the ligand's bonds (the contract's example member)."""
+        return seeded(lambda: cls(hidden=8, pooled=4, message_steps=1, recipe=ContactRecipe(roles=True)), seed).eval()
 
     @classmethod
     def check_recipe(cls, config: Mapping[str, Any], recipe, source=None) -> None:

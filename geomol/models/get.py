@@ -56,7 +56,7 @@ from geomol.data.vocab import ATOM_TYPES, POSITION_CODES, VOCAB
 from geomol.models.get_core import GET
 from geomol.models.get_official import load_official_state_dict
 from geomol.errors import ConfigError, ModelLoadError
-from geomol.models.affinity_member import AffinityMember, register_member_kind
+from geomol.models.affinity_member import AffinityMember, register_member_kind, seeded
 from geomol.models.readouts import ShiftedEnergyReadout, adapted_readout, readout_class
 from geomol.nn.atom_pairs import AtomPairs
 from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
@@ -315,6 +315,12 @@ class GETAffinity(GETModel, AffinityMember):
 
     def to_config(self) -> dict[str, Any]:
         return self.config.to_dict()
+
+    @classmethod
+    def example(cls, seed: int = 0) -> "GETAffinity":
+        """A GET of 16 features, one layer and two heads (the contract's example member)."""
+        config = GETConfig(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=1, n_head=2)
+        return seeded(lambda: cls(config), seed).eval()
 
     @classmethod
     def check_recipe(cls, config: Mapping[str, Any], recipe, source=None) -> None:

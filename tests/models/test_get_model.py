@@ -8,7 +8,8 @@ from geomol.models.get import GETAffinity, GETModel, GETPairClassifier
 from geomol.testing import INVARIANT, POSITION
 from tests.conftest import shared_path
 from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
-from tests.models.model_contract import ModelContract
+from geomol.testing.affinity_members import permuted_complex as _permuted
+from geomol.testing.model_contract import ModelContract
 
 TINY = dict(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=2, n_head=2)
 
@@ -24,22 +25,6 @@ def _double(graph):
     g = graph.clone()
     g.X = g.X.double()
     return g
-
-
-def _permuted(graph, generator):
-    """The same complex with atoms shuffled inside blocks and blocks shuffled inside segments.
-
-    Returns the graph and the row index of each output in the original: atoms, blocks, None per graph.
-    """
-    order = torch.cat([blocks[torch.randperm(len(blocks), generator=generator)]
-                       for blocks in ((graph.segment == s).nonzero().flatten() for s in graph.segment.unique())])
-    start = torch.cumsum(graph.block_len, 0) - graph.block_len
-    atoms = torch.cat([start[b] + torch.randperm(int(graph.block_len[b]), generator=generator) for b in order])
-    block_len = graph.block_len[order]
-    moved = BlockGraph(X=graph.X[atoms], A=graph.A[atoms], atom_pos=graph.atom_pos[atoms],
-                       block_id=torch.repeat_interleave(torch.arange(len(order)), block_len), B=graph.B[order],
-                       block_len=block_len, segment=graph.segment[order], y=graph.y)
-    return moved, {"atoms": atoms, "blocks": order}
 
 
 class GETContract(ModelContract):
