@@ -25,6 +25,7 @@ module is imported (:func:`register_member_kind`); the loader imports the built-
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar, Literal, Mapping, Sequence
 
 import torch
@@ -32,7 +33,7 @@ from torch import nn
 
 from geomol.errors import ModelLoadError
 
-__all__ = ["AffinityMember", "MEMBER_KINDS", "member_kind", "register_member_kind", "seeded"]
+__all__ = ["AffinityMember", "MEMBER_KINDS", "member_kind", "register_member_kind", "seeded", "renamed_config"]
 
 
 class AffinityMember:
@@ -112,6 +113,29 @@ class AffinityMember:
     def level(self) -> torch.Tensor:
         """The scalar pK offset fine-tuning refits (a parameter or a buffer, changed in place)."""
         raise NotImplementedError
+
+
+def renamed_config(config: Mapping[str, Any], renamed: Mapping[str, str], what: str, source=None) -> dict[str, Any]:
+    """``config`` with deprecated hyperparameter names (``renamed``: old → new) read as their new names.
+
+    Models saved before geomol's hyperparameters shared one vocabulary (``hidden``, ``num_layers``, ``num_heads``,
+    ... as EGNO and EGNN spell them) still load; a :class:`FutureWarning` names the old names and says how to
+    record the new ones.
+
+    Raises:
+        ModelLoadError: a name given both ways.
+    """
+    old = [key for key in config if key in renamed]
+    if not old:
+        return dict(config)
+    both = [key for key in old if renamed[key] in config]
+    if both:
+        raise ModelLoadError(f"{what} hyperparameters give both {both} and their new names "
+                             f"{[renamed[key] for key in both]}", source=source)
+    warnings.warn(f"{source or 'a saved model'}: the {what} hyperparameter name(s) {', '.join(old)} are deprecated "
+                  f"and read as {', '.join(renamed[key] for key in old)}; save the model again (load it and export "
+                  "it, or rebuild it) to record the new names", FutureWarning, stacklevel=3)
+    return {renamed.get(key, key): value for key, value in config.items()}
 
 
 def seeded(build, seed: int):

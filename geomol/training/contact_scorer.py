@@ -226,8 +226,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
         raise ConfigError(f"{len(train)} training and {len(valid)} validation items: both are needed")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = ContactScorer(hidden, n_atom_features=data.atoms.shape[1],
-                          n_descriptors=data.descriptors.shape[1] if descriptors else 0, pooled=pooled,
+    model = ContactScorer(hidden, node_features=data.atoms.shape[1],
+                          descriptor_features=data.descriptors.shape[1] if descriptors else 0, pooled=pooled,
                           message_steps=message_steps, recipe=recipe)
     train_batch = data.batch(train)
     model.fit_normalisation(train_batch.atoms, train_batch.descriptors)

@@ -63,3 +63,28 @@ def test_a_manifest_without_part_of_its_recipe_is_refused(name, tmp_path):
         with pytest.raises(ModelLoadError, match="records no") as raised:
             geomol.load_model(folder)
         assert str(folder) in str(raised.value) and (key in str(raised.value) or section == "hyperparameters")
+
+
+@pytest.mark.parametrize("name", AFFINITY)
+def test_a_manifest_with_the_old_hyperparameter_names_loads_with_a_deprecation_warning(name, tmp_path):
+    """Before one vocabulary GET wrote d_hidden, n_layers, n_head, ... and the contact scorer n_atom_features,
+    n_descriptors: such a model still loads (a FutureWarning names the old names) and predicts the same."""
+    from geomol.models import contact_scorer, get
+
+    manifest = _manifest(name)
+    renamed_by = {"GETAffinity": get.RENAMED, "ContactScorer": contact_scorer.RENAMED}[manifest["architecture"]]
+    old_names = {new: old for old, new in renamed_by.items()}
+    renamed = {old_names.get(key, key): value for key, value in manifest["hyperparameters"].items()}
+    assert renamed != manifest["hyperparameters"]
+    folder = tmp_path / name
+    shutil.copytree(SHIPPED[name]["path"], folder)
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "hyperparameters": renamed}))
+    with pytest.warns(FutureWarning, match="deprecated and read as") as caught:
+        old = geomol.load_model(folder)
+    assert str(folder) in str(caught[0].message)
+    assert old.arguments == manifest["hyperparameters"]  # recorded again with the new names when saved
+    receptor = Path(__file__).parents[2] / "data" / "example" / "tnks2_protein.pdb"
+    ligands = receptor.with_name("tnks2_ligands.sdf")
+    now = geomol.load_model(name)
+    assert [r.pK for r in geomol.predict_affinity(receptor, ligands, model=old)] == \
+        [r.pK for r in geomol.predict_affinity(receptor, ligands, model=now)]

@@ -11,7 +11,7 @@ from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture
 from geomol.testing.affinity_members import permuted_complex as _permuted
 from geomol.testing.model_contract import ModelContract
 
-TINY = dict(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=2, n_head=2)
+TINY = dict(hidden=16, radial_dim=8, num_rbf=8, edge_embedding_dim=8, num_layers=2, num_heads=2)
 
 
 def _plb(target, ligands, cutoff=6.0):
@@ -168,7 +168,7 @@ def test_inference_cuts_the_pair_plan_into_larger_chunks_with_the_same_predictio
     torch.testing.assert_close(inferred, trained_plan, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("config", [TINY, dict(TINY, d_radial=16, n_rbf=16, n_head=2)])
+@pytest.mark.parametrize("config", [TINY, dict(TINY, radial_dim=16, num_rbf=16, num_heads=2)])
 def test_compiled_attention_gives_the_pytorch_model(config, monkeypatch):
     """A training step (chunked forward, saved pair stage, hand-written backward) and a prediction with GET's compiled
     loops (geomol.nn.native) equal those of the PyTorch formulation in float64, on real pockets (TINY: generic

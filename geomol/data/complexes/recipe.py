@@ -9,7 +9,7 @@ So each default is written once, here (the cutoff in :data:`geomol.data.complexe
     recipe = ComplexRecipe(pocket_cutoff=8.0, fragments=FragmentVocab.load("ligand_fragments.json"))
     receptor = recipe.read_receptor("protein.pdb")
     graph = recipe.build(receptor, "ligands.sdf", ligand_index=3)
-    model = GETAffinity(n_block_types=recipe.num_block_types)
+    model = GETAffinity(num_block_types=recipe.num_block_types)
 
 Serialised form (``to_dict``), version 1::
 
