@@ -39,7 +39,7 @@ from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.io import Structure
 from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
-from geomol.inference.affinity import AffinityPrediction, predict_inputs
+from geomol.inference.affinity import AffinityPrediction, predict_inputs, read_receptor
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.complex_inputs import complex_entries, predict_complexes
 from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
@@ -151,6 +151,7 @@ def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[B
         yield from predict_inputs(None, graph_inputs(receptor), loaded, batch_size=batch_size, max_blocks=max_blocks)
         return
     if reference is not None:
+        receptor = read_receptor(receptor, loaded)  # read once: posing and prediction share it
         inputs, posed = posed_inputs(receptor, ligands, reference, receptor_chains=receptor_chains,
                                      parameters=pose_parameters)
         if write_poses is not None:

@@ -189,20 +189,23 @@ def _complex_records(args: argparse.Namespace, model, console) -> list["Affinity
     return list(predict_complexes(entries, model, batch_size=args.batch_size))
 
 
-def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
-    """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
+def _plan(args: argparse.Namespace, model) -> list[tuple[str, list["LigandInput"]]]:
+    """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse (with a
+    reference ligand, the receptor is read once, for posing and prediction alike: the group holds the structure)."""
     from geomol.api import ligand_inputs, posed_inputs
     from geomol.data.posing.poses import PoseParameters, write_poses
+    from geomol.inference.affinity import read_receptor
     from geomol.inference.ligand_inputs import with_unique_names
     from geomol.inference.tables import read_pairs
 
     if args.reference:
-        inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
+        receptor = read_receptor(args.receptor, model)
+        inputs, posed = posed_inputs(receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
                                      smiles_column=args.smiles_column,
                                      parameters=PoseParameters(refinement=None) if args.no_refine else None)
         if args.write_poses:
             write_poses(args.write_poses, posed)
-        return [(args.receptor, inputs)]
+        return [(receptor, inputs)]
     if args.receptor:
         return [(args.receptor, ligand_inputs(args.ligands, smiles=args.smiles))]
     rows = read_pairs(args.pairs)
@@ -210,7 +213,7 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
             for receptor, group in groupby(rows, key=lambda r: r.receptor)]
 
 
-def _predict_group(receptor: str, items: Sequence["LigandInput"], model, args) -> Iterator["AffinityPrediction"]:
+def _predict_group(receptor, items: Sequence["LigandInput"], model, args) -> Iterator["AffinityPrediction"]:
     from geomol.api import AffinityPrediction, iter_affinity
 
     done = 0
@@ -296,7 +299,8 @@ def run(args: argparse.Namespace) -> int:
     complexes = bool(args.complex or args.complexes)
     names = args.model or ["ppa-affinity" if complexes else "default"]
     model = load_model(names[0] if len(names) == 1 else names, device=args.device)
-    records = _complex_records(args, model, console) if complexes else _predict_all(_plan(args), model, args, console)
+    records = (_complex_records(args, model, console) if complexes
+               else _predict_all(_plan(args, model), model, args, console))
     if args.out:
         write_predictions(records, args.out, with_receptor=bool(args.pairs) or complexes)
     model_name = model.name or Path(names[0]).name

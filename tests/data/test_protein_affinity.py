@@ -179,7 +179,7 @@ def test_a_tiny_get_fit_on_real_complexes_lowers_its_loss(root, tmp_path):
     torch.manual_seed(0)
     dataset = ProteinAffinityDataset(root, ids=SLICE[:6], cache_dir=tmp_path, progress=False)
     batch = as_batch([dataset[i] for i in range(len(dataset))])
-    model = GETAffinity(d_hidden=16, d_radial=8, n_rbf=8, n_layers=1)
+    model = GETAffinity(hidden=16, radial_dim=8, num_rbf=8, num_layers=1)
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(30):

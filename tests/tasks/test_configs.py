@@ -145,13 +145,13 @@ def test_ema_and_fragment_vocab_size_through_the_cli(tmp_path, monkeypatch):
     FragmentVocab.learn(mols, size=12).save(vocab)
     args = ["--config", str(REPO / "configs" / "get_plb.yaml"), *_overrides("get_plb.yaml", tmp_path),
             "--data.init_args.fragments", str(vocab), "--data.init_args.cache_dir", str(tmp_path / "cache"),
-            "--data.init_args.preprocess_workers", "0", "--model.init_args.d_hidden", "16",
+            "--data.init_args.preprocess_workers", "0", "--model.init_args.hidden", "16",
             "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
             "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
             "--trainer.callbacks", "lightning.pytorch.callbacks.EMAWeightAveraging"]
     cli = GeomolCLI(pl.LightningModule, pl.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
                     args=["fit", *args], trainer_defaults={"use_distributed_sampler": False})
-    assert cli.model.hparams.n_block_types == 150 + 12
+    assert cli.model.hparams.num_block_types == 150 + 12
     ema = next(c for c in cli.trainer.callbacks if type(c).__name__ == "EMAWeightAveraging")
     assert int(ema._average_model.n_averaged) >= 1
 

@@ -64,6 +64,6 @@ def test_a_shipped_models_member_starts_a_fit_of_the_same_architecture():
     assert all(torch.equal(value, expected[key]) for key, value in module.model.state_dict().items())
     with pytest.raises(ModelLoadError, match="no member 7: the model has 5"):
         WarmStart("get-plb", member=7).setup(SimpleNamespace(), module, "fit")
-    small = AffinityModule(d_hidden=16, n_block_types=150)
+    small = AffinityModule(hidden=16, num_block_types=150)
     with pytest.raises(ModelLoadError, match="weights do not fit"):
         WarmStart("get-plb").setup(SimpleNamespace(), small, "fit")

@@ -35,8 +35,8 @@ from geomol.data.complexes.pocket import DEFAULT_CUTOFF, blocks_near, heavy_or_a
 from geomol.data.vocab import VOCAB, BlockVocab, residue_block_symbol
 from geomol.errors import ConfigError, EmptySelectionError, LigandNotFoundError
 
-__all__ = ["complex_from_files", "complex_from_structure", "complex_from_pdb", "complex_from_partners",
-           "complex_from_blocks", "pocket_blocks"]
+__all__ = ["complex_from_files", "complex_from_structure", "complex_from_pdb", "complex_in_structure",
+           "complex_from_partners", "complex_from_blocks", "pocket_blocks"]
 
 LigandInput = Union[str, PathLike, Chem.Mol, Sequence[Block]]
 
@@ -237,6 +237,20 @@ def complex_from_pdb(path: str | PathLike, *, ligand_resname: str | None = None,
         ConfigError: neither ``ligand_resname`` nor ``ligand_chains`` given.
     """
     structure = read_structure(path, keep_hydrogens=keep_hydrogens, model=model)
+    return complex_in_structure(structure, ligand_resname=ligand_resname, receptor_chains=receptor_chains,
+                                ligand_chains=ligand_chains, pocket_cutoff=pocket_cutoff,
+                                keep_hydrogens=keep_hydrogens, y=y, name=name, vocab=vocab)
+
+
+def complex_in_structure(structure: Structure, *, ligand_resname: str | None = None,
+                         receptor_chains: Sequence[str] | None = None, ligand_chains: Sequence[str] | None = None,
+                         pocket_cutoff: float = DEFAULT_CUTOFF, keep_hydrogens: bool = False, y: float | None = None,
+                         name: str | None = None, vocab: BlockVocab = VOCAB) -> BlockGraph:
+    """:func:`complex_from_pdb` on a structure already read (the whole file: every chain), so that one read serves
+    every ligand named inside it. Arguments and errors as :func:`complex_from_pdb`."""
+    if keep_hydrogens and not structure.hydrogens_kept:
+        raise ConfigError("keep_hydrogens=True but the structure was read without hydrogens", source=structure.source)
+    path = structure.source
     name = name or Path(path).name
     if ligand_resname is None and ligand_chains:
         return complex_from_partners(structure, receptor_chains, ligand_chains, pocket_cutoff=pocket_cutoff,
