@@ -17,25 +17,22 @@ nbody    complete graph                            q_i q_j                      
 
 The models add |v| (node) and d² (edge) themselves (:func:`~geomol.models.dynamics.dynamics_inputs`).
 Small-molecule kinds (``md17``, ``molecule``) read molecules: a rollout matches a user's atoms to the model's by the
-molecular graph (:mod:`geomol.data.molecule_matching`) and ``molecule`` models build the graph of whatever molecule
+molecular graph (:mod:`geomol.data.chemistry.molecule_matching`) and ``molecule`` models build the graph of whatever molecule
 they are given.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
 
 from geomol.data.graph_edges import bond_edges, complete_graph, md17_edge_features
-from geomol.data.molecule_graph import molecule_graph
+from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.errors import ConfigError
 from geomol.nn.neighbors import radius_graph
-
-if TYPE_CHECKING:
-    from geomol.data.trajectory_protocol import TrajectoryProtocol
 
 __all__ = ["DynamicsSystem", "SYSTEMS", "register_system", "system_of", "MoleculeGraph"]
 
@@ -75,11 +72,11 @@ class DynamicsSystem:
     reads_selections: ClassVar[bool] = False  # an atom selection of any trajectory MDAnalysis reads
     fixed_nodes: ClassVar[bool] = True  # the model was trained on a fixed number of nodes (protocol.num_nodes)
 
-    def problems(self, protocol: "TrajectoryProtocol") -> list[str]:
+    def problems(self, protocol) -> list[str]:
         """What is missing from a protocol of this kind (empty when it is complete)."""
         return []
 
-    def state_graph(self, protocol: "TrajectoryProtocol", x: torch.Tensor, v: torch.Tensor,
+    def state_graph(self, protocol, x: torch.Tensor, v: torch.Tensor,
                     charges: torch.Tensor | None = None, molecule: MoleculeGraph | None = None) -> Data:
         """``Data`` with ``X``, ``V``, ``edge_index`` [2, M], ``edge_attr`` [M, E_d] and optionally ``node_attr``."""
         if self.fixed_nodes and protocol.num_nodes is not None and x.size(0) != protocol.num_nodes:
@@ -152,7 +149,7 @@ class MD17System(DynamicsSystem):
 
 @register_system
 class MoleculeSystem(DynamicsSystem):
-    """Any small molecule's heavy atoms (:mod:`geomol.data.molecule_graph`); a model trained on one molecule
+    """Any small molecule's heavy atoms (:mod:`geomol.data.chemistry.molecule_graph`); a model trained on one molecule
     records it (``atomic_numbers``, ``bonds``) and is matched to it, a model of many molecules reads any."""
 
     kind = "molecule"

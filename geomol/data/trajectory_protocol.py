@@ -32,8 +32,8 @@ import torch
 from torch_geometric.data import Data
 
 from geomol.data.dynamics_systems import SYSTEMS, MoleculeGraph, system_of
-from geomol.data.molecule_matching import MoleculeTemplate
-from geomol.errors import ConfigError, ModelLoadError
+from geomol.data.chemistry.molecule_matching import MoleculeTemplate
+from geomol.errors import ModelLoadError
 
 __all__ = ["KINDS", "PROTOCOL_VERSION", "TrajectoryProtocol"]
 

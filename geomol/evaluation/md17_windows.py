@@ -25,12 +25,13 @@ def md17_test_table(models: dict, molecule: str, data_dir: str | Path, *, restor
     """:class:`~geomol.inference.rollout_evaluation.RolloutTable` on the test windows of ``md17_<molecule>.npz``.
 
     Args:
-        models: {row name: model} (loaded models or references :func:`geomol.load_model` accepts); the first one's
-            protocol gives the heavy atoms' bonds and elements.
+        models: {row name: model} (loaded models or references
+            :func:`~geomol.inference.loading.load_model` accepts); the first one's protocol gives the heavy atoms'
+            bonds and elements.
         molecule: file stem after ``md17_``. data_dir: the folder of the npz.
         restore_bonds: also rows with the bond-restoring projection. progress: a progress bar.
     """
-    from geomol.data.covalent_graph import CovalentGraph
+    from geomol.data.chemistry.covalent_graph import CovalentGraph
     from geomol.data.datasets.md17 import MD17Dataset
     from geomol.inference.loading import load_model
     from geomol.inference.molecule_inputs import MoleculeInput

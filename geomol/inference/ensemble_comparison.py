@@ -3,7 +3,7 @@
 :class:`EnsembleComparison` takes the reference's frames (same atoms, same order) and, for a rollout's frames:
 
 * the Jensen–Shannon divergence of the bond-length, angle and torsion distributions against the reference
-  (:func:`~geomol.data.conformations.ensemble_divergence`), beside the reference's first half against its second
+  (:func:`~geomol.data.chemistry.conformations.ensemble_divergence`), beside the reference's first half against its second
   half (the floor: what sampling noise alone gives) and a frozen structure (the start frame, never moving: the
   ceiling a model must beat);
 * bonds against the reference's mean bond lengths: the largest deviation per frame, and the frames with a bond more
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from geomol.data.conformations import (KINDS, InternalCoordinates, bond_deviations, ensemble_divergence,
+from geomol.data.chemistry.conformations import (KINDS, InternalCoordinates, bond_deviations, ensemble_divergence,
                                        frozen_structure, half_against_half)
 from geomol.data.trajectory_chemistry import BROKEN_BOND
 from geomol.errors import ConfigError

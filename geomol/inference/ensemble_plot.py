@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from geomol.data.conformations import BIN_WIDTHS, KINDS, histogram_divergence
+from geomol.data.chemistry.conformations import BIN_WIDTHS, KINDS, histogram_divergence
 
 __all__ = ["plot_ensemble"]
 

@@ -1,6 +1,6 @@
 """A user's small-molecule file as a small-molecule model's input: atoms matched, states built, output in their order.
 
-:meth:`MoleculeInput.open` reads any file :func:`~geomol.data.io.molecule_frames.read_molecule_frames` reads and
+:meth:`MoleculeInput.open` reads any file :func:`~geomol.data.chemistry.molecule_frames.read_molecule_frames` reads and
 takes its heavy atoms (the models see no hydrogen). For a model trained on one molecule (its protocol holds the
 molecule: :meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.template`) the file's heavy atoms are matched to
 the model's by the molecular graph, so any atom order works and a file of another molecule is refused
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.datasets.molecule_windows import heavy_atom_bonds
 from geomol.data.dynamics_systems import MoleculeGraph
-from geomol.data.io.molecule_frames import MoleculeFrames, read_molecule_frames
-from geomol.data.molecule_matching import MoleculeTemplate
+from geomol.data.chemistry.molecule_frames import MoleculeFrames, read_molecule_frames
+from geomol.data.chemistry.molecule_matching import MoleculeTemplate
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import TrajectoryError

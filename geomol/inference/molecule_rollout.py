@@ -29,6 +29,7 @@ from geomol.inference.ensemble_comparison import EnsembleComparison
 from geomol.inference.molecule_inputs import MoleculeInput
 from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
 from geomol.inference.rollout_chemistry import ChemistryTracker
+from geomol.inference.rollout_output import FrameWriter, TrajectoryRollout
 from geomol.inference.rollout_report import write_summary
 from geomol.provenance import provenance
 
@@ -61,8 +62,6 @@ def rollout_molecule(model: DynamicsModel, topology, trajectory=None, *, out, st
     See :func:`geomol.api.rollout`. Raises MoleculeMismatchError (the file is another molecule), TrajectoryError
     (unreadable files, too few frames for the start state), ConfigError (bad options).
     """
-    from geomol.inference.rollout_files import FrameWriter, TrajectoryRollout
-
     protocol = model.protocol
     if output_frames not in OUTPUT_FRAMES:
         raise ConfigError(f"output_frames must be one of {OUTPUT_FRAMES}, got {output_frames!r}")

@@ -17,7 +17,7 @@ from torch.utils.data import Dataset
 
 from geomol.data.datasets.molecule_windows import MoleculeTrajectory, MoleculeWindows
 from geomol.data.datasets.trajectory import even_offsets
-from geomol.data.molecule_graph import EDGE_FEATURES, NODE_FEATURES
+from geomol.data.chemistry.molecule_graph import EDGE_FEATURES, NODE_FEATURES
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 from geomol.errors import ConfigError
 from geomol.tasks.dynamics_data import TrajectoryDataModule

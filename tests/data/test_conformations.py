@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from geomol.data.conformations import (BIN_WIDTHS, InternalCoordinates, bond_deviations, ensemble_divergence,
+from geomol.data.chemistry.conformations import (BIN_WIDTHS, InternalCoordinates, bond_deviations, ensemble_divergence,
                                        frozen_structure, half_against_half, histogram_divergence, js_divergence)
 
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from geomol.data.datasets.molecule_windows import heavy_atom_bonds
-from geomol.data.io.molecule_frames import read_molecule_frames
-from geomol.data.molecule_graph import molecule_graph
-from geomol.data.molecule_matching import MoleculeTemplate, heavy_formula
+from geomol.data.chemistry.molecule_frames import read_molecule_frames
+from geomol.data.chemistry.molecule_graph import molecule_graph
+from geomol.data.chemistry.molecule_matching import MoleculeTemplate, heavy_formula
 from geomol.errors import MoleculeMismatchError
 from geomol.simulate.molecules import starting_structure
 

@@ -9,7 +9,7 @@ import pytest
 
 import geomol
 from geomol.cli import main
-from geomol.data.io.molecule_frames import read_molecule_frames
+from geomol.data.chemistry.molecule_frames import read_molecule_frames
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import MoleculeMismatchError
 from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixture)

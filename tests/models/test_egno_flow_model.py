@@ -9,7 +9,7 @@ from torch_geometric.data import Batch
 from geomol.data.datasets.trajectory import trajectory_graph
 from geomol.models.egno_flow import EGNOFlow, centred_noise
 from geomol.testing import INVARIANT, POSITION, VECTOR
-from tests.models.model_contract import ModelContract
+from geomol.testing.model_contract import ModelContract
 from tests.models.test_egno_model import P, random_graphs
 
 

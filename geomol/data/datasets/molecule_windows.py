@@ -8,7 +8,7 @@ o_1 … o_P and velocity span s (frames), is
 * ``X`` = x[t] and ``V`` = x[t] − x[t − s] (Å per s frames: the backward difference over the window's own frame
   spacing, which is exactly what a rollout has at the end of a predicted window when s = o_P − o_{P−1});
 * ``X_target`` [n, P, 3] = x[t + o_p];
-* the molecule's graph from :func:`~geomol.data.molecule_graph.molecule_graph` (complete within the molecule).
+* the molecule's graph from :func:`~geomol.data.chemistry.molecule_graph.molecule_graph` (complete within the molecule).
 
 Splits are in time within each trajectory: the frames [begin, end) of a ``frame_range`` (fractions of the run) hold
 a window's input, its previous frame and all its targets, so windows of two ranges never share a frame.
@@ -24,9 +24,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from geomol.data.covalent_graph import perceive_bonds
+from geomol.data.chemistry.covalent_graph import perceive_bonds
 from geomol.data.datasets.trajectory import trajectory_graph
-from geomol.data.molecule_graph import molecule_graph
+from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.errors import DatasetError
 
 __all__ = ["MoleculeTrajectory", "MoleculeWindows", "heavy_atom_bonds"]

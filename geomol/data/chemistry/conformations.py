@@ -24,7 +24,7 @@ from typing import Mapping
 
 import numpy as np
 
-from geomol.data.covalent_graph import angle_triplets
+from geomol.data.chemistry.covalent_graph import angle_triplets
 from geomol.errors import ConfigError
 
 __all__ = ["KINDS", "BIN_WIDTHS", "InternalCoordinates", "js_divergence", "histogram_divergence",

@@ -3,7 +3,7 @@
 :func:`read_molecule_frames` returns :class:`MoleculeFrames`: atomic numbers, atom names, positions [F, m, 3] (Å)
 and bonds, all atoms as the file lists them (hydrogens included where it has them). Bonds come from the file
 (an SDF/MOL2 bond block, PDB CONECT records or a topology's bonds, a ``geomol simulate`` npz's ``bonds``), else
-they are perceived from the first frame's distances (:func:`~geomol.data.covalent_graph.perceive_bonds`);
+they are perceived from the first frame's distances (:func:`~geomol.data.chemistry.covalent_graph.perceive_bonds`);
 ``bonds_source`` says which. Readers: RDKit for SDF/MOL (one frame per record, all records the same atoms),
 NumPy for the MD17 npz (``R``, ``z``), MDAnalysis for everything else (any topology with an optional trajectory).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geomol.data.covalent_graph import perceive_bonds, selection_bonds
+from geomol.data.chemistry.covalent_graph import perceive_bonds, selection_bonds
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import StructureReadError, TrajectoryError, UnknownElementError
 
