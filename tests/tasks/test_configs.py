@@ -61,6 +61,10 @@ def _overrides(name: str, tmp: Path) -> list[str]:
     if name == "get_ppa.yaml":
         return ["--data.init_args.table", str(builders.write_ppa(tmp / "ppa")), "--data.init_args.valid_fraction",
                 "0.2", "--data.init_args.test_fraction", "0.2"]
+    if name == "get_protein_affinity.yaml":  # one small complex per cluster, three leave-cluster-out folds
+        return ["--data.init_args.root", str(shared_path("protein_affinity")), "--data.init_args.ids",
+                "[3Q8D, 3UIH, 3UII, 1KNE, 1M27, 5TAR, 2KSO, 1KTZ, 3LNZ, 2B12, 4M76, 5VNW]", "--data.init_args.n_folds", "3",
+                "--data.init_args.valid_fraction", "0.3"]
     if name == "egno_nbody.yaml":
         return ["--data.init_args.cache_dir", str(tmp / "nbody"), "--data.init_args.num_train", "60",
                 "--data.init_args.num_valid", "20", "--data.init_args.num_test", "20", "--data.init_args.max_train", "60",
