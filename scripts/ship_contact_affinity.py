@@ -46,7 +46,7 @@ def fewshot_text(path: str | None) -> str:
 
 
 def card(args, model: AffinityModel, cv: dict, corpus: dict, speed: dict | None, cpu_seconds: float) -> str:
-    fit = read_config(args.config)["members"].get("fit", {})
+    fit = read_config(args.config).get("fit", {})
     args.loss, args.epochs = fit.get("loss", "ranking"), fit.get("epochs", 20)
     args.chemistry = model.members[0].recipe.roles
     row = {r["variant"]: r for r in cv["variants"]}[args.row]

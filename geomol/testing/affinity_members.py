@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from geomol.data.blocks import BlockGraph
 from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.errors import ModelLoadError
-from geomol.models.affinity_member import MEMBER_KINDS
+from geomol.models.affinity_member import registered_kinds
 from geomol.testing import INVARIANT, POSITION
 from geomol.testing.model_contract import ModelContract
 
@@ -172,6 +172,7 @@ class AffinityMemberContract(ModelContract):
 def contract_classes(base: type, kinds: Sequence[str] | None = None) -> dict[str, type]:
     """``{"Test<kind>Contract": class}``: one subclass of ``base`` (an :class:`AffinityMemberContract` that supplies
     the complexes) per registered member kind (or per name in ``kinds``), for a test module's namespace."""
-    chosen = sorted(MEMBER_KINDS) if kinds is None else list(kinds)
-    return {f"Test{name}Contract": type(f"Test{name}Contract", (base,), {"kind": MEMBER_KINDS[name]})
+    registered = registered_kinds()
+    chosen = sorted(registered) if kinds is None else list(kinds)
+    return {f"Test{name}Contract": type(f"Test{name}Contract", (base,), {"kind": registered[name]})
             for name in chosen}
