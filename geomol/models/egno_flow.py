@@ -16,6 +16,10 @@ window X¹ [N, P, 3]:
 * the network predicts the clean window X̂¹(X^τ, τ, x₀, v) (positions, as EGNO does), so that its velocity is
   û = (X̂¹ − X^τ) / (1 − τ); the loss is the velocity error per slice in units of σ_p,
   ‖(X̂¹ − X¹) / (σ_p · max(1 − τ, τ_floor))‖², averaged over atoms, slices and xyz;
+* optionally (``distance_weight`` λ > 0) the same weighted error on the edges' lengths, λ‖(d̂_ij − d_ij) / (σ_p ·
+  max(1 − τ, τ_floor))‖² over the graph's edges and slices: the squared error of positions weighs a bond that is
+  0.05 Å too long as little as a 0.05 Å shift of the whole molecule, while a bond's length is what a molecule must
+  keep;
 * sampling: Euler steps of the ODE dX/dτ = û from τ = 0 to 1 (``sampling_steps``); the last step lands on X̂¹.
   A ``torch.Generator`` makes a sample repeat.
 
@@ -75,6 +79,7 @@ class EGNOFlow(nn.Module):
         velocity_span: s, frames between the two frames whose difference is the velocity (the previous slice is
             x₀ − s·v).
         sampling_steps: Euler steps of a sample. tau_floor: smallest 1 − τ in the loss weight.
+        distance_weight: λ of the edge-length term of the loss (0: positions only).
         node_attr_norm: see :func:`~geomol.models.dynamics.dynamics_inputs`.
     """
 
@@ -83,7 +88,7 @@ class EGNOFlow(nn.Module):
     def __init__(self, node_features: int = 2, edge_features: int = 2, hidden: int = 64, num_layers: int = 4,
                  num_timesteps: int = 8, num_modes: int = 3, time_embedding_dim: int = 32,
                  prior_scale: float | Sequence[float] | None = None, velocity_span: float = 1.0, sampling_steps: int = 10,
-                 tau_floor: float = 0.05, node_attr_norm: NodeAttrNorm = "dataset"):
+                 tau_floor: float = 0.05, distance_weight: float = 0.0, node_attr_norm: NodeAttrNorm = "dataset"):
         super().__init__()
         slices = num_timesteps + CLEAN_SLICES
         if num_timesteps < 1 or num_layers < 1 or hidden < 1 or sampling_steps < 1:
@@ -97,6 +102,7 @@ class EGNOFlow(nn.Module):
         self.node_features, self.edge_features, self.hidden = node_features, edge_features, hidden
         self.num_timesteps, self.num_modes, self.time_embedding_dim = num_timesteps, num_modes, time_embedding_dim
         self.velocity_span, self.sampling_steps, self.tau_floor = float(velocity_span), sampling_steps, tau_floor
+        self.distance_weight = float(distance_weight)
         self.node_attr_norm = node_attr_norm
         self.register_buffer("prior_scale", torch.tensor(scale, dtype=torch.float32))
         self.embedding = nn.Linear(node_features + 2 * time_embedding_dim, hidden)
@@ -151,8 +157,13 @@ class EGNOFlow(nn.Module):
         z = self.prior(inputs, generator)
         t = tau[inputs.batch].view(-1, 1, 1)
         predicted = self.denoise(inputs, (1 - t) * z + t * target, tau)
-        weight = 1.0 / (self._scale(target) * (1 - t).clamp(min=self.tau_floor))
-        return ((predicted - target) * weight).pow(2).mean()
+        weight = 1.0 / (self._scale(target) * (1 - t).clamp(min=self.tau_floor))  # [N, P, 1]
+        loss = ((predicted - target) * weight).pow(2).mean()
+        if self.distance_weight:
+            row, col = inputs.edge_index
+            length = lambda x: (x[row] - x[col]).norm(dim=-1, keepdim=True)  # noqa: E731  [M, P, 1]
+            loss = loss + self.distance_weight * ((length(predicted) - length(target)) * weight[row]).pow(2).mean()
+        return loss
 
     # ------------------------------------------------------------------ sampling
     def sample(self, graph, generator=None, steps: int | None = None, prior: torch.Tensor | None = None) -> torch.Tensor:
