@@ -61,7 +61,7 @@ def main(argv=None) -> dict:
 
     import geomol
     from geomol.evaluation.molecule_ensembles import engine_speed, judge_model
-    from geomol.inference.molecule_inputs import MoleculeInput
+    from geomol.inference.dynamics.molecule_inputs import MoleculeInput
 
     torch.set_num_threads(args.threads)
     meta = run_metadata(args.threads)

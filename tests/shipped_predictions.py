@@ -59,7 +59,7 @@ def affinity(model: str) -> dict[str, np.ndarray]:
 
 
 def nbody() -> np.ndarray:
-    from geomol.data.datasets.nbody import ChargedParticles, draw_initial_states, simulate
+    from geomol.data.datasets.trajectories.nbody import ChargedParticles, draw_initial_states, simulate
 
     system = ChargedParticles()
     charges, loc, vel = draw_initial_states(2, np.random.RandomState(7), system)
@@ -72,7 +72,7 @@ def mocap() -> np.ndarray | None:
     path = SHARED_DATA / "mocap_run" / "cmu_subject09_run.npz"
     if not path.exists():
         return None
-    from geomol.data.datasets.mocap import MocapDataset
+    from geomol.data.datasets.trajectories.mocap import MocapDataset
 
     data = MocapDataset("test", path, num_timesteps=5, delta=30)
     t, s = data.samples[0]

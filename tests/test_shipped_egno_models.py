@@ -54,7 +54,7 @@ def _assert_matches_card(model, mse: dict[str, float]) -> None:
 
 
 def test_nbody_model_on_fresh_simulations():
-    from geomol.data.datasets.nbody import ChargedParticles, draw_initial_states, simulate
+    from geomol.data.datasets.trajectories.nbody import ChargedParticles, draw_initial_states, simulate
 
     model = _load("egno-nbody")
     system, start = ChargedParticles(), 30
@@ -68,7 +68,7 @@ def test_nbody_model_on_fresh_simulations():
 
 
 def test_mocap_model_on_the_test_trials():
-    from geomol.data.datasets.mocap import MocapDataset
+    from geomol.data.datasets.trajectories.mocap import MocapDataset
 
     model = _load("egno-mocap-run")
     data = MocapDataset("test", shared_path("mocap_run", "cmu_subject09_run.npz"),
@@ -85,7 +85,7 @@ def test_fkbp12_model_on_md_of_a_protein_it_never_saw(helix_md):
     """egno-fkbp12 on every window of the helix MD made at its frame interval (tests/rollout_fixtures.py): a
     protein it was not trained on, so the card's FKBP12 number is only a scale; the model still has to predict
     the backbone's motion better than linear extrapolation and not worse than standing still (10 % margin)."""
-    from geomol.data.datasets.md_trajectory import MDTrajectory
+    from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory
 
     model = _load("egno-fkbp12")
     with warnings.catch_warnings():

@@ -4,7 +4,7 @@
 ``windows`` windows from several start frames of a run it never trained on, and compares the pooled frames with
 that run: the JS divergences of bond lengths, angles and torsions (with the run's half-against-half floor and a
 frozen start structure) and the bonds off their MD means
-(:class:`~geomol.inference.ensemble_comparison.EnsembleComparison`), and the Ramachandran distribution: the backbone
+(:class:`~geomol.inference.dynamics.ensemble_comparison.EnsembleComparison`), and the Ramachandran distribution: the backbone
 dihedrals φ (C₋₁–N–CA–C) and ψ (N–CA–C–N₊₁) of every residue that has them, as the mean JS of each dihedral's
 distribution (10° bins on the circle) and the JS of the (φ, ψ) map pooled over residues (10° × 10° cells).
 """
@@ -19,13 +19,13 @@ import torch
 
 from geomol.data.chemistry.conformations import BIN_WIDTHS, InternalCoordinates, histogram_divergence, js_divergence
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.datasets.md_trajectory import MDTrajectory
+from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory
 from geomol.data.io.trajectory import open_selection
-from geomol.data.trajectory_chemistry import count_clashes
+from geomol.data.chemistry.trajectory import count_clashes
 from geomol.errors import ConfigError
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.ensemble_comparison import EnsembleComparison
-from geomol.inference.rollout import iter_windows, state_at
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.ensemble_comparison import EnsembleComparison
+from geomol.inference.dynamics.rollout import iter_windows, state_at
 
 __all__ = ["backbone_dihedrals", "ramachandran_divergence", "judge_protein"]
 

@@ -6,7 +6,7 @@ generator seeded by the batch index, so validation losses of two epochs compare 
 evaluation metrics are those of one sampled window per state. Logged per
 evaluation epoch over all samples: ``s2s_mse`` (state-to-state: error at the last frame, the
 number the reference scripts report) and ``s2t_mse`` (state-to-trajectory: mean over the P frames).
-The data module's :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol` (target offsets, graph
+The data module's :class:`~geomol.data.dynamics.protocol.TrajectoryProtocol` (target offsets, graph
 and feature definitions) is stored in every checkpoint, so that a rollout later builds its inputs
 exactly as in training.
 """
@@ -18,7 +18,7 @@ import torch
 
 from lightning.pytorch.utilities import rank_zero_warn
 
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ConfigError
 from geomol.models.dynamics import s2s_mse, s2t_mse, trajectory_loss
 from geomol.models.egnn import EGNNDynamics

@@ -12,7 +12,7 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from geomol.data.batching.sampler import FixedBatchSampler
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ConfigError
 from geomol.tasks.data_base import STAGES, GraphDataModule
 
@@ -81,12 +81,12 @@ class NBodyDataModule(TrajectoryDataModule):
 
     def prepare_data(self) -> None:
         if self.cache_dir is not None and self.official_dir is None:
-            from geomol.data.datasets.nbody import load_or_generate
+            from geomol.data.datasets.trajectories.nbody import load_or_generate
 
             load_or_generate(self.cache_dir, **self.generation)
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.nbody import NBodyDataset, load_official_files, load_or_generate
+        from geomol.data.datasets.trajectories.nbody import NBodyDataset, load_official_files, load_or_generate
 
         if self._data is None:
             self._data = (load_official_files(self.official_dir) if self.official_dir is not None
@@ -96,7 +96,7 @@ class NBodyDataModule(TrajectoryDataModule):
 
     @property
     def protocol(self) -> TrajectoryProtocol:
-        from geomol.data.datasets.nbody import ChargedParticles
+        from geomol.data.datasets.trajectories.nbody import ChargedParticles
 
         dataset, system = self._train_split(), ChargedParticles()
         frame = system.sample_every * system.dt  # simulation time between saved frames
@@ -122,7 +122,7 @@ class MocapDataModule(TrajectoryDataModule):
         self.path, self.delta, self.last, self.height_feature = path, delta, last, height_feature
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.mocap import MocapDataset
+        from geomol.data.datasets.trajectories.mocap import MocapDataset
 
         return MocapDataset(stage, self.path, num_timesteps=self.num_timesteps, delta=self.delta, last=self.last,
                             height_feature=self.height_feature)
@@ -148,7 +148,7 @@ class MD17DataModule(TrajectoryDataModule):
         split_file: the reference ``<mol>_split.pkl``-style split (optional; else generated).
         max_train: training samples (reference 500).
         margin: frames excluded at both ends when generating a split (reference 10000).
-        velocity_span, velocity_direction: the input velocity (see :class:`~geomol.data.datasets.md17.MD17Dataset`):
+        velocity_span, velocity_direction: the input velocity (see :class:`~geomol.data.datasets.trajectories.md17.MD17Dataset`):
             the reference's forward one-frame difference, or ``backward`` over ``velocity_span`` frames (with the
             spacing of the last two targets, Δ/P, every rollout window then starts in distribution).
     """
@@ -161,7 +161,7 @@ class MD17DataModule(TrajectoryDataModule):
         self.margin, self.velocity = margin, dict(velocity_span=velocity_span, velocity_direction=velocity_direction)
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.md17 import MD17Dataset
+        from geomol.data.datasets.trajectories.md17 import MD17Dataset
 
         return MD17Dataset(self.path, stage, delta=self.delta, num_timesteps=self.num_timesteps,
                            split_file=self.split_file, margin=self.margin,
@@ -216,7 +216,7 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
         self._traj = None
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset
+        from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory, MDTrajectoryDataset
 
         if stage == "test" and self.test_trajectory is not None:
             independent = MDTrajectory(self.topology, self.test_trajectory, selection=self.selection)

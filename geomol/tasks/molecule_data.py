@@ -1,6 +1,6 @@
 """Small-molecule trajectories for models that read the molecule they are given (one molecule, or many).
 
-:class:`MoleculeDataModule` cuts windows (:class:`~geomol.data.datasets.molecule_windows.MoleculeWindows`) out of
+:class:`MoleculeDataModule` cuts windows (:class:`~geomol.data.datasets.trajectories.molecule_windows.MoleculeWindows`) out of
 the npz files ``geomol simulate molecule`` writes (or any MD17-layout npz): each run is split in time into training
 and validation frames; the test split is every ``test_stride``-th window of independent runs (other seeds, or
 molecules never trained on). Its protocol is the ``molecule`` kind's: the graph from elements and bonds, the velocity
@@ -15,10 +15,10 @@ from typing import Sequence
 import numpy as np
 from torch.utils.data import Dataset
 
-from geomol.data.datasets.molecule_windows import MoleculeTrajectory, MoleculeWindows
-from geomol.data.datasets.trajectory import even_offsets
+from geomol.data.datasets.trajectories.molecule_windows import MoleculeTrajectory, MoleculeWindows
+from geomol.data.datasets.trajectories.trajectory import even_offsets
 from geomol.data.chemistry.molecule_graph import EDGE_FEATURES, NODE_FEATURES
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ConfigError
 from geomol.tasks.dynamics_data import TrajectoryDataModule
 

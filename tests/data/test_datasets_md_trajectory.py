@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch_geometric.loader import DataLoader
 
-from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset, md_split_ranges, md_target_offsets
+from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory, MDTrajectoryDataset, md_split_ranges, md_target_offsets
 from geomol.errors import ConfigError, EmptySelectionError, TrajectoryError
 
 datafiles = pytest.importorskip("MDAnalysisTests.datafiles")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geomol.data.datasets.molecule_windows import heavy_atom_bonds
+from geomol.data.datasets.trajectories.molecule_windows import heavy_atom_bonds
 from geomol.data.chemistry.molecule_frames import read_molecule_frames
 from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate, heavy_formula

@@ -8,7 +8,7 @@ from geomol.data import complex_from_structure, read_ligands, read_structure
 from geomol.data.complexes.fragment import FragmentVocab
 from geomol.data.complexes.pocket import DEFAULT_CUTOFF
 from geomol.data.complexes.recipe import RECIPE_VERSION, ComplexRecipe
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.data.vocab import VOCAB
 from geomol.errors import ConfigError, ModelLoadError
 from tests.conftest import REPO

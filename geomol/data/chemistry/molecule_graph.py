@@ -9,7 +9,7 @@ For the heavy atoms of a small molecule (atomic numbers [n] and heavy-atom bonds
 
 Nothing depends on the order of the atoms: a permutation of the input permutes the features, so a model built on
 them reads the same molecule in any order, and a molecule it never saw as well. The training datasets
-(:mod:`geomol.data.datasets.molecule_windows`) and rollouts (:mod:`geomol.data.dynamics_systems`) both call
+(:mod:`geomol.data.datasets.trajectories.molecule_windows`) and rollouts (:mod:`geomol.data.dynamics.systems`) both call
 :func:`molecule_graph`.
 """
 from __future__ import annotations

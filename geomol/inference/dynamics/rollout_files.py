@@ -14,8 +14,8 @@ o_P). With the AdK-style offsets [3, 7, 11, 15] the predicted frames are *not* e
 frame's trajectory frame number and time in all cases.
 
 Every rollout measures the chemistry of its predicted frames against the start frame (bond-length
-and angle errors, broken bonds, clashes: :mod:`geomol.inference.rollout_chemistry`); with
-``restore_bonds`` the bond-restoring projection (:mod:`geomol.inference.bond_restoring`) corrects
+and angle errors, broken bonds, clashes: :mod:`geomol.inference.dynamics.rollout_chemistry`); with
+``restore_bonds`` the bond-restoring projection (:mod:`geomol.inference.dynamics.bond_restoring`) corrects
 each window before it is written and seeds the next.
 
 Coordinate-only formats (DCD, XTC, TRR, NetCDF) hold the selected atoms only, in topology order;
@@ -31,15 +31,15 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.dynamics_systems import system_of
+from geomol.data.dynamics.systems import system_of
 from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
-from geomol.inference.bond_restoring import BondRestoring
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
-from geomol.inference.rollout_chemistry import ChemistryTracker
-from geomol.inference.rollout_output import FrameWriter, TrajectoryRollout
-from geomol.inference.rollout_report import ReferenceComparison, plot_rollout, write_summary
+from geomol.inference.dynamics.bond_restoring import BondRestoring
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
+from geomol.inference.dynamics.rollout_chemistry import ChemistryTracker
+from geomol.inference.dynamics.rollout_output import FrameWriter, TrajectoryRollout
+from geomol.inference.dynamics.rollout_report import ReferenceComparison, plot_rollout, write_summary
 from geomol.provenance import provenance
 
 __all__ = ["TrajectoryRollout", "open_selection", "start_state", "FrameWriter", "rollout_trajectory"]
@@ -126,7 +126,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
     """Roll ``model`` out from a frame of a molecular trajectory and write the predicted trajectory.
 
     See :func:`geomol.api.rollout` for the arguments. Small-molecule models (``md17``, ``molecule`` kinds) go
-    to :func:`~geomol.inference.molecule_rollout.rollout_molecule`. Raises EmptySelectionError (no atom
+    to :func:`~geomol.inference.dynamics.molecule_rollout.rollout_molecule`. Raises EmptySelectionError (no atom
     selected), TrajectoryError (unreadable files, too few frames for the start state or for the
     reference comparison), ConfigError (bad options, a model of particles or joints).
     """
@@ -137,7 +137,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
         if unused:
             raise ConfigError(f"{', '.join(unused)}: not for small-molecule models, which take the file's heavy "
                               "atoms and the velocity they were trained on")
-        from geomol.inference.molecule_rollout import rollout_molecule
+        from geomol.inference.dynamics.molecule_rollout import rollout_molecule
 
         return rollout_molecule(model, topology, trajectory, out=out, start=start, frames=frames, windows=windows,
                                 reference=reference, reference_topology=reference_topology, plot=plot,

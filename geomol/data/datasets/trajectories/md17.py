@@ -31,8 +31,8 @@ import torch
 from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
 from geomol.data.vocab import ELEMENTS, VOCAB, atom_index, element_block_symbol
-from geomol.data.datasets.trajectory import even_offsets, trajectory_graph
-from geomol.data.graph_edges import bond_and_two_hop_edges, md17_edge_features
+from geomol.data.datasets.trajectories.trajectory import even_offsets, trajectory_graph
+from geomol.data.dynamics.graphs import bond_and_two_hop_edges, md17_edge_features
 
 __all__ = ["MD17Dataset", "STICK_PAIRS", "md17_split"]
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import perceive_bonds
-from geomol.data.datasets.trajectory import trajectory_graph
+from geomol.data.datasets.trajectories.trajectory import trajectory_graph
 from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.errors import DatasetError
 

@@ -2,13 +2,13 @@
 
 :meth:`MoleculeInput.open` reads any file :func:`~geomol.data.chemistry.molecule_frames.read_molecule_frames` reads and
 takes its heavy atoms (the models see no hydrogen). For a model trained on one molecule (its protocol holds the
-molecule: :meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.template`) the file's heavy atoms are matched to
+molecule: :meth:`~geomol.data.dynamics.protocol.TrajectoryProtocol.template`) the file's heavy atoms are matched to
 the model's by the molecular graph, so any atom order works and a file of another molecule is refused
 (:class:`~geomol.errors.MoleculeMismatchError`); a model of many molecules reads the file's molecule as it is.
 Everything the model sees is in the model's order; everything written back (:meth:`MoleculeInput.to_file_order`) is
 in the file's order of its heavy atoms.
 
-The start state at frame t follows the model's velocity definition (:func:`~geomol.inference.rollout.state_at`).
+The start state at frame t follows the model's velocity definition (:func:`~geomol.inference.dynamics.rollout.state_at`).
 """
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.datasets.molecule_windows import heavy_atom_bonds
-from geomol.data.dynamics_systems import MoleculeGraph
+from geomol.data.datasets.trajectories.molecule_windows import heavy_atom_bonds
+from geomol.data.dynamics.systems import MoleculeGraph
 from geomol.data.chemistry.molecule_frames import MoleculeFrames, read_molecule_frames
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import TrajectoryError
-from geomol.inference.rollout import state_at
+from geomol.inference.dynamics.rollout import state_at
 
 __all__ = ["MoleculeInput", "match_heavy_atoms"]
 

@@ -13,7 +13,7 @@ in a shipped model's manifest, versioned; records without a version read as vers
   (the official protocols: s = 1), or "backward" v = (x[t] − x[t−s]) / (s·frame_time), which is what a rollout
   knows at the end of a predicted window: with s = o_P − o_{P−1} every window after the first starts from the
   velocity the model was trained on;
-* the graph and features of each kind of system: :data:`geomol.data.dynamics_systems.SYSTEMS` (md, mocap, md17,
+* the graph and features of each kind of system: :data:`geomol.data.dynamics.systems.SYSTEMS` (md, mocap, md17,
   molecule, nbody), one registered entry per kind.
 
 :meth:`TrajectoryProtocol.state_graph` builds those inputs with the system's builder, the one its training
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomol.data.dynamics_systems import SYSTEMS, MoleculeGraph, system_of
+from geomol.data.dynamics.systems import SYSTEMS, MoleculeGraph, system_of
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate
 from geomol.errors import ModelLoadError
 
@@ -48,7 +48,7 @@ class TrajectoryProtocol:
     """How the training inputs of a trajectory model were built (see the module docstring).
 
     Attributes:
-        kind: a key of :data:`~geomol.data.dynamics_systems.SYSTEMS` ("md", "mocap", "nbody", "md17", "molecule").
+        kind: a key of :data:`~geomol.data.dynamics.systems.SYSTEMS` ("md", "mocap", "nbody", "md17", "molecule").
         target_offsets: [P] frames from the input frame to each predicted frame, increasing.
         frame_time: one frame in the velocity's time unit (1.0: velocity per frame).
         frame_interval, time_unit: time between two training frames (ps for MD; None if unknown).

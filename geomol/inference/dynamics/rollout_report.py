@@ -13,7 +13,7 @@ trajectory itself, or another run saved at the same interval from the same start
 * baselines a model must beat, on the same frames: ``rmsd_no_motion_A`` (the start frame kept) and
   ``rmsd_linear_A`` (linear extrapolation x(start) + (f − start)·v of the start state, v in Å per frame).
 * ``chemistry``: the reference's own bond-length and angle errors, broken bonds and clashes against
-  the start frame (:mod:`geomol.inference.rollout_chemistry`): how much real dynamics moves the bonds.
+  the start frame (:mod:`geomol.inference.dynamics.rollout_chemistry`): how much real dynamics moves the bonds.
 
 Frames are compared as they are predicted; only running sums per atom are kept.
 """
@@ -29,7 +29,7 @@ import numpy as np
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.errors import ConfigError, TrajectoryError
-from geomol.inference.rollout_chemistry import ChemistryTracker
+from geomol.inference.dynamics.rollout_chemistry import ChemistryTracker
 
 __all__ = ["ReferenceComparison", "plot_rollout", "write_summary"]
 

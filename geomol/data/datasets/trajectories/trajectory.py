@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.graph_edges import bond_and_two_hop_edges, complete_graph  # noqa: F401 (re-exported)
+from geomol.data.dynamics.graphs import bond_and_two_hop_edges, complete_graph  # noqa: F401 (re-exported)
 from geomol.data.vocab import ATOM_UNK, BLOCK_UNK, POS_UNK
 
 __all__ = ["trajectory_graph", "complete_graph", "bond_and_two_hop_edges", "even_offsets", "last_offsets"]

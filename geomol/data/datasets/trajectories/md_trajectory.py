@@ -32,7 +32,7 @@ import torch
 
 from geomol.errors import ConfigError, DatasetError, TrajectoryError
 from geomol.data.vocab import VOCAB, BLOCK_UNK, atom_index, position_code, position_index, residue_block_symbol
-from geomol.data.datasets.trajectory import trajectory_graph
+from geomol.data.datasets.trajectories.trajectory import trajectory_graph
 from geomol.data.io.trajectory import atom_elements, open_selection, trajectory_files
 from geomol.nn.neighbors import radius_graph
 

@@ -1,6 +1,6 @@
 """Kinds of dynamical systems, one registered entry each: how a state becomes a trajectory model's input graph.
 
-A trajectory model's :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol` names its system's ``kind``;
+A trajectory model's :class:`~geomol.data.dynamics.protocol.TrajectoryProtocol` names its system's ``kind``;
 :data:`SYSTEMS` maps the kind to a :class:`DynamicsSystem` that builds the graph of a state (positions, velocities
 and what else the kind needs) with the same functions the training datasets use, so one rollout window is the
 model's prediction on the corresponding dataset item. A new kind of system is a new entry, not a new branch:
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomol.data.graph_edges import bond_edges, complete_graph, md17_edge_features
+from geomol.data.dynamics.graphs import bond_edges, complete_graph, md17_edge_features
 from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.errors import ConfigError
 from geomol.nn.neighbors import radius_graph

@@ -3,7 +3,7 @@
 :class:`DynamicsModel` is what :func:`geomol.load_model` returns for a ``"dynamics"`` model (a
 ``geomol fit`` checkpoint of :class:`~geomol.tasks.DynamicsModule`, or a shipped model whose
 manifest says ``"task": "dynamics"``). It holds the network, its constructor arguments and the
-:class:`~geomol.data.trajectory_protocol.TrajectoryProtocol`; building and saving are those of every
+:class:`~geomol.data.dynamics.protocol.TrajectoryProtocol`; building and saving are those of every
 shipped model (:class:`~geomol.inference.shipped.ShippedModel`); the manifest carries both:
 
 .. code-block:: text
@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ModelLoadError
 from geomol.inference.shipped import ShippedModel
 from geomol.models.dynamics import TrajectoryPrediction
@@ -124,7 +124,7 @@ class DynamicsModel(ShippedModel):
 
         Inputs are moved to the model's device and dtype; ``charges`` and ``molecule`` (the heavy atoms' atomic
         numbers and bonds, for models of many molecules) as in
-        :meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`. ``generator``: the random
+        :meth:`~geomol.data.dynamics.protocol.TrajectoryProtocol.state_graph`. ``generator``: the random
         stream a generative model draws its window from (the same stream gives the same window).
         """
         x, v = x.to(self.device, self.dtype), v.to(self.device, self.dtype)
