@@ -184,7 +184,8 @@ class MD17DataModule(TrajectoryDataModule):
             atomic_numbers=tuple(int(z) for z in dataset.z), sticks=sticks, frame_time=1.0,
             frame_interval=dataset.frame_interval_ps, time_unit="ps", length_unit="Å", velocity=velocity,
             velocity_span=span, velocity_direction=dataset.velocity_direction,
-            bond_lengths=tuple(float(d) for d in lengths), molecule=dataset.molecule, node_features=("|v|", "z / max z"),
+            bond_lengths=tuple(float(d) for d in lengths), molecule=dataset.molecule,
+            hydrogens=tuple(int(h) for h in dataset.hydrogens), node_features=("|v|", "z / max z"),
             edge_features=("z_i", "z_j", "hop (1 bond, 2 two-hop)", "stick", "d²"))
 
 

@@ -91,6 +91,7 @@ class MoleculeDataModule(TrajectoryDataModule):
             lengths = np.linalg.norm(run.positions[:, run.bonds[:, 0]] - run.positions[:, run.bonds[:, 1]], axis=-1)
             one.update(atomic_numbers=tuple(int(z) for z in run.atomic_numbers),
                        bonds=tuple((int(i), int(j)) for i, j in run.bonds),
+                       hydrogens=tuple(int(h) for h in run.hydrogens),
                        bond_lengths=tuple(float(d) for d in lengths[self.skip_frames:].mean(0)))
         span = self.velocity_span
         return TrajectoryProtocol(

@@ -54,10 +54,12 @@ def system_of(kind: str) -> "DynamicsSystem":
 
 @dataclass(frozen=True)
 class MoleculeGraph:
-    """A molecule's heavy atoms as a ``molecule`` model reads them: atomic numbers [n], bonds [B, 2]."""
+    """A molecule's heavy atoms as a ``molecule`` model reads them: atomic numbers [n], bonds [B, 2] among them and
+    the hydrogens [n] bonded to each."""
 
     atomic_numbers: np.ndarray
     bonds: np.ndarray
+    hydrogens: np.ndarray
 
 
 def _tensor(a, like: torch.Tensor) -> torch.Tensor:
@@ -160,10 +162,11 @@ class MoleculeSystem(DynamicsSystem):
         if molecule is None:
             if not protocol.atomic_numbers:
                 raise ConfigError("a molecule model needs the molecule's atoms and bonds with the state")
-            molecule = MoleculeGraph(np.asarray(protocol.atomic_numbers), np.asarray(protocol.bonds).reshape(-1, 2))
+            molecule = MoleculeGraph(np.asarray(protocol.atomic_numbers), np.asarray(protocol.bonds).reshape(-1, 2),
+                                     np.asarray(protocol.hydrogens))
         if len(molecule.atomic_numbers) != x.size(0):
             raise ConfigError(f"the state has {x.size(0)} atoms, the molecule {len(molecule.atomic_numbers)}")
-        edge_index, edge_attr, node_attr = molecule_graph(molecule.atomic_numbers, molecule.bonds)
+        edge_index, edge_attr, node_attr = molecule_graph(molecule.atomic_numbers, molecule.bonds, molecule.hydrogens)
         return torch.as_tensor(edge_index), _tensor(edge_attr, x), _tensor(node_attr, x)
 
 

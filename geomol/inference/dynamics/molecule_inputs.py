@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.datasets.trajectories.molecule_windows import heavy_atom_bonds
+from geomol.data.chemistry.molecule_graph import heavy_atom_graph
 from geomol.data.dynamics.systems import MoleculeGraph
 from geomol.data.chemistry.molecule_frames import MoleculeFrames, read_molecule_frames
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate
@@ -56,18 +56,28 @@ class MoleculeInput:
     @classmethod
     def open(cls, protocol: TrajectoryProtocol, topology: str | os.PathLike,
              trajectory: str | os.PathLike | None = None) -> "MoleculeInput":
+        """The heavy atoms of the file(s), matched to the model's molecule where it has one.
+
+        Raises:
+            MoleculeMismatchError: another molecule. TrajectoryError: no heavy atom, or a model of many molecules
+                given a file without hydrogens (which heavy atoms carry them is one of its inputs).
+        """
         frames = read_molecule_frames(topology, trajectory)
-        heavy = frames.heavy
+        heavy, bonds, hydrogens = heavy_atom_graph(frames.atomic_numbers, frames.bonds)
         if not len(heavy):
             raise TrajectoryError("the file holds no heavy atom", source=frames.source)
         template = protocol.template()
-        z, bonds = heavy_atom_bonds(frames.atomic_numbers, frames.bonds)
         if template is not None:
             order = match_heavy_atoms(template, frames)
-            molecule = MoleculeGraph(np.asarray(template.atomic_numbers), np.asarray(template.bonds).reshape(-1, 2))
+            molecule = MoleculeGraph(np.asarray(template.atomic_numbers), np.asarray(template.bonds).reshape(-1, 2),
+                                     np.asarray(template.hydrogens) if template.hydrogens else hydrogens[order])
         else:
+            if not (frames.atomic_numbers == 1).any():
+                raise TrajectoryError("the file has no hydrogens; a model of many molecules needs them (which heavy "
+                                      "atoms carry hydrogens is one of its inputs): give the molecule with its "
+                                      "hydrogens", source=frames.source)
             order = np.arange(len(heavy))
-            molecule = MoleculeGraph(frames.atomic_numbers[heavy], bonds)
+            molecule = MoleculeGraph(frames.atomic_numbers[heavy], bonds, hydrogens)
         return cls(frames, order, molecule, frames.positions[:, heavy][:, order])
 
     @property
@@ -93,7 +103,7 @@ class MoleculeInput:
 
     def covalent_graph(self) -> CovalentGraph:
         """The heavy atoms' bonds in the file's order (what the chemistry of a rollout is measured on)."""
-        _, bonds = heavy_atom_bonds(self.frames.atomic_numbers, self.frames.bonds)
+        _, bonds, _ = heavy_atom_graph(self.frames.atomic_numbers, self.frames.bonds)
         return CovalentGraph.from_bonds(bonds, self.heavy_elements(),
                                         source="topology" if self.frames.bonds_source == "file" else "perceived")
 
