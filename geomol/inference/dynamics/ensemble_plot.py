@@ -8,13 +8,13 @@ torsion the rollout gets most wrong.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from geomol.data.chemistry.conformations import BIN_WIDTHS, KINDS, histogram_divergence
+from geomol.inference.dynamics.rollout_report import save_figure
 
 __all__ = ["plot_ensemble"]
 
@@ -72,11 +72,4 @@ def plot_ensemble(record: Mapping[str, Any], comparison, frames: np.ndarray, pat
         torsion.legend(fontsize=8)
     fig.suptitle(f"{record.get('model') or record['architecture']}: {record['windows']} window(s) from frame "
                  f"{record['inputs']['start_frame']} of {record['inputs']['file']}")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)

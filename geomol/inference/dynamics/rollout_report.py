@@ -208,11 +208,18 @@ def plot_rollout(record: Mapping[str, Any], path: str | os.PathLike) -> Path:
     restoring = " with bond restoring" if record.get("bond_restoring") else ""
     fig.suptitle(f"{record.get('model') or record['architecture']}: rollout from frame {inputs['start_frame']}, "
                  f"{record['windows']} window(s){restoring}")
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Lay out, write (folders made, matplotlib's layout warnings silenced) and close a figure; returns the path."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
