@@ -25,7 +25,7 @@ from geomol.data.chemistry.trajectory import count_clashes
 from geomol.errors import ConfigError
 from geomol.inference.dynamics.dynamics_model import DynamicsModel
 from geomol.inference.dynamics.ensemble_comparison import EnsembleComparison
-from geomol.inference.dynamics.rollout import iter_windows, state_at
+from geomol.inference.dynamics.rollout import frames_before, iter_windows, state_at
 
 __all__ = ["backbone_dihedrals", "ramachandran_divergence", "judge_protein"]
 
@@ -97,7 +97,8 @@ def judge_protein(model: DynamicsModel, topology, trajectory, *, starts: int = 3
         atoms = open_selection(topology, trajectory, model.protocol.selection)[1]
     positions = traj.positions.astype(np.float64)
     graph = CovalentGraph.of_selection(atoms, positions[0])
-    chosen = [int(s) for s in np.linspace(1, len(positions) - 2, starts)]
+    first = frames_before(model.protocol) + 1
+    chosen = [int(s) for s in np.linspace(first, len(positions) - 2, starts)]
     states = [state_at(model.protocol, positions, s) for s in chosen]
     x, v = (torch.as_tensor(np.stack([s[k] for s in states])) for k in (0, 1))
     generator = torch.Generator(model.device).manual_seed(seed)

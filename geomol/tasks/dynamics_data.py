@@ -19,6 +19,13 @@ from geomol.tasks.data_base import STAGES, GraphDataModule
 __all__ = ["TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule", "MDTrajectoryDataModule"]
 
 
+def velocity_text(span: int, direction: str) -> str:
+    """The velocity definition in words, for a protocol (Å per frame)."""
+    if direction == "forward":
+        return "x[t+1] − x[t] (Å per frame)" if span == 1 else f"(x[t+{span}] − x[t]) / {span} (Å per frame)"
+    return f"(x[t] − x[t−{span}]) / {span} (Å per frame)"
+
+
 class TrajectoryDataModule(GraphDataModule):
     """Fixed-size batches of trajectory samples.
 
@@ -175,10 +182,7 @@ class MD17DataModule(TrajectoryDataModule):
         sticks, span = dataset.sticks, dataset.velocity_span
         x = dataset.positions[dataset.starts]
         lengths = np.linalg.norm(x[:, [b[0] for b in bonds]] - x[:, [b[1] for b in bonds]], axis=-1).mean(0)
-        if dataset.velocity_direction == "forward":
-            velocity = "x[t+1] − x[t] (Å per frame)" if span == 1 else f"(x[t+{span}] − x[t]) / {span} (Å per frame)"
-        else:
-            velocity = f"(x[t] − x[t−{span}]) / {span} (Å per frame)"
+        velocity = velocity_text(span, dataset.velocity_direction)
         return TrajectoryProtocol(
             "md17", tuple(int(o) for o in dataset.offsets), num_nodes=len(dataset.z), bonds=tuple(bonds),
             atomic_numbers=tuple(int(z) for z in dataset.z), sticks=sticks, frame_time=1.0,
@@ -206,8 +210,10 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
     def __init__(self, topology: str, trajectory: str | None = None, selection: str = "backbone",
                  cutoff: float = 8.0, delta: int = 15, ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
                  leak_free: bool = True, num_timesteps: int = 4, batch_size: int = 8,
-                 test_trajectory: str | None = None, start_stride: int = 1, **kwargs):
+                 test_trajectory: str | None = None, start_stride: int = 1, velocity_span: int = 1,
+                 velocity_direction: Literal["forward", "backward"] = "forward", **kwargs):
         super().__init__(num_timesteps=num_timesteps, batch_size=batch_size, **kwargs)
+        self.velocity = dict(velocity_span=velocity_span, velocity_direction=velocity_direction)
         self.topology, self.trajectory, self.selection = topology, trajectory, selection
         self.cutoff, self.delta, self.ratios, self.leak_free = cutoff, delta, tuple(ratios), leak_free
         self.test_trajectory, self.start_stride = test_trajectory, start_stride
@@ -222,12 +228,17 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
         if stage == "test" and self.test_trajectory is not None:
             independent = MDTrajectory(self.topology, self.test_trajectory, selection=self.selection)
             return MDTrajectoryDataset(independent, split="test", delta=self.delta, num_timesteps=self.num_timesteps,
-                                       cutoff=self.cutoff, ratios=(0.0, 0.0, 1.0), start_stride=self.start_stride)
+                                       cutoff=self.cutoff, ratios=(0.0, 0.0, 1.0), start_stride=self.start_stride,
+                                       **self.velocity)
         if self._traj is None:
             self._traj = MDTrajectory(self.topology, self.trajectory, selection=self.selection)
         return MDTrajectoryDataset(self._traj, split=stage, delta=self.delta, num_timesteps=self.num_timesteps,
                                    cutoff=self.cutoff, ratios=self.ratios, leak_free=self.leak_free,
-                                   start_stride=self.start_stride)
+                                   start_stride=self.start_stride, **self.velocity)
+
+    def prior_scale(self) -> list[float]:
+        """[P] σ_p of a generative model's prior: the training windows' displacement spread (Å)."""
+        return [float(s) for s in self._train_split().displacement_scale()]
 
     @property
     def protocol(self) -> TrajectoryProtocol:
@@ -238,6 +249,6 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
             "md", tuple(dataset.offsets.tolist()), selection=self.selection, particles=dataset.particles,
             cutoff=float(self.cutoff), charge_scale=dataset.charge_scale, frame_time=1.0,
             frame_interval=float(times[1] - times[0]) if len(times) > 1 else None, time_unit="ps", length_unit="Å",
-            velocity="x[t+1] − x[t] (Å per frame)",
+            velocity=velocity_text(dataset.velocity_span, dataset.velocity_direction), **self.velocity,
             node_features=("|v|",) + (("partial charge / charge_scale",) if charged else ()),
             edge_features=("d (Å)", "d² (Å²)"))

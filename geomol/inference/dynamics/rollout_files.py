@@ -36,7 +36,8 @@ from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.dynamics.bond_restoring import BondRestoring
 from geomol.inference.dynamics.dynamics_model import DynamicsModel
-from geomol.inference.dynamics.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
+from geomol.inference.dynamics.rollout import (OUTPUT_FRAMES, frames_before, iter_windows, kept_frames, num_windows,
+                                              progress_bar, state_at)
 from geomol.inference.dynamics.rollout_chemistry import ChemistryTracker
 from geomol.inference.dynamics.rollout_output import FrameWriter, TrajectoryRollout
 from geomol.inference.dynamics.rollout_report import ReferenceComparison, plot_rollout, write_summary
@@ -68,15 +69,24 @@ def _second_structure(topology, path, selection: str):
 
 
 def start_state(universe, atoms, start: int, velocity_from=None, *, topology=None, source: str = "",
-                selection: str = "") -> tuple[np.ndarray, np.ndarray, str]:
+                selection: str = "", protocol=None) -> tuple[np.ndarray, np.ndarray, str]:
     """Positions x [N, 3], velocity v [N, 3] (Å per frame) at frame ``start``, and how v was obtained.
 
-    ``velocity_from``: None (frame start + 1), a frame number k, or a structure file one frame
-    later (coordinates for ``topology``, or a standalone structure file).
+    ``velocity_from``: None (the model's own definition: frame start + 1, or for a model trained on a backward
+    difference over s frames, frame start − s; :func:`~geomol.inference.dynamics.rollout.state_at`), a frame number
+    k, or a structure file one frame later (coordinates for ``topology``, or a standalone structure file).
     """
     n_frames = len(universe.trajectory)
     if start < 0:
         raise ConfigError(f"start frame must be ≥ 0, got {start}")
+    if velocity_from is None and protocol is not None and frames_before(protocol):
+        before = start - frames_before(protocol)
+        if before < 0 or start >= n_frames:
+            raise TrajectoryError(f"has {n_frames} frame(s): the start state at frame {start} needs frames {before} … "
+                                  f"{start} (the model's velocity is a backward difference)", source=source)
+        pair = np.stack([_positions(universe, atoms, before, source), _positions(universe, atoms, start, source)])
+        x, v, note = state_at(protocol, pair, 1)
+        return x, v, note.replace("[1]", f"[{start}]").replace("[0]", f"[{before}]")
     if isinstance(velocity_from, (int, np.integer)) and not isinstance(velocity_from, bool):
         later = int(velocity_from)
         if later == start or later < 0:
@@ -157,7 +167,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
     last_offset = _last_offset(protocol, horizon, output_frames)
     universe, atoms = protocol.open_trajectory(topology, trajectory, selection)
     x, v, velocity_note = start_state(universe, atoms, start, velocity_from, topology=topology, source=source,
-                                      selection=selection)
+                                      selection=selection, protocol=protocol)
     dt = _frame_interval(universe, model, source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

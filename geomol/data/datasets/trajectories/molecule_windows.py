@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import perceive_bonds
-from geomol.data.datasets.trajectories.trajectory import trajectory_graph
+from geomol.data.datasets.trajectories.trajectory import displacement_scale, trajectory_graph
 from geomol.data.chemistry.molecule_graph import heavy_atom_graph, molecule_graph
 from geomol.errors import DatasetError
 
@@ -125,15 +125,21 @@ class MoleculeWindows(torch.utils.data.Dataset):
                                 dtype=self.dtype)
 
     def displacement_scale(self, samples: int = 2000, seed: int = 0) -> np.ndarray:
-        """[P] root-mean-square displacement (Å, per Cartesian component) of an atom from the window's input frame at
-        each target offset, over up to ``samples`` windows (centroid motion removed): the flow model's prior σ_p."""
-        rng = np.random.default_rng(seed)
-        chosen = rng.choice(len(self), size=min(samples, len(self)), replace=False)
-        squares = []
-        for i in chosen:
-            k, t = (int(a) for a in self.index[i])
-            x = self.trajectories[k].positions
-            d = x[t + self.offsets] - x[t]  # [P, n, 3]
-            d = d - d.mean(axis=1, keepdims=True)
-            squares.append((d ** 2).mean(axis=(1, 2)))
-        return np.sqrt(np.mean(squares, axis=0))
+        """[P] σ_p (Å) of the flow model's prior: :func:`~geomol.data.datasets.trajectories.trajectory.displacement_scale`
+        over up to ``samples`` windows."""
+        return displacement_scale(_Displacements(self), samples, seed)
+
+
+class _Displacements:
+    """(targets [P, n, 3], input frame [n, 3]) of each window, for :func:`displacement_scale`."""
+
+    def __init__(self, windows: MoleculeWindows):
+        self.windows = windows
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int):
+        k, t = (int(a) for a in self.windows.index[i])
+        x = self.windows.trajectories[k].positions
+        return x[t + self.windows.offsets], x[t]
