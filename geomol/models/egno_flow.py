@@ -85,6 +85,8 @@ class EGNOFlow(nn.Module):
         sampling_steps: Euler steps of a sample. tau_floor: smallest 1 − τ in the loss weight.
         distance_weight: λ of the edge-length term of the loss (0: positions only).
         grid_power: γ of the sampling time grid (:meth:`time_grid`; 1: even steps).
+        tau_power: training draws τ = 1 − (1 − u)^κ, u ~ U(0, 1) (κ > 1 trains the nearly clean end of the flow, where
+            bond lengths are decided, more often; 1: uniform).
         node_attr_norm: see :func:`~geomol.models.dynamics.dynamics_inputs`.
     """
 
@@ -94,7 +96,7 @@ class EGNOFlow(nn.Module):
                  num_timesteps: int = 8, num_modes: int = 3, time_embedding_dim: int = 32,
                  prior_scale: float | Sequence[float] | None = None, velocity_span: float = 1.0, sampling_steps: int = 10,
                  tau_floor: float = 0.05, distance_weight: float = 0.0, grid_power: float = 1.0,
-                 node_attr_norm: NodeAttrNorm = "dataset"):
+                 tau_power: float = 1.0, node_attr_norm: NodeAttrNorm = "dataset"):
         super().__init__()
         slices = num_timesteps + CLEAN_SLICES
         if num_timesteps < 1 or num_layers < 1 or hidden < 1 or sampling_steps < 1:
@@ -108,7 +110,7 @@ class EGNOFlow(nn.Module):
         self.node_features, self.edge_features, self.hidden = node_features, edge_features, hidden
         self.num_timesteps, self.num_modes, self.time_embedding_dim = num_timesteps, num_modes, time_embedding_dim
         self.velocity_span, self.sampling_steps, self.tau_floor = float(velocity_span), sampling_steps, tau_floor
-        self.distance_weight, self.grid_power = float(distance_weight), float(grid_power)
+        self.distance_weight, self.grid_power, self.tau_power = float(distance_weight), float(grid_power), float(tau_power)
         self.node_attr_norm = node_attr_norm
         self.register_buffer("prior_scale", torch.tensor(scale, dtype=torch.float32))
         self.embedding = nn.Linear(node_features + 2 * time_embedding_dim, hidden)
@@ -166,7 +168,8 @@ class EGNOFlow(nn.Module):
         inputs = dynamics_inputs(graph, self.node_attr_norm)
         self._check(inputs)
         target = graph.X_target.to(inputs.x.dtype)
-        tau = torch.rand(inputs.num_graphs, generator=generator, dtype=target.dtype, device=target.device)
+        u = torch.rand(inputs.num_graphs, generator=generator, dtype=target.dtype, device=target.device)
+        tau = 1 - (1 - u) ** self.tau_power
         z = self.prior(inputs, generator)
         t = tau[inputs.batch].view(-1, 1, 1)
         predicted = self.denoise(inputs, (1 - t) * z + t * target, tau)
