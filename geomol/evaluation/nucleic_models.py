@@ -10,9 +10,12 @@ never looked at before the prediction.
 * ``hac``: the ligand's heavy-atom count (no fit);
 * ``shipped``: a shipped model as it is (``settings['model']``: ``get-plb``, ``contact-corpus``), never trained
   on nucleic acids;
-* ``trees``: a random forest (``algorithm: rf``) or gradient boosting (``gbm``) on the ligand-only rows
-  (``features: ligand``: Morgan counts + descriptors) or on the ligand's summed contact rows + descriptors
-  (``features: {contact recipe}``), grid :data:`TREE_GRIDS`;
+* ``trees``: extremely randomised trees (``algorithm: et``), a random forest (``rf``) or gradient boosting
+  (``gbm``) on the ligand-only rows (``features: ligand``: Morgan counts + descriptors) or on the ligand's summed
+  contact rows + descriptors (``features: {contact recipe}``); the grid entry and tier-B weight chosen by
+  :data:`INNER_FOLDS` inner leave-cluster-out folds of the training and validation clusters together
+  (:func:`~geomol.training.contact_trees.select_trees`: one slice of a dozen complexes is too noisy), then
+  refitted on them all;
 * ``contact_mlp``: the contact scorer (:mod:`geomol.training.contact_scorer`), ranking loss over all training
   pairs (one pooled group), calibrated to pK on its training items, ``seeds`` scorers averaged;
 * ``get``: GET fine-tuned from a pre-trained member (``start: get-plb``, member ``k mod 5``) or trained from
@@ -22,28 +25,25 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 
 from geomol.data.chemistry.contact_recipe import ContactRecipe
+from geomol.data.splits.nucleic import nucleic_cluster_folds
 from geomol.errors import ConfigError
-from geomol.evaluation.contact_cv import ligand_sums
 from geomol.evaluation.metrics import spearman
 from geomol.evaluation.nucleic_set import NucleicSet, tier_weights
 from geomol.training.contact_scorer import calibrate_contact_scorer, fit_contact_scorer, predict_contact_scorer
+from geomol.training.contact_trees import select_trees
 
-__all__ = ["MODEL_KINDS", "TREE_GRIDS", "TIER_B_CANDIDATES", "valid_score", "tree_rows", "fit_trees"]
+__all__ = ["MODEL_KINDS", "TIER_B_CANDIDATES", "INNER_FOLDS", "valid_score", "tree_rows", "inner_folds", "fold_trees",
+           "get_start"]
 
 TIER_B_CANDIDATES = (0.0, 0.3, 1.0)
 """Tier-B weights tried when ``tier_b`` is ``'auto'`` (the contact scorer, which has no item weights: 0 and 1)."""
-TREE_GRIDS = {
-    "rf": [{"n_estimators": 300, "min_samples_leaf": leaf, "max_features": share} for leaf in (2, 5)
-           for share in (0.3, 1.0)],
-    "gbm": [{"learning_rate": 0.05, "max_leaf_nodes": 7, "min_samples_leaf": 5, "l2_regularization": 1.0,
-             "max_iter": rounds} for rounds in (50, 150, 300)],
-}
+INNER_FOLDS = 4
+"""Inner leave-cluster-out folds inside each fold's training clusters, where the tree models choose."""
 
 
 def valid_score(pred: np.ndarray, label: np.ndarray) -> float:
@@ -59,32 +59,19 @@ def _tier_b_options(settings: dict, allowed=TIER_B_CANDIDATES) -> list[float]:
 
 def tree_rows(data: NucleicSet, features) -> np.ndarray:
     """``(n, f)`` the rows a tree model reads: ``'ligand'`` (Morgan counts + descriptors) or a contact recipe's
-    summed rows + descriptors (:func:`~geomol.evaluation.contact_cv.ligand_sums`)."""
+    summed rows + descriptors (:meth:`~geomol.training.contact_scorer.ContactData.ligand_sums`)."""
     if features == "ligand":
         return data.ligand_features()
-    return ligand_sums(data.contacts(ContactRecipe.from_dict(features)))
+    return data.contacts(ContactRecipe.from_dict(features)).ligand_sums()
 
 
-def _tree_model(algorithm: str, params: dict, seed: int):
-    if algorithm == "rf":
-        return RandomForestRegressor(**params, n_jobs=1, random_state=seed)
-    if algorithm == "gbm":
-        return HistGradientBoostingRegressor(**params, early_stopping=False, random_state=seed)
-    raise ConfigError(f"tree algorithm is 'rf' or 'gbm', got {algorithm!r}")
-
-
-def fit_trees(rows: np.ndarray, label: np.ndarray, weights: np.ndarray, train, valid, algorithm: str,
-              seed: int = 0) -> tuple[object, dict, float]:
-    """The grid's (:data:`TREE_GRIDS`) best model on ``valid`` after fitting on ``train`` with item ``weights``:
-    ``(model, params, validation score)``."""
-    train = np.asarray([i for i in train if weights[i] > 0])
-    best = None
-    for params in TREE_GRIDS[algorithm]:
-        model = _tree_model(algorithm, params, seed).fit(rows[train], label[train], sample_weight=weights[train])
-        score = valid_score(model.predict(rows[valid]), label[valid])
-        if best is None or score > best[2]:
-            best = (model, params, score)
-    return best
+def inner_folds(data: NucleicSet, items: Sequence[int], seed: int) -> list[tuple[list[int], list[int]]]:
+    """:data:`INNER_FOLDS` leave-cluster-out folds of ``items`` (fit on all tiers, scored on tier A), as item
+    indices of ``data``."""
+    items = np.asarray(items, dtype=np.int64)
+    folds = nucleic_cluster_folds(data.clusters[items].tolist(), data.tiers[items].tolist(), n_folds=INNER_FOLDS,
+                                  seed=seed, valid_fraction=0.0)
+    return [(items[f["train"]].tolist(), items[f["test"]].tolist()) for f in folds]
 
 
 def _hac(data: NucleicSet, fold: dict, k: int, settings: dict):
@@ -106,16 +93,22 @@ def _shipped_predictions(data: NucleicSet, fold: dict, k: int, settings: dict):
     return pred, {"model": settings["model"]}
 
 
-def _trees(data: NucleicSet, fold: dict, k: int, settings: dict):
+def fold_trees(data: NucleicSet, fold: dict, k: int, settings: dict):
+    """``(rows, choice)``: the tree model of fold ``k`` (:func:`~geomol.training.contact_trees.select_trees` on its
+    training and validation clusters) and every item's rows; what the ``trees`` kind predicts with, and member ``k``
+    of a shipped tree ensemble (:mod:`geomol.evaluation.nucleic_ship`)."""
     rows = tree_rows(data, settings.get("features", "ligand"))
-    best = None
-    for weight in _tier_b_options(settings):
-        model, params, score = fit_trees(rows, data.label, tier_weights(data.tiers, weight), fold["train"],
-                                         fold["valid"], settings.get("algorithm", "rf"), seed=k)
-        if best is None or score > best[3]:
-            best = (model, params, weight, score)
-    model, params, weight, score = best
-    return model.predict(rows[data.held_out(fold)]), {"params": params, "tier_b": weight, "valid_spearman": score}
+    train = list(fold["train"]) + list(fold["valid"])  # the inner folds choose: the validation slice is training data
+    choice = select_trees(rows, data.label, train, inner_folds(data, train, seed=k),
+                          algorithm=settings.get("algorithm", "et"), seed=k,
+                          weightings={w: tier_weights(data.tiers, w) for w in _tier_b_options(settings)})
+    return rows, choice
+
+
+def _trees(data: NucleicSet, fold: dict, k: int, settings: dict):
+    rows, choice = fold_trees(data, fold, k, settings)
+    return choice.model.predict(rows[data.held_out(fold)]), {"params": choice.params, "tier_b": choice.weighting,
+                                                            "inner_spearman": round(choice.score, 4)}
 
 
 def _contact_mlp(data: NucleicSet, fold: dict, k: int, settings: dict):
