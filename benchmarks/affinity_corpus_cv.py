@@ -2,7 +2,7 @@
 
 The command line of :func:`geomol.evaluation.corpus_cv.corpus_cross_validation`, the protocol every affinity
 variant is judged by (``docs/evaluation.md``): the corpus' items and leave-cluster-out folds
-(:mod:`geomol.evaluation.corpus_folds`), targets and metrics (:mod:`geomol.evaluation.targets`), the heavy-atom
+(:mod:`geomol.evaluation.corpus_folds`), targets and metrics (:mod:`geomol.metrics.targets`), the heavy-atom
 count and the ligand-only baselines fitted per fold, and any ``--predictions NAME=file.csv`` (columns
 ``id,prediction`` and optionally ``fold``; or a folder of ``fold*.csv``, :mod:`geomol.evaluation.predictions`),
 e.g. a GET variant's out-of-fold predictions from ``benchmarks/affinity_corpus_get.py``. ``--reference NAME`` adds
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from geomol.data.datasets.corpus_items import SOURCES
 from geomol.evaluation.corpus_cv import corpus_cross_validation, dump
-from geomol.evaluation.targets import MIN_TARGET_LIGANDS, TARGET_KINDS
+from geomol.metrics.targets import MIN_TARGET_LIGANDS, TARGET_KINDS
 from geomol.training.ligand_baselines import LIGAND_MODELS
 
 REPO = Path(__file__).resolve().parents[1]

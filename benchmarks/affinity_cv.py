@@ -11,7 +11,7 @@ measured pK; pooled RMSE over all test items. Results: one JSON per fold under `
 summary (``benchmarks/affinity.py cv`` prints it) in ``--summary``.
 
 The command line of :mod:`geomol.evaluation.get_cv`. Every fold trains through the same config-driven path as
-``geomol fit --config configs/get_affinity_default.yaml`` (:func:`geomol.tasks.cli.build_from_config`: the YAML's
+``geomol fit --config configs/get_affinity_default.yaml`` (:func:`geomol.tasks.runs.build_from_config`: the YAML's
 trainer, model and data sections), with the fold, the variant and this script's trainer settings merged in.
 Variants (:data:`geomol.evaluation.get_variants.VARIANTS`) are config overrides
 (model and data ``init_args``; auxiliary objectives as :mod:`geomol.tasks.objectives` components);

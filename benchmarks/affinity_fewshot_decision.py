@@ -39,8 +39,8 @@ import torch
 from geomol.evaluation.fewshot import write_result
 from geomol.evaluation.fewshot_decision import (LEAVE_PAIR_OUT_ONLY, add_inset, choice_record, choose_gate,
                                                 choose_rule, format_decided, summarise_decided, target_records)
-from geomol.evaluation.metrics import spearman
-from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
+from geomol.metrics.scores import spearman
+from geomol.metrics.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 from geomol.provenance import provenance
 from geomol.training.finetune_choice import FinetuneChoice
 
@@ -54,7 +54,7 @@ def corpus_and_variant(config: Path, cache_dir: str | None, work: Path):
     from geomol.commands.preprocess import data_module_from_config
     from geomol.commands.train_affinity import variant
     from geomol.evaluation.contact_cv import CorpusContacts, module_contacts
-    from geomol.tasks.cli import read_config
+    from geomol.config_files import read_config
     from geomol.training.contact_scorer import ContactData
 
     cv = variant(read_config(config), config)

@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/egno_accuracy_<dataset>_seed<seed>.json)")
     args = parser.parse_args(argv)
     from geomol.errors import ConfigError
-    from geomol.tasks.cli import key_value_overrides
+    from geomol.config_files import key_value_overrides
 
     try:
         model_overrides = key_value_overrides(args.model_arg, "--model-arg")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from geomol.api import load_model, predict_affinity
-from geomol.evaluation.metrics import spearman
+from geomol.metrics.scores import spearman
 from geomol.inference.affinity_model import AffinityModel
 from geomol.provenance import provenance
 

@@ -70,7 +70,7 @@ def evaluate(args) -> dict:
 
 
 def speed(args) -> dict:
-    from geomol.data.covalent_graph import CovalentGraph
+    from geomol.data.chemistry.covalent_graph import CovalentGraph
     from geomol.data.io.trajectory import open_selection
     from geomol.data.trajectory_chemistry import trajectory_chemistry
 

@@ -21,7 +21,7 @@ from geomol.evaluation.model_cards import (data_section, per_target_plot, per_ta
                                            variants_table, verdict)
 from geomol.evaluation.model_cards import figure as _f
 from geomol.inference.affinity_model import AffinityModel
-from geomol.tasks.cli import read_config
+from geomol.config_files import read_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ Ranks small molecules in their bound poses by predicted binding affinity (pK = �
 {len(model.members)} contact scorers (`geomol.models.contact_scorer`): for every ligand heavy atom, what it touches in the
 receptor (receptor heavy atoms within 4 Å and 4–6 Å by element, Vina-shaped gauss / repulsion / hydrophobic / polar
 terms, burial, its bonds{ROLES_TEXT if args.chemistry else ''}; `geomol.data.chemistry.contact_features`) goes through an MLP
-(hidden {model.arguments['hidden']}), the atoms' contributions are summed and a linear term of {model.arguments['n_descriptors']} ligand descriptors (heavy atoms, logP, TPSA,
+(hidden {model.arguments['hidden']}), the atoms' contributions are summed and a linear term of {model.arguments['descriptor_features']} ligand descriptors (heavy atoms, logP, TPSA,
 rotatable bonds, ...) is added. Trained to order the ligands of each series (a pairwise {args.loss} loss within
 series), so it learns what makes one analogue bind better than another, not a protein's pK level; each member
 was then calibrated (a scale so that differences within a series are pK differences, an offset to the corpus'

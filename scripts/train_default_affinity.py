@@ -3,7 +3,7 @@
 Recipe: ``configs/get_affinity_default.yaml`` trained on every labelled complex of
 ``../shared/data/plb`` and ``../shared/data/fep_benchmark`` (nothing held out), for a fixed number of
 epochs chosen by cross-validation, once per seed; the seeds form the ensemble. Training runs the same
-config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.cli.build_from_config`), with the
+config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.runs.build_from_config`), with the
 split, seed and trainer settings below merged in. The model card takes
 its accuracy figures from the cross-validation summary written by ``benchmarks/affinity_cv.py``.
 
@@ -33,6 +33,7 @@ import torch
 
 from geomol.data.paths import shared_data_dir
 from geomol.evaluation.model_cards import rebuild_section
+from geomol.models.get import GETConfig
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "configs" / "get_affinity_default.yaml"
@@ -63,7 +64,7 @@ def member_overrides(args) -> dict:
 
 
 def train(args) -> None:
-    from geomol.tasks.cli import build_from_config
+    from geomol.tasks.runs import build_from_config
 
     torch.set_num_threads(1)
     cli = build_from_config(RECIPE, member_overrides(args))
@@ -139,15 +140,15 @@ def _card(cv: dict, members: int, epochs: int, from_cv: bool = False, variants: 
     s = cv["summary"]
     rows = "\n".join(f"| {p} | {t['n']} | {t['pearson']:.2f} | {t['spearman']:.2f} | {t['hac_spearman']:.2f} |"
                      for p, t in sorted(cv["per_target"].items()))
-    model = cv["model"]
+    model = GETConfig.from_mapping(cv["model"], source="the cross-validation record").to_dict()  # older: old names
     margin = s["mean_target_spearman"] - s["hac_mean_target_spearman"]
     verdict = (f"better than the heavy-atom count by {margin:.2f} in mean per-target Spearman, and well below FEP"
                if margin > 0.05 else "not reliably better than the heavy-atom count, and well below FEP")
     return f"""# get-plb — GET binding-affinity model trained on PLB + FEP+ (the default before `contact-corpus`; `--model get-plb`, and the base of `geomol finetune`)
 
 Predicts the binding affinity (pK = −log10 K/M) of a small molecule in its bound pose from a
-protein–ligand complex: an ensemble of {members} GET models (hidden {model['d_hidden']}, radial {model['d_radial']},
-{model['n_rbf']} RBFs, {model['n_layers']} layers, {model['n_head']} heads, block KNN {model['k_neighbors']}; one block per
+protein–ligand complex: an ensemble of {members} GET models (hidden {model['hidden']}, radial {model['radial_dim']},
+{model['num_rbf']} RBFs, {model['num_layers']} layers, {model['num_heads']} heads, block KNN {model['k_neighbors']}; one block per
 residue and per ligand heavy atom; pocket = residues with a heavy atom within 10 Å of the ligand;
 hydrogens dropped). The uncertainty `pK_std` is the standard deviation over the members.
 

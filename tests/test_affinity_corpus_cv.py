@@ -25,7 +25,7 @@ from geomol.evaluation.fewshot import METHODS, summarise
 from geomol.evaluation.get_cv import fewshot_of_folds, predict_corpus_fold, train_corpus_fold
 from geomol.evaluation.get_variants import CORPUS_RECIPE, GETFold, corpus_fold_overrides
 from geomol.evaluation.predictions import fold_about, read_predictions, training_cpu
-from geomol.tasks.cli import read_config
+from geomol.config_files import read_config
 from geomol.training import ligand_baselines
 from geomol.training.finetune import FinetuneSettings
 from tests.conftest import shared_path

@@ -67,7 +67,7 @@ def test_data_roots_come_from_the_shared_data_folder_not_the_clone(tmp_path, mon
 
 
 def test_a_shipped_config_builds_from_another_directory_with_the_shared_data(tmp_path, monkeypatch):
-    from geomol.tasks.cli import build_from_config
+    from geomol.tasks.runs import build_from_config
     from geomol.tasks.quiet import ModelSummary
 
     plb = shared_path("plb")

@@ -13,7 +13,7 @@ import pytest
 from geomol.errors import ConfigError
 from geomol.evaluation.learning_curves import (best_so_far, best_validation_checkpoint, comparison_curves,
                                               parse_official_log, seed_runs)
-from geomol.tasks.cli import key_value_overrides
+from geomol.config_files import key_value_overrides
 from tests.conftest import REPO
 
 

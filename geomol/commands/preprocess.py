@@ -28,7 +28,7 @@ def data_module_from_config(path: str | Path, **overrides):
     from jsonargparse import ArgumentParser
 
     from geomol.shipped_configs import resolve_config
-    from geomol.tasks.cli import expand_shared_data_paths, read_config
+    from geomol.config_files import expand_shared_data_paths, read_config
 
     config = read_config(resolve_config(str(path)))
     if "data" not in config:

@@ -22,9 +22,6 @@ THREADS_IN_WORKERS = True
 """``--threads`` sets each worker's torch threads; the web process itself never imports torch."""
 
 _MIB = 1024 * 1024
-MAX_CONNECTIONS = 64
-"""Connections served at once (uvicorn answers 503 beyond): bounds the memory uploads in flight can take
-(64 × the request-size limit at the very most)."""
 KEEP_ALIVE_SECONDS = 30
 """Idle seconds before the server closes a kept-alive connection: longer than a client waits after a 503 (its
 Retry-After, typically a few seconds), so that a client reusing its connection does not meet the server closing
@@ -60,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"seconds one job may run (default {limits.job_seconds:g})")
     bounds.add_argument("--request-time-limit", type=float, default=limits.request_seconds, metavar="S",
                         help=f"seconds one HTTP request may take, upload included (default {limits.request_seconds:g})")
+    bounds.add_argument("--header-time-limit", type=float, default=limits.header_seconds, metavar="S",
+                        help=f"seconds a connection may take to send a request's headers (default "
+                             f"{limits.header_seconds:g})")
+    bounds.add_argument("--max-connections", type=int, default=limits.max_connections,
+                        help=f"open connections at once (default {limits.max_connections})")
+    bounds.add_argument("--max-client-connections", type=int, default=limits.max_client_connections,
+                        help=f"open connections of one client address (default {limits.max_client_connections}; "
+                             "behind a proxy, its address: raise it to the proxy's connections)")
 
 
 def settings_from(args: argparse.Namespace):
@@ -68,7 +73,8 @@ def settings_from(args: argparse.Namespace):
 
     limits = Limits(max_request_bytes=int(args.max_upload_mb * _MIB), max_ligands=args.max_ligands,
                     max_queue=args.max_queue, job_seconds=args.job_time_limit,
-                    request_seconds=args.request_time_limit)
+                    request_seconds=args.request_time_limit, header_seconds=args.header_time_limit,
+                    max_connections=args.max_connections, max_client_connections=args.max_client_connections)
     token = read_token(args.token_file) if args.token_file else None
     return ServeSettings(host=args.host, port=args.port, model=args.model, workers=args.workers,
                          threads=args.threads, data_dir=args.data_dir, token=token, limits=limits)
@@ -79,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from geomol.serve.app import create_app
+        from geomol.serve.connections import guarded_protocol
     except ImportError as exc:
         raise ConfigError(f"geomol serve needs the optional extra 'serve' ({exc.name} is missing): "
                           "pip install 'geomol[serve]'") from None
@@ -87,7 +94,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"geomol serve: {where} (page /, API /v1, docs /docs); {settings.workers} worker(s), data in "
           f"{settings.data_dir}" + ("; token required" if settings.token else "; no token: this machine only"),
           file=sys.stderr, flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info",
-                proxy_headers=True, forwarded_allow_ips="127.0.0.1", timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                timeout_graceful_shutdown=15, limit_concurrency=MAX_CONNECTIONS)
+    failures: list[str] = []
+
+    def workers_failed(reason: str) -> None:  # from the pool's thread: stop serving, exit with an error
+        failures.append(reason)
+        server.should_exit = True
+
+    # limit_concurrency stays off: it counted idle connections and refused everyone else (geomol.serve.connections)
+    config = uvicorn.Config(create_app(settings, on_worker_failure=workers_failed), host=settings.host,
+                            port=settings.port, log_level="info", proxy_headers=True, forwarded_allow_ips="127.0.0.1",
+                            timeout_keep_alive=KEEP_ALIVE_SECONDS, timeout_graceful_shutdown=15,
+                            http=guarded_protocol(settings.limits))
+    server = uvicorn.Server(config)
+    server.run()
+    if failures:
+        raise ConfigError(f"stopped, {failures[0]}")
     return 0

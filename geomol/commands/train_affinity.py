@@ -73,7 +73,7 @@ def build(config_path: str | Path, cache_dir: str | None = None, workers: int = 
     from geomol.evaluation.contact_cv import fold_members, module_contacts
     from geomol.inference.affinity_model import AffinityModel
     from geomol.inference.domain import domain_from_graphs
-    from geomol.tasks.cli import read_config
+    from geomol.config_files import read_config
 
     config = read_config(config_path)
     unknown = sorted(set(config) - {"name", "description", "data", "members", "domain"})

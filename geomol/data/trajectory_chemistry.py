@@ -1,6 +1,6 @@
 """Does a trajectory keep its chemistry? Bond lengths, angles, broken bonds and clashes, frame by frame.
 
-For frames x(t) [F, N, 3] of a selection with a :class:`~geomol.data.covalent_graph.CovalentGraph`
+For frames x(t) [F, N, 3] of a selection with a :class:`~geomol.data.chemistry.covalent_graph.CovalentGraph`
 and a reference frame x_ref [N, 3] (a rollout's start frame: the last state the model saw):
 
 * bond-length error of bond b = (i, j): |d_b(t) − d_b(ref)|, d = ‖x_i − x_j‖ in Å; per frame its
@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.errors import ConfigError
 from geomol.nn.neighbors import radius_search
 

@@ -1,3 +1,3 @@
-"""Evaluation: metrics (:mod:`~geomol.evaluation.metrics`) and the per-target protocol
-(:mod:`~geomol.evaluation.targets`), plain functions on arrays that training, prediction tables and benchmarks
-share."""
+"""Evaluation: cross-validation, folds, baselines, learning curves and model-card pieces — the library code that
+``benchmarks/`` and ``scripts/`` call. It sits above training, inference and tasks, which never import it; the
+metrics and the per-target protocol they all share live below them, in :mod:`geomol.metrics`."""

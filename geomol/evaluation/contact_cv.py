@@ -25,7 +25,7 @@ from geomol.data.splits.corpus import item_clusters
 from geomol.errors import ConfigError
 from geomol.evaluation.corpus_folds import PROTOCOL_SEED, checked_folds, source_items
 from geomol.evaluation.fewshot import contact_fewshot_rows, contact_fewshot_scores
-from geomol.evaluation.metrics import mean_of
+from geomol.metrics.scores import mean_of
 from geomol.evaluation.predictions import write_fold
 from geomol.provenance import provenance
 from geomol.training.contact_scorer import (CONTACT_LOSSES, ContactData, calibrate_contact_scorer, contact_views,

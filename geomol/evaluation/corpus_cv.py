@@ -4,7 +4,7 @@ The protocol every affinity variant is judged by (``docs/evaluation.md``; ``benc
 is its command line):
 
 * items and folds: :mod:`geomol.evaluation.corpus_folds`;
-* targets and metrics: :mod:`geomol.evaluation.targets` (series with >= 10 ligands by default; Spearman, Pearson,
+* targets and metrics: :mod:`geomol.metrics.targets` (series with >= 10 ligands by default; Spearman, Pearson,
   Kendall per target; means over the expert-pose sources and over all; the fraction of targets where the model
   beats the heavy-atom count; Spearman with the heavy-atom count);
 * variants: the heavy-atom count (HAC), ligand-only random forest (``rf``) and gradient boosting (``gbm``,
@@ -27,9 +27,9 @@ from geomol.data.datasets.corpus_items import SOURCES
 from geomol.data.paths import shared_data_dir
 from geomol.errors import ConfigError
 from geomol.evaluation.corpus_folds import checked_folds, load_items
-from geomol.evaluation.metrics import mean_of
+from geomol.metrics.scores import mean_of
 from geomol.evaluation.predictions import fold_about, read_predictions, training_cpu, write_predictions
-from geomol.evaluation.targets import MIN_TARGET_LIGANDS, evaluate_targets, target_keys
+from geomol.metrics.targets import MIN_TARGET_LIGANDS, evaluate_targets, target_keys
 from geomol.provenance import provenance
 from geomol.training.ligand_baselines import LIGAND_MODELS, select_ligand_model
 

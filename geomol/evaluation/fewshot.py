@@ -17,8 +17,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from geomol.evaluation.metrics import mean_of, spearman
-from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
+from geomol.metrics.scores import mean_of, spearman
+from geomol.metrics.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 from geomol.training.finetune import FinetuneSettings, adapt_member, finetune_model
 
 __all__ = ["METHODS", "draw_scores", "score_draws", "contact_fewshot_scores", "contact_fewshot_rows", "summarise",

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from geomol.evaluation.metrics import mean_of, spearman
+from geomol.metrics.scores import mean_of, spearman
 from geomol.training.finetune import FinetuneSettings
 from geomol.training.finetune_choice import LEVEL_ONLY, FinetuneChoice, PairScore, fit_candidates
 

@@ -27,13 +27,14 @@ from geomol.errors import ConfigError
 from geomol.evaluation import fewshot
 from geomol.evaluation.get_variants import (CORPUS_RECIPE, DEFAULT_SEED, PLB_RECIPE, VARIANTS, GETFold,
                                             corpus_fold_overrides, heavy_atoms, plb_fold_overrides)
-from geomol.evaluation.metrics import grouped_regression_report, mean_of, rmse
+from geomol.metrics.scores import grouped_regression_report, mean_of, rmse
 from geomol.evaluation.predictions import write_fold
-from geomol.evaluation.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
+from geomol.metrics.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 from geomol.inference.loading import load_model
 from geomol.provenance import provenance
 from geomol.shipped_configs import resolve_config
-from geomol.tasks.cli import build_from_config, read_config
+from geomol.config_files import read_config
+from geomol.tasks.runs import build_from_config
 from geomol.training.finetune import FinetuneSettings
 from geomol.version import PACKAGE_DIR
 

@@ -24,23 +24,25 @@ def md17_test_table(models: dict, molecule: str, data_dir: str | Path, *, restor
     """:class:`~geomol.inference.rollout_evaluation.RolloutTable` on the test windows of ``md17_<molecule>.npz``.
 
     Args:
-        models: {row name: model} (loaded models or references :func:`geomol.load_model` accepts); the first one's
-            protocol gives the heavy atoms' bonds and elements.
+        models: {row name: model} (loaded models or references
+            :func:`~geomol.inference.loading.load_model` accepts); the first one's protocol gives the heavy atoms'
+            bonds and elements.
         molecule: file stem after ``md17_``. data_dir: the folder of the npz.
         restore_bonds: also rows with the bond-restoring projection. progress: a progress bar.
     """
-    import geomol
-    from geomol.data.covalent_graph import CovalentGraph
+    from geomol.data.chemistry.covalent_graph import CovalentGraph
     from geomol.data.datasets.md17 import MD17Dataset
+    from geomol.inference.loading import load_model
+    from geomol.inference.rollout_evaluation import evaluate_rollouts
 
     path = md17_file(data_dir, molecule)
     test = MD17Dataset(path, "test")
     with np.load(path) as data:
         z, positions = data["z"], data["R"]
-    loaded = {name: geomol.load_model(model) for name, model in models.items()}  # loaded models pass through
+    loaded = {name: load_model(model) for name, model in models.items()}  # loaded models pass through
     protocol = next(iter(loaded.values())).protocol  # the heavy atoms the model was trained on
     graph = CovalentGraph.from_bonds(protocol.bonds, list(protocol.atomic_numbers), source="model protocol")
-    table = geomol.evaluate_rollout_arrays(loaded, positions[:, z > 1], graph, test.starts.tolist(), source=path.name,
-                                           restore_bonds=restore_bonds, progress=progress)
+    table = evaluate_rollouts(loaded, positions[:, z > 1], graph, test.starts.tolist(), source=path.name,
+                              restore_bonds=restore_bonds, progress=progress)
     table.notes.append(f"MD17 split test starts ({len(test.starts)}), heavy atoms, bonds of the model's protocol")
     return table

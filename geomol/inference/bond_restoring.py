@@ -2,7 +2,7 @@
 
 A trajectory model predicts positions without knowing the bonds; over a rollout, bond lengths drift.
 :class:`BondRestoring` moves the atoms of each predicted frame until every bond of a
-:class:`~geomol.data.covalent_graph.CovalentGraph` has its length in a reference frame again (the
+:class:`~geomol.data.chemistry.covalent_graph.CovalentGraph` has its length in a reference frame again (the
 rollout's start frame), by iterative constraint satisfaction in the manner of SHAKE on positions:
 
 * the bonds are split once into groups that share no atom (a greedy edge colouring);
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.trajectory_chemistry import bond_lengths
 from geomol.errors import ConfigError
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.trajectory_chemistry import BROKEN_BOND, CLASH_DISTANCE, ChemistryFrames, trajectory_chemistry
 
 __all__ = ["ChemistryTracker", "chemistry_line"]

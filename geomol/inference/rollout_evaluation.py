@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.datasets.md_trajectory import MDTrajectory, md_split_ranges
 from geomol.data.io.trajectory import open_selection
 from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_errors, bond_errors_by_kind, bond_kinds,

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.bond_restoring import BondRestoring

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.rollout_chemistry import ChemistryTracker
 

@@ -17,7 +17,7 @@ import hmac
 import logging
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Callable
 
 from fastapi import FastAPI, Form, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,7 +26,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from geomol.errors import GeomolError
-from geomol.serve.guards import TOKEN_COOKIE, LoopbackHostGuard, RequestLimits, SecurityHeaders, TokenGuard, error_body
+from geomol.serve.guards import (TOKEN_COOKIE, LoopbackHostGuard, RequestLimits, RequestSlots, SecurityHeaders,
+                                 TokenGuard, error_body)
 from geomol.serve.pool import QueueFull, WorkerPool
 from geomol.serve.routes import Runtime, job_spec, router
 from geomol.serve.settings import ServeSettings
@@ -40,11 +41,15 @@ SHUTDOWN_GRACE_SECONDS = 10.0
 _log = logging.getLogger("geomol.serve")
 
 
-def start_runtime(settings: ServeSettings) -> Runtime:
-    """Open the store, recover it, start the workers and queue again the jobs that were waiting."""
-    store = JobStore(settings.data_dir)
+def start_runtime(settings: ServeSettings, on_worker_failure: Callable[[str], None] | None = None) -> Runtime:
+    """Open the store, recover it, start the workers and queue again the jobs that were waiting.
+
+    A token-protected server keeps its job folders private (0700, files 0600): its token file must be private too.
+    ``on_worker_failure`` is called with the reason if the workers cannot start at all.
+    """
+    store = JobStore(settings.data_dir, private=settings.token is not None)
     waiting = store.recover()
-    pool = WorkerPool(store, settings)
+    pool = WorkerPool(store, settings, on_failure=on_worker_failure)
     pool.start()
     for job_id in waiting:
         pool.submit(job_spec(store.get(job_id), store), admitted=True)
@@ -70,8 +75,11 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         kind = "PayloadTooLarge" if exc.status_code == 413 else "NotFound" if exc.status_code == 404 else "HTTPError"
-        return _json_error(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None),
-                           **({"limit": "max_request_bytes"} if exc.status_code == 413 else {}))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 413:  # the rest of the body is not read: the connection cannot carry another request
+            headers["Connection"] = "close"
+        return _json_error(exc.status_code, kind, str(exc.detail), headers or None,
+                           **({"limit": getattr(exc, "limit", "max_request_bytes")} if exc.status_code == 413 else {}))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
@@ -117,12 +125,13 @@ def _add_pages(app: FastAPI, settings: ServeSettings) -> None:
         pass
 
 
-def create_app(settings: ServeSettings) -> FastAPI:
-    """The web application for ``settings`` (start it with uvicorn, or with FastAPI's TestClient)."""
+def create_app(settings: ServeSettings, on_worker_failure: Callable[[str], None] | None = None) -> FastAPI:
+    """The web application for ``settings`` (start it with uvicorn, or with FastAPI's TestClient);
+    ``on_worker_failure``: see :func:`start_runtime`."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        runtime = await asyncio.to_thread(start_runtime, settings)
+        runtime = await asyncio.to_thread(start_runtime, settings, on_worker_failure)
         app.state.runtime = runtime
         try:
             yield
@@ -137,12 +146,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app.include_router(router)
     _add_error_handlers(app)
     _add_pages(app, settings)
-    # the last added is the outermost: headers on every answer, then limits, then who may ask
+    # the last added is the outermost: headers on every answer, then limits, then who may ask, then a slot
+    limits = settings.limits
+    app.add_middleware(RequestSlots, max_requests=limits.max_requests)
     if settings.token:
         app.add_middleware(TokenGuard, token=settings.token)
     else:
         app.add_middleware(LoopbackHostGuard)
-    app.add_middleware(RequestLimits, max_bytes=settings.limits.max_request_bytes,
-                       seconds=settings.limits.request_seconds)
+    app.add_middleware(RequestLimits, max_bytes=limits.max_request_bytes, seconds=limits.request_seconds,
+                       max_fields=limits.max_fields)
     app.add_middleware(SecurityHeaders)
     return app

@@ -10,8 +10,12 @@ Plain ASGI middleware (no handler runs for a refused request, and no body is rea
   machine, so that a web page elsewhere cannot reach the server through a DNS name that points at
   127.0.0.1 (DNS rebinding).
 * :class:`RequestLimits` — a body over ``max_request_bytes`` is refused with 413 (from ``Content-Length``,
-  or as soon as the bytes read pass the limit); a request not answered within ``request_seconds``
-  (a slow upload, say) gets 408.
+  or as soon as the bytes read pass the limit), and so is a form of more than ``max_fields`` fields and
+  files (counted as the body arrives, before it is parsed); a request not answered within
+  ``request_seconds`` (a slow upload, say) gets 408. These refusals close the connection.
+* :class:`RequestSlots` — at most ``max_requests`` requests are answered at once (503 with ``Retry-After``
+  beyond); health checks always get through. It sits behind the token check, so only callers with the
+  token take a slot.
 * :class:`SecurityHeaders` — a strict Content-Security-Policy (scripts, styles and images from this
   server only), no MIME sniffing, no framing, no referrer, no caching of API answers.
 
@@ -29,12 +33,14 @@ from starlette.exceptions import HTTPException
 
 from geomol.serve.settings import LOOPBACK_NAMES
 
-__all__ = ["TokenGuard", "LoopbackHostGuard", "RequestLimits", "SecurityHeaders", "error_body", "TOKEN_COOKIE",
-           "PUBLIC_PATHS"]
+__all__ = ["TokenGuard", "LoopbackHostGuard", "RequestLimits", "RequestSlots", "SecurityHeaders", "error_body",
+           "TOKEN_COOKIE", "PUBLIC_PATHS", "HEALTH_PATH"]
 
 TOKEN_COOKIE = "geomol_token"
 PUBLIC_PATHS = ("/login", "/static/login.js", "/static/style.css")
 """What a request without the token may fetch: the login form and what it needs."""
+HEALTH_PATH = "/healthz"
+_CLOSE = [(b"connection", b"close")]
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
@@ -102,18 +108,40 @@ class LoopbackHostGuard:
     async def __call__(self, scope: Scope, receive, send) -> None:
         if scope["type"] == "http":
             host = _host_name(_header(scope, b"host") or "")
-            if host not in LOOPBACK_NAMES:
+            if host.lower() not in LOOPBACK_NAMES:  # host names are case-insensitive: LOCALHOST is localhost
                 return await _send_error(send, 421, "MisdirectedRequest", f"this server answers requests to "
                                          f"localhost only, not to {host!r}; to serve other machines, start it "
                                          "with --token-file (see docs/serve.md)")
         await self.app(scope, receive, send)
 
 
-class RequestLimits:
-    """Refuse bodies over ``max_bytes`` (413) and requests slower than ``seconds`` (408)."""
+class FormFieldCounter:
+    """Counts the fields and files of a form body as it arrives (multipart delimiters, or ``&`` of a URL-encoded
+    form), so that a form of thousands of tiny parts is refused before anything parses it."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, seconds: float):
-        self.app, self.max_bytes, self.seconds = app, max_bytes, seconds
+    def __init__(self, content_type: str):
+        content_type = content_type.lower()
+        boundary = content_type.partition("boundary=")[2].split(";")[0].strip().strip('"')
+        self._mark = (b"--" + boundary.encode("latin-1")) if content_type.startswith("multipart/") and boundary \
+            else b"&" if content_type.startswith("application/x-www-form-urlencoded") else None
+        self._marks, self._tail, self._urlencoded = 0, b"", self._mark == b"&"
+
+    def fields(self, chunk: bytes) -> int:
+        """Fields (and files) seen so far, counting ``chunk``."""
+        if self._mark is None or not chunk:
+            return 0
+        data = self._tail + chunk
+        self._marks += data.count(self._mark) - self._tail.count(self._mark)
+        self._tail = data[-(len(self._mark) - 1):] if len(self._mark) > 1 else b""
+        return self._marks + 1 if self._urlencoded else max(0, self._marks - 1)  # the last delimiter ends the form
+
+
+class RequestLimits:
+    """Refuse bodies over ``max_bytes`` and forms over ``max_fields`` (413), and requests slower than ``seconds``
+    (408); each refusal closes the connection."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, seconds: float, max_fields: int):
+        self.app, self.max_bytes, self.seconds, self.max_fields = app, max_bytes, seconds, max_fields
 
     async def __call__(self, scope: Scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -121,15 +149,20 @@ class RequestLimits:
         declared = _header(scope, b"content-length")
         too_large = f"the request body exceeds this server's limit of {self.max_bytes} bytes"
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            return await _send_error(send, 413, "PayloadTooLarge", too_large, limit="max_request_bytes")
+            return await _send_error(send, 413, "PayloadTooLarge", too_large, _CLOSE, limit="max_request_bytes")
         received, started = 0, False
+        counter = FormFieldCounter(_header(scope, b"content-type") or "")
 
         async def counting_receive():
             nonlocal received
             message = await receive()
-            received += len(message.get("body", b""))
+            body = message.get("body", b"")
+            received += len(body)
             if received > self.max_bytes:
-                raise BodyTooLarge(too_large)
+                raise BodyTooLarge(too_large, "max_request_bytes")
+            if counter.fields(body) > self.max_fields:
+                raise BodyTooLarge(f"the form has more than {self.max_fields} fields and files, this server's "
+                                   "limit per request", "max_fields")
             return message
 
         async def tracking_send(message):
@@ -139,20 +172,43 @@ class RequestLimits:
 
         try:
             await asyncio.wait_for(self.app(scope, counting_receive, tracking_send), self.seconds)
-        except BodyTooLarge:
+        except BodyTooLarge as exc:
             if not started:
-                await _send_error(send, 413, "PayloadTooLarge", too_large, limit="max_request_bytes")
+                await _send_error(send, 413, "PayloadTooLarge", exc.detail, _CLOSE, limit=exc.limit)
         except asyncio.TimeoutError:
             if not started:
                 await _send_error(send, 408, "RequestTimeout", f"the request took longer than this server's limit "
-                                  f"of {self.seconds:g} s", limit="request_seconds")
+                                  f"of {self.seconds:g} s", _CLOSE, limit="request_seconds")
+
+
+class RequestSlots:
+    """Answer at most ``max_requests`` requests at once (503 with ``Retry-After`` beyond); health checks always."""
+
+    RETRY_SECONDS = 2
+
+    def __init__(self, app: ASGIApp, max_requests: int):
+        self.app, self.max_requests, self.busy = app, max_requests, 0
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
+            return await self.app(scope, receive, send)
+        if self.busy >= self.max_requests:
+            return await _send_error(send, 503, "ServerBusy", f"this server is answering {self.max_requests} requests "
+                                     "already; try again shortly", [(b"retry-after", str(self.RETRY_SECONDS).encode())],
+                                     limit="max_requests")
+        self.busy += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.busy -= 1
 
 
 class BodyTooLarge(HTTPException):
-    """Raised while a body is read past the limit (FastAPI answers it as the 413 it is)."""
+    """Raised while a body is read past a limit (FastAPI answers it as the 413 it is); ``limit`` names it."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, limit: str):
         super().__init__(413, message)
+        self.limit = limit
 
 
 _CSP = (b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "

@@ -9,7 +9,13 @@
   with its exit code). A stopped worker is replaced at once.
 * Workers are forked from a ``forkserver`` that has imported :mod:`geomol.serve.worker` (torch, RDKit, the
   API) once, so a replacement starts in milliseconds and the workers share those pages. Each worker talks
-  over its own pipe: stopping one never corrupts a channel the others use.
+  over its own pipe: stopping one never corrupts a channel the others use. The forkserver imports the very
+  ``geomol`` this process runs (:func:`_forkserver_imports_this_geomol`): a ``geomol/`` folder in the current
+  directory (the parent of a clone, say) cannot stand in for it.
+* Loud when workers cannot start: if the first workers exit before they are ready
+  :data:`START_ATTEMPTS` times in a row, the pool stops trying, keeps the reason in :attr:`WorkerPool.failure`
+  (health checks and job submissions answer 503 with it) and calls ``on_failure`` (``geomol serve`` exits with
+  an error).
 
 Only the supervisor thread writes job outcomes; the web handlers only add jobs and read.
 """
@@ -17,13 +23,18 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import multiprocessing.forkserver
+import os
 import statistics
 import sys
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Callable, Iterator
 
 from geomol.serve.settings import ServeSettings
 from geomol.serve.store import INTERRUPTED, JobStore
@@ -31,6 +42,8 @@ from geomol.serve.store import INTERRUPTED, JobStore
 __all__ = ["WorkerPool", "QueueFull"]
 
 _POLL_SECONDS = 0.1
+START_ATTEMPTS = 3
+"""Workers that exit before they are ready, in a row and before any was ready, after which the pool gives up."""
 
 
 class QueueFull(Exception):
@@ -41,11 +54,39 @@ class QueueFull(Exception):
         self.retry_after, self.limit = retry_after, limit
 
 
-def _worker_entry(index: int, connection, threads: int) -> None:
+def _worker_entry(index: int, connection, threads: int, private: bool) -> None:
     """A worker's first call; imports the worker module (torch, the API) there, never in the web process."""
     from geomol.serve.worker import worker_main
 
-    worker_main(index, connection, threads)
+    worker_main(index, connection, threads, private)
+
+
+@contextmanager
+def _forkserver_imports_this_geomol() -> Iterator[None]:
+    """While the forkserver starts: the folder that holds this ``geomol`` first on its import path, the current
+    folder not on it.
+
+    The forkserver runs ``python -c``, which puts the current folder first on its path; a ``geomol/`` folder there
+    (a clone's parent: no ``__init__.py``) would be taken for the package when it is installed in editable mode,
+    and every worker would die with ``ModuleNotFoundError``. ``PYTHONSAFEPATH`` keeps the current folder off the
+    path, ``PYTHONPATH`` and ``sys.path`` (which newer Pythons hand to the forkserver) put this package's folder first.
+    """
+    import geomol
+
+    root = str(Path(geomol.__file__).resolve().parent.parent)
+    saved_path, saved_env = list(sys.path), {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    sys.path[:] = [root, *(p for p in saved_path if p not in ("", os.getcwd(), root))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (root, saved_env["PYTHONPATH"])))
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        sys.path[:] = saved_path
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @dataclass
@@ -61,8 +102,8 @@ class _Worker:
 class WorkerPool:
     """Worker processes for ``settings.workers`` parallel jobs, with ``settings.limits.max_queue`` waiting."""
 
-    def __init__(self, store: JobStore, settings: ServeSettings):
-        self.store, self.settings = store, settings
+    def __init__(self, store: JobStore, settings: ServeSettings, on_failure: Callable[[str], None] | None = None):
+        self.store, self.settings, self.on_failure = store, settings, on_failure
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["geomol.serve.worker"])
         self._workers: list[_Worker] = []
@@ -73,18 +114,25 @@ class WorkerPool:
         self._draining = False
         self._thread: threading.Thread | None = None
         self._respawn_at, self._respawn_delay = 0.0, 0.0
+        self._failed_starts = 0
+        self.failure: str | None = None
+        """Why the workers cannot start (None while they can)."""
         self.models_ready = threading.Event()
         self.models: list[dict] = []
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Start the supervisor thread, which starts the workers (the web server answers meanwhile)."""
+        """Start the forkserver and the supervisor thread, which starts the workers (the web server answers
+        meanwhile)."""
+        with _forkserver_imports_this_geomol():
+            multiprocessing.forkserver.ensure_running()
         self._thread = threading.Thread(target=self._supervise, name="geomol-serve-pool", daemon=True)
         self._thread.start()
 
     def _spawn(self, index: int) -> _Worker:
         parent_end, child_end = self._context.Pipe(duplex=True)
-        process = self._context.Process(target=_worker_entry, args=(index, child_end, self.settings.threads),
+        private = self.store.private
+        process = self._context.Process(target=_worker_entry, args=(index, child_end, self.settings.threads, private),
                                         name=f"geomol-serve-worker-{index}", daemon=True)
         process.start()
         child_end.close()
@@ -169,7 +217,7 @@ class WorkerPool:
     def _handle(self, worker: _Worker, message: tuple) -> None:
         kind = message[0]
         if kind == "ready":
-            worker.ready, self.models, self._respawn_delay = True, message[2], 0.0
+            worker.ready, self.models, self._respawn_delay, self._failed_starts = True, message[2], 0.0, 0
             self.models_ready.set()
             return
         job = message[2]
@@ -191,8 +239,10 @@ class WorkerPool:
             if worker.job and time.monotonic() - worker.started > limit:
                 self._replace(index, f"stopped: the job ran past this server's time limit of {limit:g} s per job "
                                      "(submit fewer ligands per job)")
-            elif not worker.process.is_alive() and time.monotonic() >= self._respawn_at:
+            elif not worker.process.is_alive() and time.monotonic() >= self._respawn_at and not self.failure:
                 code = worker.process.exitcode
+                if not worker.ready and self._give_up(code):
+                    return
                 if not worker.ready:  # died while starting: try again later, not in a tight loop
                     self._respawn_delay = min(60.0, max(1.0, 2 * self._respawn_delay))
                     self._respawn_at = time.monotonic() + self._respawn_delay
@@ -200,6 +250,20 @@ class WorkerPool:
                           f"in {self._respawn_delay:g} s", file=sys.stderr, flush=True)
                 self._replace(index, f"the worker process stopped (exit code {code}) while predicting this job; "
                                      "the server log may say why (e.g. out of memory)")
+
+    def _give_up(self, code: int | None) -> bool:
+        """Count a worker that exited before it was ready; after :data:`START_ATTEMPTS` in a row, before any worker
+        was ever ready, record the failure and tell ``on_failure``."""
+        self._failed_starts += 1
+        if self.models_ready.is_set() or self._failed_starts < START_ATTEMPTS:
+            return False
+        self.failure = (f"the worker processes cannot start: {self._failed_starts} exited before they were ready "
+                        f"(last exit code {code}); the server log shows their error")
+        if self.on_failure is not None:
+            self.on_failure(self.failure)
+        else:
+            print(f"geomol serve: error: {self.failure}", file=sys.stderr, flush=True)
+        return True
 
     def _replace(self, index: int, reason: str) -> None:
         worker = self._workers[index]

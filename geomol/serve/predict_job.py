@@ -12,7 +12,9 @@ Files written into ``results/`` (all in a hidden folder first, renamed into plac
   the same columns as ``geomol predict-affinity --out``), plus ``measured_pK`` when measured values were given;
 * ``poses.sdf`` — every ligand with coordinates (the uploaded pose, or the pose made from its SMILES), with
   its prediction as SD data items;
-* ``depictions/<i>.svg`` — a 2D drawing of ligand ``i`` (RDKit), in table order;
+* ``depictions/<i>.svg`` — a 2D drawing of ligand ``i`` (RDKit), in table order, styled with presentation attributes
+  (``fill='#FFFFFF'``), not ``style`` attributes, so that it renders under the server's Content-Security-Policy
+  (no inline styles) when opened on its own;
 * ``plot.png`` — predicted vs measured pK (with measured values for at least two predicted ligands);
 * ``summary.json`` — counts, the comparison with measured values, which files exist, and the warnings geomol
   gave about the inputs as a whole (``notes``: renamed duplicate names, skipped records); written last.
@@ -22,14 +24,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from geomol import api
 from geomol.errors import DatasetError
+from geomol.inference.affinity import read_receptor
 from geomol.serve.store import SUMMARY
 from geomol.version import PACKAGE_DIR
 
@@ -55,11 +59,28 @@ def _inside(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def _inputs(spec: JobSpec, files: dict[str, str]) -> list:
+def _inputs(spec: JobSpec, files: dict[str, str], model) -> tuple[Any, list]:
+    """(the receptor to predict against, the ligand inputs): with SMILES the receptor is read here, once, for posing
+    and prediction alike."""
     if spec["smiles"]:
-        inputs, _ = api.posed_inputs(files["receptor"], files["ligands"], files["reference"])
-        return inputs
-    return api.ligand_inputs(files["ligands"])
+        receptor = read_receptor(files["receptor"], model)
+        inputs, _ = api.posed_inputs(receptor, files["ligands"], files["reference"])
+        return receptor, inputs
+    return files["receptor"], api.ligand_inputs(files["ligands"])
+
+
+_STYLE_ATTRIBUTE = re.compile(r"""\sstyle=(['"])(.*?)\1""")
+
+
+def _presentation_attributes(svg: str) -> str:
+    """RDKit's ``style='fill:none;stroke:#000000'`` as ``fill='none' stroke='#000000'`` (the same look; a CSP that
+    forbids inline styles, as the server's does, ignores ``style`` attributes and would draw every shape black)."""
+
+    def attributes(match: re.Match) -> str:
+        pairs = (item.split(":", 1) for item in match.group(2).split(";") if ":" in item)
+        return "".join(f" {name.strip()}='{value.strip()}'" for name, value in pairs)
+
+    return _STYLE_ATTRIBUTE.sub(attributes, svg)
 
 
 def depiction_svg(molecule, size: tuple[int, int] = (260, 190)) -> str | None:
@@ -80,7 +101,7 @@ def depiction_svg(molecule, size: tuple[int, int] = (260, 190)) -> str | None:
         drawer = rdMolDraw2D.MolDraw2DSVG(*size)
         rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol)
         drawer.FinishDrawing()
-        return drawer.GetDrawingText()
+        return _presentation_attributes(drawer.GetDrawingText())
     except Exception:  # noqa: BLE001 - a molecule RDKit cannot draw simply has no picture
         return None
 
@@ -167,9 +188,9 @@ def run_job(spec: JobSpec, model, progress: Callable[[int, int], None]) -> dict:
     with _inside(job_dir / "inputs"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         files = spec["files"]
-        inputs = _inputs(spec, files)
+        receptor, inputs = _inputs(spec, files, model)
         records = []
-        for record in api.iter_affinity(files["receptor"], inputs, model, pocket_cutoff=spec["pocket_cutoff"]):
+        for record in api.iter_affinity(receptor, inputs, model, pocket_cutoff=spec["pocket_cutoff"]):
             records.append(record)
             progress(len(records), len(inputs))
         notes = list(dict.fromkeys(str(w.message) for w in caught if _from_geomol(w)))

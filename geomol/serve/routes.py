@@ -8,6 +8,7 @@ raised as :class:`~geomol.serve.uploads.UploadError` / ``HTTPException`` and ans
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -19,7 +20,7 @@ from pydantic import BaseModel
 from geomol.serve.pool import QueueFull, WorkerPool
 from geomol.serve.settings import ServeSettings
 from geomol.serve.store import JobRecord, JobStore
-from geomol.serve.uploads import UploadedFile, UploadError, read_upload, smiles_text_upload
+from geomol.serve.uploads import UnpackBudget, UploadedFile, UploadError, read_upload, smiles_text_upload
 from geomol.version import __version__
 
 __all__ = ["Runtime", "router", "job_spec", "RESULT_FILES"]
@@ -86,17 +87,26 @@ def _public(record: JobRecord) -> dict:
 
 
 # ---------------------------------------------------------------------- health and models
-@router.get("/healthz", summary="Whether the server can take jobs")
-def health(request: Request) -> dict:
+@router.get("/healthz", summary="Whether the server can take jobs (503 when its workers cannot start)")
+def health(request: Request) -> JSONResponse:
     runtime = _runtime(request)
     pool = runtime.pool.status()
-    return {"status": "ok" if pool["ready"] else "starting", "version": __version__, "pool": pool,
-            "jobs": runtime.store.counts()}
+    failure = runtime.pool.failure
+    body = {"status": "failed" if failure else "ok" if pool["ready"] else "starting", "version": __version__,
+            "pool": pool, "jobs": runtime.store.counts(), **({"error": failure} if failure else {})}
+    return JSONResponse(body, status_code=503 if failure else 200)
+
+
+def _check_workers(runtime: Runtime) -> None:
+    if runtime.pool.failure:
+        raise HTTPException(503, runtime.pool.failure)
 
 
 async def _models(runtime: Runtime) -> list[dict]:
+    _check_workers(runtime)
     ready = await asyncio.to_thread(runtime.pool.models_ready.wait, MODELS_WAIT_SECONDS)
     if not ready:
+        _check_workers(runtime)
         raise HTTPException(503, "the workers are still starting; try again shortly", headers={"Retry-After": "5"})
     return runtime.pool.models
 
@@ -119,19 +129,26 @@ def _resolve_model(name: str, available: list[dict]) -> str:
 
 
 # ---------------------------------------------------------------------- jobs
-async def _read(upload: UploadFile | None, role: str, runtime: Runtime) -> UploadedFile | None:
+async def _read(upload: UploadFile | None, role: str, runtime: Runtime, budget: UnpackBudget) -> UploadedFile | None:
     if upload is None:
         return None
-    limits = runtime.settings.limits
-    return read_upload(role, await upload.read(), upload.filename or "", limits.max_request_bytes, limits.max_ligands)
+    return read_upload(role, await upload.read(), upload.filename or "", budget, runtime.settings.limits.max_ligands)
+
+
+async def _check_fields_once(request: Request) -> None:
+    """Each field at most once: of two ``ligands`` files, which one would the job be?"""
+    names = Counter(name for name, _ in (await request.form()).multi_items())
+    repeated = sorted(name for name, count in names.items() if count > 1)
+    if repeated:
+        raise UploadError(f"the form gives {', '.join(repeated)} more than once; give each field once", repeated[0])
 
 
 def _ligand_upload(ligands: UploadedFile | None, smiles: str | None, reference: UploadedFile | None,
-                   max_ligands: int) -> UploadedFile:
+                   max_ligands: int, budget: UnpackBudget) -> UploadedFile:
     if (ligands is None) == (not smiles):
         raise UploadError("give the ligands either as a file (ligands) or as SMILES text (smiles), not both "
                           "and not neither", "ligands")
-    upload = ligands or smiles_text_upload(smiles, max_ligands)
+    upload = ligands or smiles_text_upload(smiles, max_ligands, budget)
     if upload.is_smiles and reference is None:
         raise UploadError("SMILES ligands are posed on a reference ligand: upload its pose as 'reference' "
                           "(SDF or MOL2), or upload posed ligands (SDF, MOL2, PDBQT) instead", "reference")
@@ -158,11 +175,14 @@ async def submit(request: Request,
                  pocket_cutoff: Annotated[float | None, Form(gt=0, le=30, description="pocket cutoff in Å "
                                                              "(default: the model's)")] = None) -> JSONResponse:
     runtime = _runtime(request)
+    _check_workers(runtime)
     runtime.pool.check_room()
+    await _check_fields_once(request)
     limits = runtime.settings.limits
-    uploads = {role: await _read(upload, role, runtime) for role, upload in
+    budget = UnpackBudget(limits.max_request_bytes)  # one for all files of this request
+    uploads = {role: await _read(upload, role, runtime, budget) for role, upload in
                (("receptor", receptor), ("ligands", ligands), ("reference", reference), ("measured", measured))}
-    uploads["ligands"] = _ligand_upload(uploads["ligands"], smiles, uploads["reference"], limits.max_ligands)
+    uploads["ligands"] = _ligand_upload(uploads["ligands"], smiles, uploads["reference"], limits.max_ligands, budget)
     model_name = _resolve_model(model or runtime.settings.model, await _models(runtime))
     chosen = [u for u in uploads.values() if u is not None]
     settings = {"pocket_cutoff": pocket_cutoff, "smiles": uploads["ligands"].is_smiles,

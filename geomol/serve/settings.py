@@ -24,17 +24,27 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on what one request or one job may take.
+    """Bounds on what one request, one connection or one job may take.
 
-    Attributes:
-        max_request_bytes: bytes of one request body (all uploaded files together, after any gzip is undone).
+    Per request and job:
+        max_request_bytes: bytes of one request body, and bytes of all its files together once any gzip is
+            undone (one budget per request, charged while decompressing).
+        max_fields: form fields and files in one request (counted as the body arrives).
         max_ligands: ligands (SDF/MOL2 records, PDBQT models, SMILES lines) in one job.
+        request_seconds: seconds from a request's headers to its answer, the upload of its body included (a
+            client that sends its body too slowly is cut off with 408).
         max_queue: jobs waiting for a worker; one more is answered 503 with ``Retry-After``.
         job_seconds: wall-clock seconds one job may run in its worker before the worker is stopped and
             the job fails with the reason.
-        request_seconds: seconds one HTTP request may take, the upload included (slow clients are cut off
-            with 408).
-        max_fields: form fields and files in one upload.
+
+    Per connection (:mod:`geomol.serve.connections`):
+        header_seconds: seconds a connection may take to send a request's headers once opened (a client that
+            sends nothing, or its headers a byte at a time, is disconnected).
+        max_connections: open connections at once; max_client_connections: open connections of one client
+            address. A new connection beyond either closes the oldest one still waiting for its headers (idle
+            sockets never keep anyone out); only when none waits is it refused with 503.
+        max_requests: requests being answered at once (health checks aside): with ``max_request_bytes``, bounds
+            the memory uploads in flight take. One more is answered 503 with ``Retry-After``.
     """
 
     max_request_bytes: int = 32 * 1024 * 1024
@@ -43,12 +53,18 @@ class Limits:
     job_seconds: float = 1800.0
     request_seconds: float = 60.0
     max_fields: int = 16
+    header_seconds: float = 10.0
+    max_connections: int = 256
+    max_client_connections: int = 32
+    max_requests: int = 64
 
     def __post_init__(self):
         if self.max_request_bytes < 1024 or self.max_ligands < 1 or self.max_queue < 0:
             raise ConfigError("limits: max_request_bytes ≥ 1024, max_ligands ≥ 1 and max_queue ≥ 0")
-        if self.job_seconds <= 0 or self.request_seconds <= 0:
-            raise ConfigError("limits: job and request time limits must be > 0 seconds")
+        if self.job_seconds <= 0 or self.request_seconds <= 0 or self.header_seconds <= 0:
+            raise ConfigError("limits: job, request and header time limits must be > 0 seconds")
+        if min(self.max_fields, self.max_connections, self.max_client_connections, self.max_requests) < 1:
+            raise ConfigError("limits: fields, connections, connections per client and requests at once must be ≥ 1")
 
 
 @dataclass(frozen=True)
@@ -94,7 +110,7 @@ class ServeSettings:
 
 def is_loopback(host: str) -> bool:
     """True for a host name or address that only this machine can reach (``localhost``, ``127.x``, ``::1``)."""
-    if host in LOOPBACK_NAMES:
+    if host.lower() in LOOPBACK_NAMES:  # host names are case-insensitive (LOCALHOST)
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback

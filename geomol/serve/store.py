@@ -11,6 +11,9 @@ added; its ``results/`` folder likewise appears in one rename once complete (:mo
 A job is ``queued``, ``running``, ``done`` or ``failed``. After a restart (:meth:`JobStore.recover`) a
 job that was running is ``failed`` with the reason (or ``done`` when its results had been completed),
 queued jobs are handed back to be queued again, and staging folders and folders without a row are removed.
+
+A private store (a token-protected server's) keeps the data folder, the job folders and the job table for the
+server's user only: folders 0700, files 0600 (the workers write results with umask 077).
 """
 from __future__ import annotations
 
@@ -72,14 +75,20 @@ class JobRecord:
 
 
 class JobStore:
-    """The job table and folders under ``data_dir`` (safe to use from several threads of one process)."""
+    """The job table and folders under ``data_dir`` (safe to use from several threads of one process);
+    ``private``: for the server's user only (see the module notes)."""
 
-    def __init__(self, data_dir: str | Path):
-        self.data_dir = Path(data_dir)
+    def __init__(self, data_dir: str | Path, private: bool = False):
+        self.data_dir, self.private = Path(data_dir), private
         self.jobs_dir = self.data_dir / "jobs"
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        database = self.data_dir / "jobs.sqlite"
+        if private:
+            database.touch(mode=0o600)
+            for path, mode in ((self.data_dir, 0o700), (self.jobs_dir, 0o700), (database, 0o600)):
+                os.chmod(path, mode)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.data_dir / "jobs.sqlite", check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(database, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -100,9 +109,12 @@ class JobStore:
         """A new queued job whose inputs are ``files`` ((server-made file name, text) pairs), written whole first."""
         job_id = secrets.token_hex(16)
         staging = self.jobs_dir / f"{_STAGING}{job_id}"
-        (staging / "inputs").mkdir(parents=True)
+        folder_mode, file_mode = (0o700, 0o600) if self.private else (0o777, 0o666)  # both less the umask
+        staging.mkdir(mode=folder_mode)
+        (staging / "inputs").mkdir(mode=folder_mode)
         for name, text in files:
-            with open(staging / "inputs" / name, "w", encoding="utf-8") as handle:
+            descriptor = os.open(staging / "inputs" / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode)
+            with open(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -199,6 +211,8 @@ class JobStore:
         for folder in self.jobs_dir.iterdir():
             if folder.is_dir() and JOB_ID.match(folder.name) and folder.name not in known:
                 shutil.rmtree(folder, ignore_errors=True)
+            elif self.private and folder.is_dir():  # jobs of an earlier server without a token: closed now
+                os.chmod(folder, 0o700)
         return [r.id for r in sorted(self.list(limit=-1, state="queued"), key=lambda r: r.created)]
 
     def close(self) -> None:

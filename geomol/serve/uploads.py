@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from geomol.errors import GeomolError
 
-__all__ = ["UploadError", "UploadedFile", "ROLE_KINDS", "SMILES_KINDS", "decode_upload", "identify", "count_ligands",
-           "read_upload", "smiles_text_upload"]
+__all__ = ["UploadError", "UploadedFile", "UnpackBudget", "ROLE_KINDS", "SMILES_KINDS", "decode_upload", "identify",
+           "count_ligands", "read_upload", "smiles_text_upload"]
 
 ROLE_KINDS = {
     "receptor": ("pdb", "cif"),
@@ -70,32 +70,49 @@ class UploadedFile:
         return self.kind in SMILES_KINDS
 
 
-def decode_upload(data: bytes, label: str, max_bytes: int) -> str:
-    """The text of an upload: gzip undone (at most ``max_bytes`` out), UTF-8 (or Latin-1) with no NUL byte.
+class UnpackBudget:
+    """The bytes all files (and the SMILES text) of one request may take once gzip is undone: one budget per request,
+    charged as each file is decoded, so that two files under the limit cannot together pass it."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.left = max_bytes, max_bytes
+
+    def _refuse(self, label: str) -> UploadError:
+        return UploadError(f"uncompressed, the files of this request exceed this server's limit of {self.max_bytes} "
+                           "bytes for all files of one job together", label, status=413, limit="max_request_bytes")
+
+    def take(self, size: int, label: str) -> None:
+        if size > self.left:
+            raise self._refuse(label)
+        self.left -= size
+
+    def gunzip(self, data: bytes, label: str) -> bytes:
+        """``data`` decompressed, reading at most one byte past what is left (a gzip bomb never unpacks whole)."""
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            out = stream.read(self.left + 1)
+        self.take(len(out), label)
+        return out
+
+
+def decode_upload(data: bytes, label: str, budget: UnpackBudget) -> str:
+    """The text of an upload: gzip undone (charged to the request's ``budget``), UTF-8 (or Latin-1) with no NUL byte.
 
     Raises:
-        UploadError: 413 when the gunzipped text exceeds ``max_bytes``; 415 for binary or corrupt content.
+        UploadError: 413 when the request's files together pass the budget; 415 for binary or corrupt content.
     """
     if data[:2] == b"\x1f\x8b":
         try:
-            data = _gunzip(data, max_bytes, label)
+            data = budget.gunzip(data, label)
         except (OSError, EOFError, zlib.error) as exc:
             raise UploadError(f"not a valid gzip file ({exc})", label, status=415) from None
+    else:
+        budget.take(len(data), label)
     if b"\x00" in data[:65536]:
         raise UploadError("binary content, not a text file", label, status=415)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return data.decode("latin-1")
-
-
-def _gunzip(data: bytes, max_bytes: int, label: str) -> bytes:
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
-        out = stream.read(max_bytes + 1)
-    if len(out) > max_bytes:
-        raise UploadError(f"uncompressed, the file exceeds the limit of {max_bytes} bytes", label, status=413,
-                          limit="max_request_bytes")
-    return out
 
 
 def _first_row(text: str) -> list[str]:
@@ -152,17 +169,17 @@ def count_ligands(text: str, kind: str) -> int:
     return len(lines) - (1 if lines and lines[0][0].lower() == "smiles" else 0)
 
 
-def read_upload(role: str, data: bytes, client_name: str, max_bytes: int, max_ligands: int) -> UploadedFile:
-    """Decode, identify and count one upload for ``role`` (see :data:`ROLE_KINDS`).
+def read_upload(role: str, data: bytes, client_name: str, budget: UnpackBudget, max_ligands: int) -> UploadedFile:
+    """Decode, identify and count one upload for ``role`` (see :data:`ROLE_KINDS`), charged to the request's ``budget``.
 
     Raises:
         UploadError: 415 when the content is not what the role needs (whatever the file name says),
-            422 for an empty ligand file or one over ``max_ligands``, 413 for a gzip that unpacks too large.
+            422 for an empty ligand file or one over ``max_ligands``, 413 when the request's files unpack too large.
     """
     label = f"{role} upload {client_name!r}" if client_name else f"{role} upload"
     if not data.strip():
         raise UploadError("the file is empty", label)
-    text = decode_upload(data, label, max_bytes)
+    text = decode_upload(data, label, budget)
     kind = identify(text)
     if kind == "csv" and role in _CSV_COLUMNS and not any(need <= set(_first_row(text)) for need in _CSV_COLUMNS[role]):
         kind = "csv-other"
@@ -175,13 +192,14 @@ def read_upload(role: str, data: bytes, client_name: str, max_bytes: int, max_li
     return UploadedFile(role, kind, text, ligands)
 
 
-def smiles_text_upload(text: str, max_ligands: int) -> UploadedFile:
-    """The ``smiles`` form field (one ``SMILES [name]`` per line) as a ligand upload.
+def smiles_text_upload(text: str, max_ligands: int, budget: UnpackBudget) -> UploadedFile:
+    """The ``smiles`` form field (one ``SMILES [name]`` per line) as a ligand upload, charged to ``budget``.
 
     Raises:
-        UploadError: 422 when a line does not start with a SMILES, or for no or too many lines.
+        UploadError: 422 when a line does not start with a SMILES, or for no or too many lines; 413 over the budget.
     """
     label = "smiles field"
+    budget.take(len(text.encode("utf-8")), label)
     if not _looks_like_smiles_list(text):
         raise UploadError("expected one 'SMILES [name]' per line", label)
     count = count_ligands(text, "smi")

@@ -14,6 +14,7 @@ ligands, and before it publishes results: nothing is written for a server that n
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 import time
 import traceback
@@ -76,10 +77,15 @@ def _run(spec: dict, models: _Models, connection, worker: int) -> None:
         connection.send(("done", worker, spec["id"], summary))
 
 
-def worker_main(worker: int, connection, threads: int) -> None:
-    """Run the job specs that arrive on ``connection`` until None arrives or the web process is gone."""
+def worker_main(worker: int, connection, threads: int, private: bool = False) -> None:
+    """Run the job specs that arrive on ``connection`` until None arrives or the web process is gone.
+
+    ``private``: every file and folder this worker writes is for the server's user only (a token-protected server).
+    """
     import torch
 
+    if private:
+        os.umask(0o077)
     torch.set_num_threads(threads)
     models = _Models()
     connection.send(("ready", worker, api.list_models("affinity")))

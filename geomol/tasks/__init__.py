@@ -11,6 +11,7 @@ from geomol.tasks.affinity_data import (
 )
 from geomol.tasks.corpus_data import CorpusDataModule
 from geomol.tasks.nucleic_data import NucleicAffinityDataModule
+from geomol.tasks.protein_affinity_data import ProteinAffinityDataModule
 from geomol.tasks.dynamics import DynamicsModule
 from geomol.tasks.dynamics_data import (
     MD17DataModule,
@@ -23,6 +24,7 @@ from geomol.tasks.dynamics_data import (
 __all__ = [
     "AffinityModule", "PairClassificationModule", "DynamicsModule",
     "AffinityDataModule", "BenchmarkAffinityDataModule", "PLBDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
-    "PPADataModule", "CorpusDataModule", "NucleicAffinityDataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
+    "PPADataModule", "ProteinAffinityDataModule", "CorpusDataModule", "NucleicAffinityDataModule", "TrajectoryDataModule",
+    "NBodyDataModule", "MocapDataModule", "MD17DataModule",
     "MDTrajectoryDataModule",
 ]

@@ -17,32 +17,26 @@ folders they give as ``${GEOMOL_SHARED_DATA}/...`` are resolved here (``$GEOMOL_
 Lightning's advertisements, a deprecation warning meant for its developers and the model summary's empty
 FLOPs count are left out (:mod:`geomol.tasks.quiet`).
 
-Scripts that train (cross-validation, the shipped-model recipe) take the same path without a
-command line: :func:`build_from_config` instantiates trainer, model and data from a YAML config
-deep-merged with overrides, exactly as ``geomol fit --config`` does, and the script calls
-``cli.trainer.fit(cli.model, cli.datamodule)``.
+Library code that trains (cross-validation, the shipped-model recipe) takes the same path without a
+command line: :func:`geomol.tasks.runs.build_from_config`.
 """
 from __future__ import annotations
 
-import copy
 import os
 import sys
-from os import PathLike
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import lightning.pytorch as pl
-import yaml
 from lightning.pytorch.cli import LightningCLI
 
 from geomol.data.complexes.recipe import ComplexRecipe
-from geomol.errors import ConfigError, GeomolError
-from geomol.shipped_configs import expand_shared_data, resolve_config
+from geomol.errors import GeomolError
+from geomol.config_files import expand_shared_data_paths
 from geomol.tasks.quiet import quiet_lightning, replace_model_summary
 from geomol.tasks.resume import continue_run
 
-__all__ = ["GeomolCLI", "run_lightning", "build_from_config", "merge_config", "read_config",
-           "expand_shared_data_paths", "key_value_overrides"]
+__all__ = ["GeomolCLI", "CLI_OPTIONS", "run_lightning"]
 
 EVALUATION_SUBCOMMANDS = ("validate", "test", "predict")
 
@@ -56,7 +50,7 @@ def _block_types(data_init_args) -> int:
 class GeomolCLI(LightningCLI):
     """LightningCLI with geomol's defaults (task and data classes in subclass mode).
 
-    GET tasks get ``n_block_types`` from the data section (150 plus the fragment types of its
+    GET tasks get ``num_block_types`` from the data section (150 plus the fragment types of its
     vocabulary) before they are built, so the model exists when callbacks that copy it (weight
     averaging) are set up.
     """
@@ -65,9 +59,9 @@ class GeomolCLI(LightningCLI):
         config = self.config.get(str(self.subcommand), self.config) if self.subcommand else self.config
         model = config.get("model")
         init_args = model.get("init_args") if model is not None else None
-        if init_args is not None and "n_block_types" in init_args and init_args.get("n_block_types") is None:
+        if init_args is not None and "num_block_types" in init_args and init_args.get("num_block_types") is None:
             data = config.get("data")
-            init_args["n_block_types"] = _block_types(data.get("init_args") if data is not None else None)
+            init_args["num_block_types"] = _block_types(data.get("init_args") if data is not None else None)
         for section in ("data", "model"):
             expand_shared_data_paths(config.get(section))
         trainer = config.get("trainer")
@@ -91,21 +85,6 @@ class GeomolCLI(LightningCLI):
 
     def _hint_on_error(self):
         return _DataHint(self.config.get(str(self.subcommand), self.config) if self.subcommand else self.config)
-
-
-def expand_shared_data_paths(section) -> None:
-    """``${GEOMOL_SHARED_DATA}`` in the strings (and lists of strings) of a config section (a dict, nested dicts
-    included, or a jsonargparse Namespace), resolved in place (:func:`geomol.shipped_configs.expand_shared_data`).
-    Configs and recorded results keep the token; only what is instantiated gets the folder."""
-    if section is None or not hasattr(section, "items"):
-        return
-    for key, value in list(section.items()):
-        if isinstance(value, str):
-            section[key] = expand_shared_data(value)
-        elif isinstance(value, list) and any(isinstance(v, str) for v in value):
-            section[key] = [expand_shared_data(v) if isinstance(v, str) else v for v in value]
-        elif isinstance(value, dict):
-            expand_shared_data_paths(value)
 
 
 class _DataHint:
@@ -189,57 +168,8 @@ def _evaluation_outputs(trainer, ckpt_path, subcommand: str) -> None:
             init_args["version"] = f"{checkpoint.parent.parent.name}/{subcommand}"
 
 
-_CLI_OPTIONS = dict(subclass_mode_model=True, subclass_mode_data=True,
+CLI_OPTIONS = dict(subclass_mode_model=True, subclass_mode_data=True,
                     trainer_defaults={"use_distributed_sampler": False}, save_config_kwargs={"overwrite": True})
-
-
-def read_config(path: str | PathLike) -> dict[str, Any]:
-    """A YAML config as a dict; unreadable files raise :class:`ConfigError`."""
-    try:
-        config = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read config: {exc}", source=path) from None
-    if not isinstance(config, dict):
-        raise ConfigError("a config must be a mapping (trainer, model, data, ...)", source=path)
-    return config
-
-
-def merge_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``base`` with ``overrides`` merged in: mappings key by key (recursively), anything else replaced."""
-    merged = copy.deepcopy(dict(base))
-    for key, value in (overrides or {}).items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = merge_config(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def key_value_overrides(items: list[str], option: str = "--model-arg") -> dict[str, Any]:
-    """``["KEY=VALUE", ...]`` from a command line as ``{KEY: VALUE}``, each value read as YAML (``32`` an int,
-    ``batch_max`` a string, ``[1, 2]`` a list), e.g. arguments of a config's model section.
-
-    Raises:
-        ConfigError: an item without ``=`` or without a key, naming ``option``.
-    """
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{option} wants KEY=VALUE, got {item!r}")
-        overrides[key] = yaml.safe_load(value)
-    return overrides
-
-
-def build_from_config(config: str | PathLike | Mapping[str, Any],
-                      overrides: Mapping[str, Any] | None = None) -> GeomolCLI:
-    """Trainer, model and data module of a ``geomol fit`` config (a YAML path or a dict), with ``overrides``
-    deep-merged in (:func:`merge_config`), instantiated as ``geomol fit`` does (seed, block types, Trainer
-    defaults) but not run: ``cli.trainer.fit(cli.model, cli.datamodule)``."""
-    quiet_lightning()
-    base = read_config(resolve_config(str(config))) if isinstance(config, (str, PathLike)) else config
-    return GeomolCLI(pl.LightningModule, pl.LightningDataModule, args=merge_config(base, overrides), run=False,
-                     **_CLI_OPTIONS)
 
 
 def run_lightning(argv: list[str]) -> int:
@@ -252,7 +182,7 @@ def run_lightning(argv: list[str]) -> int:
     saved = sys.argv
     sys.argv = [saved[0], *argv]
     try:
-        GeomolCLI(pl.LightningModule, pl.LightningDataModule, parser_kwargs={"prog": "geomol"}, **_CLI_OPTIONS)
+        GeomolCLI(pl.LightningModule, pl.LightningDataModule, parser_kwargs={"prog": "geomol"}, **CLI_OPTIONS)
     finally:
         sys.argv = saved
     return 0

@@ -30,7 +30,7 @@ import torch
 
 from geomol.data.blocks import BlockGraph
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import rmse, spearman
+from geomol.metrics.scores import rmse, spearman
 from geomol.inference.affinity import build_complexes
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import ligand_inputs

@@ -8,7 +8,7 @@ analogue bind better than another (a substituent's typical effect) rather than a
 centring uses the features of the series' other ligands, never their labels, as a user's series would.
 Hyper-parameters are chosen on the fold's *validation* slice (clusters held out of
 training) by the protocol's own criterion, the mean per-target Spearman
-(:mod:`geomol.evaluation.targets`); test items are never looked at. The chosen model is the one fitted
+(:mod:`geomol.metrics.targets`); test items are never looked at. The chosen model is the one fitted
 on the training part (no refit), as a structure model's checkpoint chosen on validation is.
 
 Grids are small on purpose (one thread, ~15k items): for ``gbm`` the boosting rounds are grown in
@@ -26,8 +26,8 @@ import torch
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import rmse
-from geomol.evaluation.targets import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
+from geomol.metrics.scores import rmse
+from geomol.metrics.targets import MIN_TARGET_LIGANDS, score_targets, summarise_targets, target_members
 from geomol.models.ligand_trees import LigandTrees
 
 __all__ = ["LIGAND_MODELS", "GRIDS", "Selection", "group_centred", "series_features", "select_ligand_model",

@@ -4,7 +4,8 @@ import pytest
 from scipy.spatial import cKDTree
 
 from geomol.data import Block, select_interface, select_pocket
-from geomol.data.complexes.pocket import atoms_within, distance_mask
+from geomol.data.complexes.pocket import atoms_within
+from geomol.data.io.structure import distance_mask
 from geomol.errors import ConfigError, EmptySelectionError
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from geomol.data.covalent_graph import CovalentGraph, perceive_bonds, selection_bonds
+from geomol.data.chemistry.covalent_graph import CovalentGraph, perceive_bonds, selection_bonds
 from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_angles, bond_errors, bond_errors_by_kind,
                                               bond_kinds, bond_lengths, count_clashes, trajectory_chemistry)
 from geomol.errors import ConfigError

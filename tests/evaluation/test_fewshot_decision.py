@@ -13,7 +13,7 @@ import torch
 
 from geomol.evaluation.fewshot_decision import (LEAVE_PAIR_OUT_ONLY, InsetGate, add_inset, choose_gate,
                                                 decided_spearman, gated_spearman, summarise_decided)
-from geomol.evaluation.metrics import spearman
+from geomol.metrics.scores import spearman
 from geomol.training.finetune_choice import FinetuneChoice
 from tests.conftest import REPO
 

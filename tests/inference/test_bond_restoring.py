@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.trajectory_chemistry import bond_lengths
 from geomol.errors import ConfigError
 from geomol.inference.bond_restoring import BondRestoring, bond_groups

@@ -16,7 +16,7 @@ import torch
 
 import geomol
 from geomol.cli import main
-from geomol.data.covalent_graph import CovalentGraph
+from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset
 from geomol.data.io.trajectory import open_selection
 from geomol.data.trajectory_chemistry import trajectory_chemistry

@@ -2,12 +2,15 @@
 
 ``shipped_predictions.npz`` beside this file holds every value (float64) that ``python -m tests.shipped_predictions``
 computes: get-plb and contact-corpus on four ligands of the bundled example, and one or two rollout windows of egno-nbody,
-egno-mocap-run and egno-fkbp12 (the last two on inputs from ../shared/data: compared where it is present). Any change
-in how a shipped model is loaded or how its graphs are built shows up here. The values must agree to float32 round-off, not bit for bit: the same code gives results that differ in
-the last bits on different CPUs (AMD EPYC and Intel Xeon kernels sum in different orders; up to 1e-6 in pK, and
-1.2e-5 on a mocap rollout position near 0.04 among positions up to 25: the tolerance scales with the largest value).
-Re-record only when a model's weights are re-shipped, that model alone (``python -m tests.shipped_predictions
-tests/inference/shipped_predictions.npz --only egno-fkbp12``).
+egno-mocap-run, egno-fkbp12 and the two egno-md17 models (mocap and fkbp12 on inputs from ../shared/data: compared
+where it is present; md17 where RDKit is installed). Any change in how a shipped model is loaded or how its graphs are
+built shows up here. On a machine like the one that recorded the file (the same CPU model and instruction sets and the
+same torch: ``machine_signature``) the values must be the same bit for bit; elsewhere to float32 round-off, since the
+same code gives results that differ in the last bits on different CPUs (AMD EPYC and Intel Xeon kernels sum in
+different orders; up to 1e-6 in pK, and 1.2e-5 on a mocap rollout position near 0.04 among positions up to 25: the
+tolerance scales with the largest value). Re-record only when a model's weights are re-shipped, that model alone
+(``python -m tests.shipped_predictions tests/inference/shipped_predictions.npz --only egno-fkbp12``, on the machine
+that recorded the file).
 """
 from pathlib import Path
 
@@ -21,16 +24,21 @@ from tests.conftest import REPO, SHARED_DATA
 RECORDED = dict(np.load(Path(__file__).parent / "shipped_predictions.npz", allow_pickle=False))
 ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "contact-corpus/pK", "contact-corpus/pK_std", "egno-nbody/positions")
 WITH_SHARED_DATA = ("egno-mocap-run/positions", "egno-fkbp12/positions")
+WITH_RDKIT = ("egno-md17-aspirin/positions", "egno-md17-ethanol/positions")
+SAME_MACHINE = str(RECORDED.pop(shipped_predictions.MACHINE, "")) == shipped_predictions.machine_signature()
 
 
 @pytest.mark.skipif(not (REPO / "models" / "get-plb" / "manifest.json").exists(), reason="no shipped models")
 def test_shipped_models_predict_as_recorded():
     now = shipped_predictions.record()
-    assert set(ALWAYS_PRESENT) <= set(now) and set(ALWAYS_PRESENT + WITH_SHARED_DATA) <= set(RECORDED)
+    assert set(ALWAYS_PRESENT) <= set(now) and set(ALWAYS_PRESENT + WITH_SHARED_DATA + WITH_RDKIT) <= set(RECORDED)
     assert set(now) <= set(RECORDED), "a shipped model without recorded predictions"
     if SHARED_DATA.exists():
         assert set(WITH_SHARED_DATA) <= set(now)
     for name in now:
+        if SAME_MACHINE:
+            np.testing.assert_array_equal(now[name], RECORDED[name], err_msg=f"{name}: not bit-identical")
+            continue
         # float32 round-off is relative to the largest values summed (positions up to ~25 in a rollout window)
         atol = max(1e-5, 2e-6 * float(np.abs(RECORDED[name]).max()))
         np.testing.assert_allclose(now[name], RECORDED[name], rtol=1e-5, atol=atol, err_msg=name)

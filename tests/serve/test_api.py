@@ -54,6 +54,7 @@ def test_posed_ligands_with_measured_values_give_the_api_numbers_table_poses_plo
     assert summary["comparison"]["n"] == 6 and summary["depictions"] == [True] * 6
     drawing = served.client.get(f"/v1/jobs/{job}/depictions/2.svg")
     assert drawing.headers["content-type"].startswith("image/svg+xml") and "<svg" in drawing.text
+    assert "style=" not in drawing.text and "fill='#FFFFFF'" in drawing.text  # drawn under the CSP: no inline styles
     assert served.client.get(f"/v1/jobs/{job}/depictions/6.svg").status_code == 404
 
 

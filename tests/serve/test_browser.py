@@ -126,3 +126,18 @@ def test_upload_wait_and_read_the_ranked_table_and_the_plot(served, page_url, br
     assert names == sorted(names)
     sources = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert sources and all(s.startswith(page_url) for s in sources), sources
+
+    browser.get(f"{page_url}/v1/jobs/{job_id}/depictions/0.svg")  # a drawing opened on its own, under the CSP
+    assert _mean_brightness(browser, 260, 190) > 0.8  # white background, dark lines: not a black box
+
+
+def _mean_brightness(driver, width: int, height: int) -> float:
+    """Mean brightness (0 black – 1 white) of the top-left ``width`` × ``height`` CSS pixels of the window."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(driver.get_screenshot_as_png())).convert("L")
+    scale = image.width / driver.execute_script("return window.innerWidth")
+    crop = image.crop((0, 0, int(width * scale), int(height * scale)))
+    return sum(crop.getdata()) / (255 * crop.width * crop.height)

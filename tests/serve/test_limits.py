@@ -94,6 +94,7 @@ def test_without_a_token_only_loopback_host_names_are_answered(served):
     assert _error(served.client.get("/healthz", headers={"Host": "rebound.example.com"}), 421)
     assert served.client.get("/healthz", headers={"Host": "127.0.0.1:8000"}).status_code == 200
     assert served.client.get("/healthz", headers={"Host": "[::1]:8000"}).status_code == 200
+    assert served.client.get("/healthz", headers={"Host": "LOCALHOST:8000"}).status_code == 200  # any case
 
 
 def test_security_headers(served):

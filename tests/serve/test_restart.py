@@ -7,12 +7,9 @@ request time limit on a real socket (a client that stops sending its body gets 4
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -21,67 +18,11 @@ import pytest
 
 from geomol.serve.store import INTERRUPTED, JobStore
 from tests.serve.conftest import EXAMPLE, needs_serve_extra
+from tests.serve.processes import Server
 
 needs_serve_extra()
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to follow the server's processes")
-START_TIMEOUT = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Server:
-    """``python -m geomol serve`` in its own process group, on a free loopback port."""
-
-    def __init__(self, data_dir: Path, log: Path):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "geomol", "serve", "--port", str(self.port), "--data-dir", str(data_dir),
-                   "--workers", "1", "--request-time-limit", "2"]
-        self.log = open(log, "ab")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-                                        env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-    def get(self, path: str) -> dict | list:
-        with urllib.request.urlopen(self.url + path, timeout=10) as response:
-            return json.loads(response.read())
-
-    def wait_until(self, check, what: str, timeout: float = START_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"the server exited ({self.process.returncode}) waiting for {what}"
-            try:
-                found = check()
-            except OSError:
-                found = None
-            if found:
-                return found
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}")
-
-    def submit(self, ligands: bytes) -> str:
-        boundary = "geomolboundary"
-        parts = [("receptor", "protein.pdb", (EXAMPLE / "tnks2_protein.pdb").read_bytes()),
-                 ("ligands", "ligands.sdf", ligands)]
-        body = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{file}"\r\n'
-                        f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n"
-                        for name, file, data in parts) + f"--{boundary}--\r\n".encode()
-        request = urllib.request.Request(self.url + "/v1/jobs", data=body, method="POST",
-                                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())["id"]
-
-    def kill_group(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait(timeout=10)
-        self.log.close()
 
 
 def _descendants(pid: int) -> set[int]:
@@ -121,9 +62,9 @@ def _stalled_upload_answer(port: int) -> bytes:
 def test_a_killed_server_restarts_with_a_consistent_job_list(tmp_path):
     data = tmp_path / "data"
     sdf = (EXAMPLE / "tnks2_ligands.sdf").read_bytes()
-    first = Server(data, tmp_path / "server.log")
+    first = Server(data, tmp_path / "server.log", "--workers", "1", "--request-time-limit", "2")
     try:
-        first.wait_until(lambda: first.get("/healthz")["status"] == "ok", "the first worker")
+        first.wait_ready()
         assert "libtorch" not in Path(f"/proc/{first.process.pid}/maps").read_text()  # the web process stays small
         finished = first.submit(sdf)
         first.wait_until(lambda: first.get(f"/v1/jobs/{finished}")["state"] == "done", "the first job")
@@ -143,7 +84,7 @@ def test_a_killed_server_restarts_with_a_consistent_job_list(tmp_path):
     finally:
         first.kill_group()
 
-    second = Server(data, tmp_path / "server.log")
+    second = Server(data, tmp_path / "server.log", "--workers", "1", "--request-time-limit", "2")
     try:
         jobs = second.wait_until(lambda: {j["id"]: j for j in second.get("/v1/jobs")}, "the restarted server")
         assert jobs[finished]["state"] == "done"

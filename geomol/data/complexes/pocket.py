@@ -19,9 +19,10 @@ from typing import Sequence
 import numpy as np
 
 from geomol.data.blocks import Block
+from geomol.data.io.structure import distance_mask
 from geomol.errors import ConfigError, EmptySelectionError
 
-__all__ = ["atoms_within", "blocks_near", "blocks_within", "distance_mask", "heavy_or_all", "partner_atoms",
+__all__ = ["atoms_within", "blocks_near", "blocks_within", "heavy_or_all", "partner_atoms",
            "select_pocket", "select_interface", "DEFAULT_CUTOFF"]
 
 DEFAULT_CUTOFF = 10.0
@@ -109,13 +110,6 @@ def _piece_within(atoms: np.ndarray, sq_atoms: np.ndarray, partners: np.ndarray,
         diff = atoms[a] - partners[p]
         hit[a[np.einsum("ij,ij->i", diff, diff) <= cutoff2]] = True
     return hit
-
-
-def distance_mask(is_heavy: np.ndarray, atom_block: np.ndarray, num_blocks: int) -> np.ndarray:
-    """[N] bool: the atoms that count for distances (heavy atoms; all atoms of hydrogen-only blocks)."""
-    has_heavy = np.zeros(num_blocks, dtype=bool)
-    has_heavy[atom_block[is_heavy]] = True
-    return is_heavy | ~has_heavy[atom_block]
 
 
 def blocks_within(coords: np.ndarray, atom_block: np.ndarray, is_heavy: np.ndarray, num_blocks: int,

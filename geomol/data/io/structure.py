@@ -24,11 +24,10 @@ from typing import Sequence
 import numpy as np
 
 from geomol.data.blocks import Block
-from geomol.data.complexes.pocket import distance_mask
 from geomol.errors import EmptySelectionError
 from geomol.data.vocab import element_block_symbol, position_code, residue_block_symbol
 
-__all__ = ["Structure", "is_polymer_residue"]
+__all__ = ["Structure", "distance_mask", "is_polymer_residue"]
 
 _CHARMM_NUCLEOTIDES = {"ADE": "A", "CYT": "C", "GUA": "G", "THY": "T", "URA": "U"}
 _SUGAR_C1 = ("C1'", "C1*")
@@ -59,6 +58,13 @@ def _block_symbol(resname: str, atom_names: Sequence[str]) -> str | None:
             return None
         return ("R" if any(n in _SUGAR_2_OXYGEN for n in atom_names) else "D") + base
     return _residue_symbol(resname)
+
+
+def distance_mask(is_heavy: np.ndarray, atom_block: np.ndarray, num_blocks: int) -> np.ndarray:
+    """[N] bool: the atoms that count for distances (heavy atoms; all atoms of hydrogen-only blocks)."""
+    has_heavy = np.zeros(num_blocks, dtype=bool)
+    has_heavy[atom_block[is_heavy]] = True
+    return is_heavy | ~has_heavy[atom_block]
 
 
 class Structure:
@@ -174,7 +180,7 @@ class Structure:
     def distance_atoms(self) -> tuple[np.ndarray, np.ndarray]:
         """(coordinates [M, 3] in Å, block of each [M]) of the atoms that count for pocket distances.
 
-        Heavy atoms, and the atoms of hydrogen-only blocks (:func:`~geomol.data.complexes.pocket.distance_mask`);
+        Heavy atoms, and the atoms of hydrogen-only blocks (:func:`distance_mask`);
         computed once, as a pocket is selected again for every ligand of a receptor.
         """
         counted = distance_mask(self.is_heavy, self.atom_block, self.num_blocks)

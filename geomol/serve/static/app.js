@@ -122,9 +122,11 @@ async function pollJob(id) {
 // ------------------------------------------------------------------ results
 const NUMBER = (digits) => (value) => (value === null || value === undefined ? "" : Number(value).toFixed(digits));
 const MOLAR = (value) => {
+  // the unit is chosen for the value as shown (3 digits): 10 ** -6 computes to 9.99…e-7 and is "1.00 µM",
+  // never "1.00e+3 nM"
   if (value === null || value === undefined) return "";
   const units = [[1, "M"], [1e-3, "mM"], [1e-6, "µM"], [1e-9, "nM"], [1e-12, "pM"]];
-  const [scale, unit] = units.find(([s]) => value >= s) || units[units.length - 1];
+  const [scale, unit] = units.find(([s]) => Number((value / s).toPrecision(3)) >= 1) || units[units.length - 1];
   return `${(value / scale).toPrecision(3)} ${unit}`;
 };
 const COLUMNS = [

@@ -1,4 +1,4 @@
-"""Per-target ranking metrics (geomol.evaluation.targets) and Kendall's τ-b, on hand-computed cases."""
+"""Per-target ranking metrics (geomol.metrics.targets) and Kendall's τ-b, on hand-computed cases."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import kendall_tau
-from geomol.evaluation.targets import (
+from geomol.metrics.scores import kendall_tau
+from geomol.metrics.targets import (
     evaluate_targets,
     score_target,
     summarise_targets,

@@ -22,7 +22,7 @@ import math
 from typing import Hashable, Iterable, Mapping, Sequence
 
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import kendall_tau, mean_of, pearson, spearman
+from geomol.metrics.scores import kendall_tau, mean_of, pearson, spearman
 
 __all__ = ["MIN_TARGET_LIGANDS", "EXPERT_POSE_SOURCES", "TARGET_KINDS", "target_keys", "target_members",
            "score_target", "score_targets", "summarise_targets", "evaluate_targets"]
