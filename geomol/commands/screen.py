@@ -31,8 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              ".sdf, plain, .gz or .bz2; streamed, never loaded whole")
     inputs.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")
     model = parser.add_argument_group("posing and scoring")
-    model.add_argument("--model", default="default", metavar="NAME|PATH",
-                       help="affinity model: shipped name or model directory (default: the shipped default model)")
+    model.add_argument("--model", default=None, metavar="NAME|PATH",
+                       help="affinity model: shipped name or model directory (default: the shipped model trained on "
+                            "the receptor's kind: contact-corpus for a protein, na-affinity for RNA or DNA)")
     model.add_argument("--conformers", type=int, help="ETKDG conformers per ligand when posing on the reference "
                        "(default: the posing default, see docs/predict.md)")
     model.add_argument("--no-refine", action="store_true", help="keep poses as embedded on the reference core, "
@@ -77,14 +78,28 @@ def check_inputs(args: argparse.Namespace) -> None:
             raise StructureReadError(f"file not found (given as {option})", source=path)
 
 
-def _settings(args: argparse.Namespace):
+def _model(args: argparse.Namespace, console) -> str:
+    """``--model``, else the shipped model trained on the receptor's kind (said on the terminal when it is not the
+    default; :func:`~geomol.inference.model_choice.model_for_receptor_file`)."""
+    from geomol.inference.model_choice import model_for_receptor_file
+
+    if args.model:
+        return args.model
+    name, kind = model_for_receptor_file(args.receptor)
+    if name != "default":
+        console.print(f"{kind} receptor: scoring with {name}, the shipped model trained on {kind} pockets (--model to "
+                      "choose another)")
+    return name
+
+
+def _settings(args: argparse.Namespace, model: str):
     from geomol.data.posing.poses import PoseParameters
     from geomol.screen.settings import DockSettings, ScreenSettings
 
     pose = PoseParameters(**({"conformers": args.conformers} if args.conformers else {}),
                           **({"refinement": None} if args.no_refine else {}))
     dock = DockSettings(exhaustiveness=args.exhaustiveness) if args.dock else None
-    return ScreenSettings(model=args.model, receptor_chains=tuple(args.receptor_chains or ()) or None, pose=pose,
+    return ScreenSettings(model=model, receptor_chains=tuple(args.receptor_chains or ()) or None, pose=pose,
                           dock=dock, shard_size=args.shard_size, batch_size=args.batch_size, top=args.top)
 
 
@@ -110,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         workers = default_threads()
     console = Console(stderr=True)
     try:
-        summary = screen_library(args.library, args.receptor, args.reference, args.out, _settings(args),
+        settings = _settings(args, _model(args, console))
+        summary = screen_library(args.library, args.receptor, args.reference, args.out, settings,
                                  workers=workers, scheduler=args.scheduler, jobqueue=_jobqueue(args),
                                  quiet=args.quiet, console=console, plot=not args.no_plot)
     except KeyboardInterrupt:

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import kendall_tau, pearson, rmse, spearman
+from geomol.metrics.scores import kendall_tau, pearson, rmse, spearman
 from geomol.evaluation.nucleic_models import MODEL_KINDS
 from geomol.evaluation.nucleic_set import NucleicSet
 from geomol.provenance import provenance

@@ -32,7 +32,7 @@ import numpy as np
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.data.splits.nucleic import nucleic_cluster_folds
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import spearman
+from geomol.metrics.scores import spearman
 from geomol.evaluation.nucleic_set import NucleicSet, tier_weights
 from geomol.training.contact_scorer import calibrate_contact_scorer, fit_contact_scorer, predict_contact_scorer
 from geomol.training.contact_trees import select_trees

@@ -41,7 +41,7 @@ MEMBER_KEYS = {"features", "algorithm", "tier_b"}
 
 def read_ship_config(path: str | Path) -> dict[str, Any]:
     """The config with ``${GEOMOL_SHARED_DATA}`` expanded; unknown sections or keys are a :class:`ConfigError`."""
-    from geomol.tasks.cli import read_config
+    from geomol.config_files import read_config
 
     config = read_config(path)
     data, members = dict(config.get("data") or {}), dict(config.get("members") or {})

@@ -8,9 +8,11 @@ that kind: the default model when it knows the kind, else the first shipped mode
 """
 from __future__ import annotations
 
+from geomol.data.chemistry.receptor_kind import pdb_file_receptor_kind
+from geomol.errors import GeomolError
 from geomol.inference.model_files import ALIASES, list_shipped_models
 
-__all__ = ["models_for_kind", "model_for_receptor"]
+__all__ = ["models_for_kind", "model_for_receptor", "model_for_receptor_file"]
 
 
 def models_for_kind(kind: str) -> list[str]:
@@ -21,6 +23,18 @@ def models_for_kind(kind: str) -> list[str]:
 
 
 def model_for_receptor(kind: str) -> str:
-    """The shipped model the default command uses for a receptor of ``kind`` (module notes)."""
+    """The shipped model the default command uses for a receptor of ``kind`` (module notes): ``"default"`` when the
+    default model knows the kind (or no shipped model does), else the name of the first that does."""
     names = models_for_kind(kind)
-    return names[0] if names else "default"
+    return names[0] if names and names[0] != ALIASES["default"] else "default"
+
+
+def model_for_receptor_file(path) -> tuple[str, str | None]:
+    """``(model, kind)``: :func:`model_for_receptor` for the receptor in a PDB file (its residue names only); the
+    default model and ``None`` for another format or an unreadable file (prediction then reads it and says what is
+    wrong; an unseen kind is still flagged on every prediction)."""
+    try:
+        kind = pdb_file_receptor_kind(path)
+    except GeomolError:
+        return "default", None
+    return (model_for_receptor(kind) if kind else "default"), kind

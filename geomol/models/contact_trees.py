@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from geomol.data.chemistry.contact_features import ATOM_CONTACT_FEATURES, LIGAND_GROUPS
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError, ModelLoadError
@@ -29,8 +30,9 @@ __all__ = ["ContactTrees", "contact_tree_rows"]
 
 def contact_tree_rows(graphs: Sequence, recipe: ContactRecipe) -> np.ndarray:
     """``(B, recipe.width + len(DESCRIPTOR_NAMES))``: each complex's finished contact rows summed over its ligand
-    atoms, then its ligand descriptors."""
-    return np.stack([np.concatenate([recipe.views(graph)[0].sum(axis=0),
+    atoms, then its ligand descriptors. The rows are rounded to float32 first, as training stores them
+    (:class:`~geomol.training.contact_scorer.ContactData`), so that a sum equals the one the trees were fitted on."""
+    return np.stack([np.concatenate([recipe.views(graph)[0].astype(np.float32).astype(np.float64).sum(axis=0),
                                      graph.ligand_descriptors.reshape(-1).double().numpy()]) for graph in graphs])
 
 
@@ -47,6 +49,8 @@ class ContactTrees(LigandTrees):
     kind = "ContactTrees"
     card_name = "Contact tree-ensemble affinity model (pK): trees on the ligand's summed contact features."
     needs_side_chains = True  # the rows count what the ligand touches
+    reads_pose = True
+    recipe_keys = ("features", "n_features", "float32_inputs")
 
     def __init__(self, n_trees: int, n_nodes: int, depth: int, n_features: int | None = None, average: bool = True,
                  float32_inputs: bool = True, model: str = "et", recipe: ContactRecipe | None = None):
@@ -72,12 +76,37 @@ class ContactTrees(LigandTrees):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source=None) -> "ContactTrees":
+        """Trees of a saved configuration; one without its contact recipe (``features``) is refused: how the rows
+        were made is never guessed."""
+        if not isinstance(config.get("features"), Mapping):
+            raise ModelLoadError("the contact trees' configuration records no contact recipe (hyperparameters."
+                                 "features): how their input rows were made cannot be known", source=source)
         try:
-            recipe = ContactRecipe.from_dict(config.get("features"), source)
+            recipe = ContactRecipe.from_dict(config["features"], source)
             base = LigandTrees.from_config({k: v for k, v in config.items() if k != "features"}, source).to_config()
             return cls(**base, recipe=recipe)
         except ConfigError as exc:
             raise ModelLoadError(exc.reason, source=source) from None
+
+    @classmethod
+    def example(cls, seed: int = 0) -> "ContactTrees":
+        """Eight full trees of depth 4 on the nucleic-acid recipe's summed rows, splitting on random columns of the
+        receptor-atom counts and contact terms at random thresholds in the range such sums take (the contract's
+        example member)."""
+        generator = torch.Generator().manual_seed(seed)
+        recipe = ContactRecipe(roles=True, nucleic=True)
+        trees, depth = 8, 4
+        model = cls(n_trees=trees, n_nodes=2 ** (depth + 1) - 1, depth=depth, recipe=recipe)
+        inner = 2 ** depth - 1  # nodes 0 … inner-1 split; node i's children are 2i+1 and 2i+2
+        geometric = torch.arange(len(LIGAND_GROUPS), len(ATOM_CONTACT_FEATURES) - 2)  # the counts and contact terms
+        model.feature[:, :inner] = geometric[torch.randint(0, len(geometric), (trees, inner), generator=generator)]
+        model.threshold[:, :inner] = torch.empty(trees, inner, dtype=torch.float64).uniform_(1.0, 80.0,
+                                                                                          generator=generator)
+        model.left[:, :inner] = 2 * torch.arange(inner) + 1
+        model.right[:, :inner] = 2 * torch.arange(inner) + 2
+        model.value[:, inner:] = 6.0 + torch.randn(trees, model.value.shape[1] - inner, generator=generator,
+                                                   dtype=torch.float64)
+        return model.eval()
 
     def to_config(self) -> dict[str, Any]:
         return {**super().to_config(), "features": self.recipe.to_dict()}

@@ -18,7 +18,7 @@ from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor,
 
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import spearman
+from geomol.metrics.scores import spearman
 from geomol.models.contact_trees import ContactTrees
 from geomol.training.ligand_baselines import Selection, ligand_trees
 

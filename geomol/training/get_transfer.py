@@ -22,7 +22,7 @@ import torch
 
 from geomol.data.blocks import BlockGraph
 from geomol.errors import ConfigError
-from geomol.evaluation.metrics import spearman
+from geomol.metrics.scores import spearman
 from geomol.models.get import GETAffinity
 
 __all__ = ["TransferFit", "bare_graph", "fit_get_transfer", "predict_member"]

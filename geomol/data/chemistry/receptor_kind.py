@@ -7,7 +7,8 @@ complex's pocket with them (:func:`graph_receptor_kind`), or of the whole recept
 (:func:`structure_receptor_kind`).
 
 The kind counts the polymer blocks: amino acids (modified ones by their parent), DNA and RNA nucleotides
-(:data:`~geomol.data.vocab.NUCLEOTIDES`). ``'mixed'``: amino acids and nucleotides both, each at least
+(:data:`~geomol.data.vocab.NUCLEOTIDES`). :func:`pdb_file_receptor_kind` reads only the residue names of a PDB
+file's first model, to choose a model before the receptor is read with that model's recipe. ``'mixed'``: amino acids and nucleotides both, each at least
 :data:`MIXED_SHARE` of the polymer blocks (a ribosome pocket, a protein–DNA interface); otherwise the majority
 polymer, RNA or DNA by their larger count; ``'other'``: no polymer block (ions, cofactors only).
 """
@@ -19,7 +20,8 @@ import numpy as np
 
 from geomol.data.vocab import AMINO_ACIDS, NUCLEOTIDES, VOCAB, residue_block_symbol
 
-__all__ = ["RECEPTOR_KINDS", "MIXED_SHARE", "kind_of_counts", "graph_receptor_kind", "structure_receptor_kind"]
+__all__ = ["RECEPTOR_KINDS", "MIXED_SHARE", "kind_of_counts", "graph_receptor_kind", "structure_receptor_kind",
+           "pdb_file_receptor_kind"]
 
 RECEPTOR_KINDS = ("protein", "RNA", "DNA", "mixed", "other")
 MIXED_SHARE = 0.1
@@ -54,4 +56,21 @@ def graph_receptor_kind(graph) -> str:
 def structure_receptor_kind(structure) -> str:
     """The kind of a whole receptor :class:`~geomol.data.io.Structure` (its residues)."""
     symbols = [residue_block_symbol(name) for name in structure.resnames]
+    return _kind_of_block_types([VOCAB.index(s) for s in symbols if s is not None])
+
+
+def pdb_file_receptor_kind(path) -> str | None:
+    """The kind of the receptor in a PDB file (plain, .gz or .bz2) from the residue names of its ATOM/HETATM records
+    (first model), without building a structure; ``None`` for another format (mmCIF, MOL2)."""
+    from geomol.data.io._source import detect_format, iter_text_lines
+
+    if detect_format(path) != "pdb":
+        return None
+    residues = {}
+    for line in iter_text_lines(path):
+        if line.startswith("ENDMDL"):
+            break
+        if line.startswith(("ATOM  ", "HETATM")):
+            residues.setdefault(line[21:27], line[17:20].strip())  # chain, number and insertion code -> name
+    symbols = [residue_block_symbol(name) for name in residues.values()]
     return _kind_of_block_types([VOCAB.index(s) for s in symbols if s is not None])
