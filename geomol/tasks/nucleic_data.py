@@ -25,6 +25,7 @@ class NucleicAffinityDataModule(AffinityDataModule):
 
     Args:
         root: the ``nucleic_affinity`` folder (``${GEOMOL_SHARED_DATA}/nucleic_affinity`` in the configs).
+        ids: only these complexes (PDB ids; default all), e.g. a small selection for a smoke run.
         tier_b: ``'include'`` the low-confidence tier-B labels in training, or ``'exclude'`` them (validation and
             test hold tier A only either way).
         n_folds, fold: the leave-cluster-out folds and the one tested; ``split: all`` trains on every complex
@@ -33,7 +34,7 @@ class NucleicAffinityDataModule(AffinityDataModule):
         Other arguments: see :class:`~geomol.tasks.affinity_data.AffinityDataModule`.
     """
 
-    def __init__(self, root: str, tier_b: Literal["include", "exclude"] = "exclude",
+    def __init__(self, root: str, ids: list[str] | None = None, tier_b: Literal["include", "exclude"] = "exclude",
                  split: Literal["cluster_kfold", "all"] = "cluster_kfold", n_folds: int = 5, fold: int = 0,
                  split_seed: int = 0, valid_fraction: float = 0.2, **kwargs):
         super().__init__(**kwargs)
@@ -42,13 +43,14 @@ class NucleicAffinityDataModule(AffinityDataModule):
                               f"{split!r}")
         if split == "cluster_kfold" and not 0 <= fold < n_folds:
             raise ConfigError(f"fold {fold} out of range for {n_folds} folds")
-        self.root, self.tier_b, self.split = root, tier_b, split
+        self.root, self.ids, self.tier_b, self.split = root, ids, tier_b, split
         self.split_args = {"n_folds": n_folds, "fold": fold, "seed": split_seed, "valid_fraction": valid_fraction}
 
     def make_dataset(self, num_workers: int) -> ProcessedDataset:
         from geomol.data.datasets.nucleic_affinity import NucleicAffinityDataset
 
-        return NucleicAffinityDataset(self.root, recipe=self.recipe, num_workers=num_workers, **self._dataset_kwargs())
+        return NucleicAffinityDataset(self.root, ids=self.ids, recipe=self.recipe, num_workers=num_workers,
+                                      **self._dataset_kwargs())
 
     def build_splits(self) -> dict[str, ProcessedDataset]:
         dataset = self.load_dataset()

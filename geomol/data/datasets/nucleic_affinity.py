@@ -89,14 +89,14 @@ def _row(row: dict[str, str], root: Path, line: int, check_files: bool) -> Nucle
     return complex_
 
 
-def read_nucleic_labels(root: str | os.PathLike, *, tiers: Sequence[str] = TIERS,
+def read_nucleic_labels(root: str | os.PathLike, *, tiers: Sequence[str] = TIERS, ids: Sequence[str] | None = None,
                         check_files: bool = True) -> list[NucleicComplex]:
-    """The complexes of the folder's ``labels.csv`` (of the given tiers), in file order.
+    """The complexes of the folder's ``labels.csv`` (of the given tiers; only ``ids`` when given), in file order.
 
     Raises:
         DatasetError: the folder or table is missing, a column is missing, a value is unreadable, an id repeats
             or (``check_files``) a complex's receptor or ligand file is missing — naming the file and line.
-        ConfigError: an unknown tier asked for.
+        ConfigError: an unknown tier or id asked for.
     """
     root = Path(root)
     unknown = sorted(set(tiers) - set(TIERS))
@@ -116,7 +116,11 @@ def read_nucleic_labels(root: str | os.PathLike, *, tiers: Sequence[str] = TIERS
         if row.pdb_id in seen:
             raise DatasetError(f"complex {row.pdb_id} is listed twice", table)
         seen.add(row.pdb_id)
-    return [row for row in rows if row.tier in tiers]
+    if ids is not None:
+        missing = sorted(set(ids) - seen)
+        if missing:
+            raise ConfigError(f"complex(es) {missing} are not in {table}")
+    return [row for row in rows if row.tier in tiers and (ids is None or row.pdb_id in ids)]
 
 
 def _info(row: NucleicComplex) -> ItemInfo:
@@ -126,13 +130,14 @@ def _info(row: NucleicComplex) -> ItemInfo:
                            "affinity_type": row.affinity_type, "ligand_heavy_atoms": row.heavy_atoms})
 
 
-def nucleic_recipes(root: str | os.PathLike, *, tiers: Sequence[str] = TIERS, recipe: ComplexRecipe | None = None,
+def nucleic_recipes(root: str | os.PathLike, *, tiers: Sequence[str] = TIERS, ids: Sequence[str] | None = None,
+                    recipe: ComplexRecipe | None = None,
                     cache_dir: str | os.PathLike | None = None) -> list[tuple[Recipe, ItemInfo]]:
-    """``(recipe, info)`` of every complex of the given tiers (:class:`NucleicAffinityDataset`)."""
+    """``(recipe, info)`` of every complex of the given tiers (and ``ids``) (:class:`NucleicAffinityDataset`)."""
     extra, params = recipe_inputs(recipe, cache_dir)
     return [(Recipe(row.id, build_ligand_complex, {"receptor": str(row.receptor), "ligands": str(row.ligand_file),
                                                    **extra}, {"ligand": 0, **params}, group=str(row.receptor)),
-             _info(row)) for row in read_nucleic_labels(root, tiers=tiers)]
+             _info(row)) for row in read_nucleic_labels(root, tiers=tiers, ids=ids)]
 
 
 class NucleicAffinityDataset(ProcessedDataset):
@@ -140,15 +145,15 @@ class NucleicAffinityDataset(ProcessedDataset):
 
     Args:
         root: the folder (e.g. ``../shared/data/nucleic_affinity``).
-        tiers: label tiers to read (default both; evaluate on ``'A'``).
+        tiers: label tiers to read (default both; evaluate on ``'A'``); ids: only these complexes (PDB ids).
         recipe: how each complex becomes a graph (default :class:`~geomol.data.complexes.recipe.ComplexRecipe`).
         **kwargs: :class:`ProcessedDataset` options (``cache_dir``, ``num_workers``, ``progress``).
 
     Splits: :func:`geomol.data.splits.nucleic.nucleic_cluster_folds` on ``dataset.column('cluster')``.
     """
 
-    def __init__(self, root: str | os.PathLike, *, tiers: Sequence[str] = TIERS, recipe: ComplexRecipe | None = None,
-                 **kwargs):
+    def __init__(self, root: str | os.PathLike, *, tiers: Sequence[str] = TIERS, ids: Sequence[str] | None = None,
+                 recipe: ComplexRecipe | None = None, **kwargs):
         kwargs.setdefault("name", "nucleic_affinity")
-        super().__init__(nucleic_recipes(root, tiers=tiers, recipe=recipe, cache_dir=kwargs.get("cache_dir")),
+        super().__init__(nucleic_recipes(root, tiers=tiers, ids=ids, recipe=recipe, cache_dir=kwargs.get("cache_dir")),
                          **kwargs)
