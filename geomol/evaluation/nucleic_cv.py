@@ -133,6 +133,13 @@ def score_predictions(items: dict[str, dict]) -> dict:
     return {key: round(value, 4) if isinstance(value, float) else value for key, value in out.items()}
 
 
+def _selection_score(chosen: Sequence[dict]) -> float | None:
+    """The mean over folds of the score each fold chose by (inner cross-validation or validation slice), the only
+    figure a choice between variants may use; None for a variant that chose nothing."""
+    scores = [c.get("inner_spearman", c.get("valid_spearman")) for c in chosen]
+    return round(float(np.mean(scores)), 4) if scores and None not in scores else None
+
+
 def summarise(out_dir: str | Path, names: Sequence[str], ensembles: dict[str, Sequence[str]] | None = None) -> list[dict]:
     """One row per variant (and ensemble): its settings, what was chosen and :func:`score_predictions`.
 
@@ -145,10 +152,12 @@ def summarise(out_dir: str | Path, names: Sequence[str], ensembles: dict[str, Se
         if record is None:
             raise ConfigError(f"variant {name!r} has no result file in {out_dir}")
         predictions[name] = variant_predictions(record)
+        chosen = [f["chosen"] for f in record["folds"]]
         rows.append({"variant": name, "kind": record["kind"], "about": record.get("about", ""),
                      "settings": record["settings"], "cpu_hours": round(sum(f["cpu_seconds"] for f in record["folds"])
                                                                         / 3600, 3),
-                     "chosen": [f["chosen"] for f in record["folds"]], **score_predictions(predictions[name])})
+                     "chosen": chosen, "selection_spearman": _selection_score(chosen),
+                     **score_predictions(predictions[name])})
     first = set(predictions[names[0]]) if names else set()
     uneven = [name for name in names if set(predictions[name]) != first]
     if uneven:
@@ -166,11 +175,12 @@ def summarise(out_dir: str | Path, names: Sequence[str], ensembles: dict[str, Se
 def format_table(rows: Sequence[dict]) -> str:
     """The rows as a Markdown table (pooled tier-A figures first)."""
     head = ("| variant | what it is | Spearman | 95 % (clusters) | Pearson | RMSE | vs HAC | mean fold Spearman "
-            "| tier-B Spearman | Spearman with HAC |\n|---|---|---|---|---|---|---|---|---|---|")
+            "| tier-B Spearman | Spearman with HAC | selection score |\n|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         low, high = r["spearman_interval"]
+        selection = "–" if r.get("selection_spearman") is None else f"{r['selection_spearman']:.3f}"
         lines.append(f"| {r['variant']} | {r['about']} | {r['spearman']:.3f} | {low:.2f}–{high:.2f} | "
                      f"{r['pearson']:.3f} | {r['rmse']:.2f} | {r['gain_over_hac']:+.3f} | {r['mean_fold_spearman']:.3f} "
-                     f"| {r['tier_b_spearman']:.3f} | {r['spearman_with_hac']:.2f} |")
+                     f"| {r['tier_b_spearman']:.3f} | {r['spearman_with_hac']:.2f} | {selection} |")
     return "\n".join(lines)

@@ -66,11 +66,12 @@ def tree_rows(data: NucleicSet, features) -> np.ndarray:
 
 
 def inner_folds(data: NucleicSet, items: Sequence[int], seed: int) -> list[tuple[list[int], list[int]]]:
-    """:data:`INNER_FOLDS` leave-cluster-out folds of ``items`` (fit on all tiers, scored on tier A), as item
-    indices of ``data``."""
+    """:data:`INNER_FOLDS` leave-cluster-out folds of ``items`` (fewer when fewer clusters hold tier-A complexes; fit
+    on all tiers, scored on tier A), as item indices of ``data``."""
     items = np.asarray(items, dtype=np.int64)
-    folds = nucleic_cluster_folds(data.clusters[items].tolist(), data.tiers[items].tolist(), n_folds=INNER_FOLDS,
-                                  seed=seed, valid_fraction=0.0)
+    tested = len({c for c, t in zip(data.clusters[items], data.tiers[items]) if t == "A"})
+    folds = nucleic_cluster_folds(data.clusters[items].tolist(), data.tiers[items].tolist(),
+                                  n_folds=min(INNER_FOLDS, tested), seed=seed, valid_fraction=0.0)
     return [(items[f["train"]].tolist(), items[f["test"]].tolist()) for f in folds]
 
 
