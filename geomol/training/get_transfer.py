@@ -114,7 +114,7 @@ def fit_get_transfer(start: GETAffinity, graphs: Sequence[BlockGraph], label: np
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimiser.step()
-            total += float(loss) * len(target)
+            total += float(loss.detach()) * len(target)
         losses.append(total / len(train))
         score = spearman(predict_member(model, valid_graphs), label[valid])
         curve.append(score)
