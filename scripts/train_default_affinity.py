@@ -269,18 +269,19 @@ def export(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train")
+    t = sub.add_parser("train", allow_abbrev=False)
     t.add_argument("--seed", type=int, required=True)
     t.add_argument("--epochs", type=int, default=12)
     t.add_argument("--out-dir", required=True)
     t.add_argument("--cache-dir", default=None)
-    r = sub.add_parser("rebuild", help="train the missing members (one after another), then export them")
+    r = sub.add_parser("rebuild", allow_abbrev=False,
+                       help="train the missing members (one after another), then export them")
     r.add_argument("--out-dir", required=True, help="where the members' runs go (seed<i>/last.ckpt)")
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     r.add_argument("--epochs", type=int, default=10)
-    e = sub.add_parser("export")
+    e = sub.add_parser("export", allow_abbrev=False)
     e.add_argument("--out-dir", help="members trained with 'train' (seed*/last.ckpt)")
     e.add_argument("--from-cv", help="use the best checkpoints of a cross-validation run (fold*/best.ckpt) instead")
     for command in (r, e):
@@ -290,7 +291,8 @@ def main() -> None:
                              help="table of `benchmarks/affinity_cv.py compare` for the card (skipped when absent)")
         command.add_argument("--agreement", default=str(REPO / "benchmarks" / "results" / "rebuild_agreement_get-plb.json"),
                              help="benchmarks/rebuild_agreement.py result of a rebuild (skipped when absent)")
-    for command in (r, e, sub.add_parser("domain", help="recompute the applicability domain of the exported model")):
+    for command in (r, e, sub.add_parser("domain", allow_abbrev=False,
+                                         help="recompute the applicability domain of the exported model")):
         command.add_argument("--spread-every", type=int, default=1,
                              help="measure the ensemble spread on every k-th training complex (default 1: all)")
         command.add_argument("--cache-dir", default=None, help="processed-data cache (default: geomol's)")

@@ -76,9 +76,8 @@ def _velocity_from(value: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from geomol.api import load_model, rollout
+    from geomol.terminal import console
     from geomol.errors import ConfigError
 
     if args.reference and args.compare:
@@ -101,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                      include_start=not args.no_start, restore_bonds=args.restore_bonds, device=args.device,
                      progress=not args.quiet)
     if not args.quiet:
-        _report(result, Console())
+        _report(result, console())
     return 0
 
 
@@ -112,7 +111,7 @@ def _report(result, console) -> None:
     console.print(f"{len(frames)} frames ({frames[0]} … {frames[-1]}, {result.windows} window(s)) written to "
                   f"{result.out}" + (f" with topology {result.topology_file}" if result.topology_file else ""))
     if result.summary["diverged"]:
-        console.print(f"[yellow]the rollout diverged (non-finite positions) after {result.windows} window(s)[/yellow]")
+        console.print(f"the rollout diverged (non-finite positions) after {result.windows} window(s)", style="yellow")
     reference = result.summary.get("reference")
     if reference and reference["rmsd_A"]:
         line = (f"RMSD to {reference['file']}: mean {reference['mean_rmsd_A']:.2f} Å, "
@@ -124,10 +123,10 @@ def _report(result, console) -> None:
             line += f"; no motion (start frame kept): mean {reference['mean_rmsd_no_motion_A']:.2f} Å"
         if reference.get("mean_rmsd_linear_A") is not None:
             line += f"; linear extrapolation: mean {reference['mean_rmsd_linear_A']:.2f} Å"
-        console.print(line, markup=False)
-    console.print(chemistry_line(result.chemistry), markup=False)
+        console.print(line)
+    console.print(chemistry_line(result.chemistry))
     if reference and reference.get("chemistry"):
-        console.print("reference MD " + chemistry_line(reference["chemistry"]), markup=False)
+        console.print("reference MD " + chemistry_line(reference["chemistry"]))
     for label, path in (("summary", result.summary_file), ("plot", result.plot_file)):
         if path is not None:
             console.print(f"{label}: {path}")
