@@ -61,7 +61,7 @@ def _random_default_model(members: int):
     data = recipe.get("data", {}).get("init_args", {})
     graphs = ComplexRecipe(**{k: data[k] for k in ("pocket_cutoff", "keep_hydrogens") if k in data})
     config = GETConfig.from_mapping({**recipe.get("model", {}).get("init_args", {}),
-                                     "n_block_types": graphs.num_block_types})
+                                     "num_block_types": graphs.num_block_types})
     torch.manual_seed(0)
     return AffinityModel([GETAffinity(config) for _ in range(members)], config.to_dict(), graphs,
                          name=f"random weights, {DEFAULT_RECIPE.name} architecture")

@@ -4,6 +4,8 @@
   Lightning checkpoints from ``geomol fit`` (read safely, tensors only);
 * :func:`predict_affinity` — binding affinity (pK, ΔG, Kd, ensemble spread) of ligands against a
   receptor with a GET model;
+* :func:`predict_complex_affinity` — binding affinity (ΔG, Kd, pK with the ensemble spread) of protein–protein
+  complexes, each one file with its partner chains (shipped model ``ppa-affinity``);
 * :func:`finetune_affinity` — adapt an affinity model to one target from a handful of its measured ligands;
 * :func:`rollout` / :func:`rollout_arrays` — long trajectories from a trained EGNO, window after
   window, from a frame of an MD trajectory (written to a trajectory file) or from any in-memory
@@ -18,6 +20,7 @@ Example::
     results = geomol.predict_affinity("protein.pdb", "ligands.sdf")          # the shipped default model
     results = geomol.predict_affinity("complex.pdb", "UNK", model="runs/.../last.ckpt")
     results = geomol.predict_affinity("protein.pdb", ["CCOc1ccccc1", ("lig-7", "c1ccncc1N")], reference="ref.sdf")
+    [record] = geomol.predict_complex_affinity("complex.pdb", "A,B:C")                # protein–protein
     for r in results:
         print(r.name, r.pK, r.pK_std, r.error)
     geomol.rollout("egno-fkbp12", "topology.pqr", "trajectory.dcd", start=0, frames=200, out="rollout.xtc",
@@ -36,8 +39,9 @@ from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.data.io import Structure
 from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
-from geomol.inference.affinity import AffinityPrediction, predict_inputs
+from geomol.inference.affinity import AffinityPrediction, predict_inputs, read_receptor
 from geomol.inference.affinity_model import AffinityModel
+from geomol.inference.complex_inputs import complex_entries, predict_complexes
 from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
 from geomol.training.finetune_choice import FinetuneChoice
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
@@ -50,7 +54,8 @@ from geomol.inference.rollout_evaluation import evaluate_rollouts as _evaluate_a
 from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
-__all__ = ["load_model", "export_model", "list_models", "predict_affinity", "iter_affinity", "finetune_affinity",
+__all__ = ["load_model", "export_model", "list_models", "predict_affinity", "iter_affinity", "predict_complex_affinity",
+           "finetune_affinity",
            "rollout", "rollout_arrays", "evaluate_rollouts", "evaluate_rollout_arrays", "RolloutTable", "AffinityModel",
            "AffinityPrediction", "DynamicsModel", "LigandInput", "TrajectoryRollout", "ArrayRollout", "PoseParameters",
            "ligand_inputs", "posed_inputs", "select_ligand"]
@@ -146,6 +151,7 @@ def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[B
         yield from predict_inputs(None, graph_inputs(receptor), loaded, batch_size=batch_size, max_blocks=max_blocks)
         return
     if reference is not None:
+        receptor = read_receptor(receptor, loaded)  # read once: posing and prediction share it
         inputs, posed = posed_inputs(receptor, ligands, reference, receptor_chains=receptor_chains,
                                      parameters=pose_parameters)
         if write_poses is not None:
@@ -156,6 +162,37 @@ def iter_affinity(receptor: str | PathLike | Structure | BlockGraph | Sequence[B
         inputs = ligand_inputs(ligands)
     yield from predict_inputs(receptor, inputs, loaded, pocket_cutoff=pocket_cutoff,
                               batch_size=batch_size, max_blocks=max_blocks, receptor_chains=receptor_chains)
+
+
+def predict_complex_affinity(complexes: Any, partners: str | None = None, model: ModelReference = "ppa-affinity",
+                             device: str = "cpu", batch_size: int = 32, *, max_blocks: int = 4000
+                             ) -> list[AffinityPrediction]:
+    """Predict the binding affinity of protein–protein complexes, each one structure file holding both partners.
+
+    Args:
+        complexes: a PDB/mmCIF file (plain, .gz or .bz2) with ``partners``; a list of files (all with
+            ``partners``); a list of ``(file, partners)`` or ``(file, partners, name)`` tuples; or a CSV with
+            columns ``complex`` (file, relative to the CSV), ``partners`` and optional ``name``.
+        partners: the two chain groups, ``"A,B:C"`` (chains A and B against C; ``"AB:C"`` also reads as one
+            chain per character).
+        model: the shipped protein–protein model ``"ppa-affinity"`` (default), a model directory, checkpoints or
+            a loaded model.
+        device, batch_size, max_blocks: as for :func:`predict_affinity`.
+
+    Returns:
+        one :class:`~geomol.inference.affinity.AffinityPrediction` per complex, in order: ``dG_kcal_mol``
+        (298.15 K), ``Kd_M``, ``pK`` and ``pK_std`` (the spread of the ensemble members, in pK; × 1.364 for
+        kcal/mol), ``receptor`` = the file, ``extra['partners']``. A complex that cannot be predicted comes back
+        with ``error`` set and NaN numbers: a chain that is not in the file, a ligand-sized partner (fewer than
+        3 amino-acid or nucleotide residues: use :func:`predict_affinity` with a protein–ligand model), no
+        interface within the model's cutoff, an unreadable file.
+
+    Raises:
+        ConfigError: partners missing, malformed or given twice. ModelLoadError: the model cannot be loaded.
+    """
+    entries = complex_entries(complexes, partners)
+    return list(predict_complexes(entries, _affinity_model(model, device), batch_size=batch_size,
+                                  max_blocks=max_blocks))
 
 
 def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measured: dict[str, float],

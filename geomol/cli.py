@@ -40,7 +40,7 @@ COMMANDS = {
     "predict-affinity": ("predict_affinity", "predict binding affinities (pK, ΔG, Kd) of posed ligands (SDF, MOL2, "
                          "PDBQT; SMILES on a reference) with the default model, contact-corpus, or another"),
     "finetune": ("finetune", "adapt an affinity model to your target from a handful of measured ligands"),
-    "train-affinity": ("train_affinity", "build a contact-scorer affinity ensemble from a config (as contact-corpus)"),
+    "train-affinity": ("train_affinity", "build an affinity ensemble from a config (as every shipped affinity model)"),
     "fragments": ("fragments", "learn (or list) a principal-subgraph fragment vocabulary for ligand blocks"),
     "preprocess": ("preprocess", "build a config's processed-data store ahead of training (parallel, resumable)"),
     "rollout": ("rollout", "roll a trained EGNO out from an MD trajectory frame and write the predicted trajectory"),

@@ -46,7 +46,7 @@ def fewshot_text(path: str | None) -> str:
 
 
 def card(args, model: AffinityModel, cv: dict, corpus: dict, speed: dict | None, cpu_seconds: float) -> str:
-    fit = read_config(args.config)["members"].get("fit", {})
+    fit = read_config(args.config).get("fit", {})
     args.loss, args.epochs = fit.get("loss", "ranking"), fit.get("epochs", 20)
     args.chemistry = model.members[0].recipe.roles
     row = {r["variant"]: r for r in cv["variants"]}[args.row]
@@ -60,7 +60,7 @@ Ranks small molecules in their bound poses by predicted binding affinity (pK = �
 {len(model.members)} contact scorers (`geomol.models.contact_scorer`): for every ligand heavy atom, what it touches in the
 receptor (receptor heavy atoms within 4 Å and 4–6 Å by element, Vina-shaped gauss / repulsion / hydrophobic / polar
 terms, burial, its bonds{ROLES_TEXT if args.chemistry else ''}; `geomol.data.chemistry.contact_features`) goes through an MLP
-(hidden {model.arguments['hidden']}), the atoms' contributions are summed and a linear term of {model.arguments['n_descriptors']} ligand descriptors (heavy atoms, logP, TPSA,
+(hidden {model.arguments['hidden']}), the atoms' contributions are summed and a linear term of {model.arguments['descriptor_features']} ligand descriptors (heavy atoms, logP, TPSA,
 rotatable bonds, ...) is added. Trained to order the ligands of each series (a pairwise {args.loss} loss within
 series), so it learns what makes one analogue bind better than another, not a protein's pK level; each member
 was then calibrated (a scale so that differences within a series are pK differences, an offset to the corpus'

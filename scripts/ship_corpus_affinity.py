@@ -37,8 +37,8 @@ def card(args, model, cv: dict, folds: list[dict], corpus: dict, fewshot: dict |
     return f"""# {args.name} — GET affinity ensemble trained on the whole affinity corpus (default of `geomol predict-affinity`)
 
 Predicts the binding affinity (pK = −log10 K/M) of a small molecule in its bound pose. An ensemble of
-{len(model.members)} GET models (hidden {a['d_hidden']}, radial {a['d_radial']}, {a['n_rbf']} RBFs, {a['n_layers']} layers,
-{a['n_head']} heads, block KNN {a['k_neighbors']}; one block per residue and per ligand heavy atom; pocket = residues with a
+{len(model.members)} GET models (hidden {a['hidden']}, radial {a['radial_dim']}, {a['num_rbf']} RBFs, {a['num_layers']} layers,
+{a['num_heads']} heads, block KNN {a['k_neighbors']}; one block per residue and per ligand heavy atom; pocket = residues with a
 heavy atom within {model.recipe.pocket_cutoff:g} Å of the ligand; hydrogens dropped), read-out
 `{a['readout'].rpartition('.')[2]}`. The variant: {row['about']}. `pK_std` is the spread over the members.
 

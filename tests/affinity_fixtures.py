@@ -15,7 +15,7 @@ import torch
 from rdkit import Chem
 from rdkit.Geometry import Point3D
 
-TINY_GET = dict(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=1, n_head=2)
+TINY_GET = dict(hidden=16, radial_dim=8, num_rbf=8, edge_embedding_dim=8, num_layers=1, num_heads=2)
 PREPROCESSING = {"pocket_cutoff": 10.0, "keep_hydrogens": False, "fragments": None}
 
 
@@ -41,7 +41,7 @@ def _positive_small_pk(energy_ffn: torch.nn.Sequential) -> None:
 
 
 def lightning_checkpoint(path: Path, seed: int = 0, preprocessing: dict | None = None,
-                         n_block_types: int = 150) -> Path:
+                         num_block_types: int = 150) -> Path:
     """Write a Lightning checkpoint of a tiny AffinityModule with seeded random weights."""
     import lightning.pytorch as pl
 
@@ -49,7 +49,7 @@ def lightning_checkpoint(path: Path, seed: int = 0, preprocessing: dict | None =
     from geomol.tasks import AffinityModule
 
     torch.manual_seed(seed)
-    module = AffinityModule(**TINY_GET, n_block_types=n_block_types)
+    module = AffinityModule(**TINY_GET, num_block_types=num_block_types)
     _positive_small_pk(module.model.energy_ffn)
     module.recipe = ComplexRecipe.from_dict(PREPROCESSING if preprocessing is None else preprocessing)
     trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
@@ -59,13 +59,13 @@ def lightning_checkpoint(path: Path, seed: int = 0, preprocessing: dict | None =
     return path
 
 
-def tiny_model_dir(out: Path, members: int = 2, preprocessing: dict | None = None, n_block_types: int = 150) -> Path:
+def tiny_model_dir(out: Path, members: int = 2, preprocessing: dict | None = None, num_block_types: int = 150) -> Path:
     """Export an ensemble of tiny checkpoints as a shipped-model directory ``out``."""
     from geomol.api import export_model
 
     out.parent.mkdir(parents=True, exist_ok=True)
     ckpts = [lightning_checkpoint(out.parent / f"{out.name}_{i}.ckpt", seed=i, preprocessing=preprocessing,
-                                  n_block_types=n_block_types) for i in range(members)]
+                                  num_block_types=num_block_types) for i in range(members)]
     return export_model(ckpts, out, card="# tiny test model\n\nRandom weights; for tests only.\n")
 
 

@@ -60,7 +60,7 @@ def test_export_writes_manifest_and_plain_tensor_members(model_dir, model):
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert manifest["format"] == "geomol-model" and manifest["task"] == "affinity"
     assert manifest["preprocessing"] == {"version": 1, **PREPROCESSING}  # a versioned ComplexRecipe record
-    assert manifest["hyperparameters"]["d_hidden"] == 16 and manifest["hyperparameters"]["n_block_types"] == 150
+    assert manifest["hyperparameters"]["hidden"] == 16 and manifest["hyperparameters"]["num_block_types"] == 150
     assert [m["file"] for m in manifest["members"]] == ["member_0.pt", "member_1.pt"]
     assert manifest["members"][1]["source"]["checkpoint"] == "tiny_1.ckpt"
     assert (model_dir / "README.md").read_text().startswith("# tiny test model")
@@ -90,7 +90,7 @@ def test_tampered_member_and_unsafe_checkpoint_are_refused(model_dir, tmp_path):
     with pytest.raises(ModelLoadError, match="SHA-256"):
         geomol.load_model(copy)
     unsafe = tmp_path / "unsafe.ckpt"
-    torch.save({"state_dict": {}, "hyper_parameters": {"n_block_types": 150}, "payload": Path("x")}, unsafe)
+    torch.save({"state_dict": {}, "hyper_parameters": {"num_block_types": 150}, "payload": Path("x")}, unsafe)
     with pytest.raises(ModelLoadError, match="weights_only"):
         geomol.load_model(unsafe)
 
@@ -210,7 +210,7 @@ def test_hydrogens_and_fragments_follow_the_model(tmp_path, cdk2):
     n_types = len(vocab.block_vocab())
     prep = {"pocket_cutoff": 8.0, "keep_hydrogens": True, "fragments": vocab.to_dict()}
     fragment_model = geomol.load_model(lightning_checkpoint(tmp_path / "frag.ckpt", preprocessing=prep,
-                                                            n_block_types=n_types))
+                                                            num_block_types=n_types))
     records = geomol.predict_affinity(receptor, mols, model=fragment_model)
     structure = read_structure(receptor, keep_hydrogens=True)
     graphs = [complex_from_structure(structure, m, pocket_cutoff=8.0, keep_hydrogens=True, fragments=vocab)
@@ -218,7 +218,7 @@ def test_hydrogens_and_fragments_follow_the_model(tmp_path, cdk2):
     assert int(graphs[0].B.max()) >= 150  # fragment block types are in use
     np.testing.assert_allclose([r.pK for r in records], reference_pk(fragment_model, graphs), atol=1e-5)
     with pytest.raises(ModelLoadError, match="block types"):
-        geomol.load_model(lightning_checkpoint(tmp_path / "small.ckpt", preprocessing=prep, n_block_types=150))
+        geomol.load_model(lightning_checkpoint(tmp_path / "small.ckpt", preprocessing=prep, num_block_types=150))
 
 
 def test_mixed_inputs_keep_their_order_and_bad_arguments_raise(model, cdk2):

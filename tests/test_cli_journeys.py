@@ -91,7 +91,7 @@ def test_predict_writes_one_row_per_complex_for_an_affinity_config(tmp_path, mon
     common = ["--config", str(CONFIGS / "get_ppa.yaml"), "--data.init_args.table", str(builders.write_ppa(tmp_path / "ppa")),
               "--data.init_args.valid_fraction", "0.2", "--data.init_args.test_fraction", "0.2",
               "--data.init_args.preprocess_workers", "0", "--data.init_args.max_blocks", "150",
-              "--model.init_args.d_hidden", "16", "--trainer.default_root_dir", "out"]
+              "--model.init_args.hidden", "16", "--trainer.default_root_dir", "out"]
     assert main(["fit", *common, "--trainer.max_steps", "1"]) == 0
     run = tmp_path / "out" / "get_ppa" / "version_0"
     assert main(["predict", *common, "--ckpt_path", str(run / "checkpoints" / "last.ckpt")]) == 0

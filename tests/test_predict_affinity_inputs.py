@@ -162,7 +162,7 @@ def test_receptor_without_side_chains_an_error_for_the_contact_model_a_warning_f
                    for r in records), [r.error for r in records]
         assert "backbone-only" in records[0].error and "PDBFixer" in records[0].error
     torch.manual_seed(0)
-    config = GETConfig(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=1, n_head=2, n_block_types=150)
+    config = GETConfig(hidden=16, radial_dim=8, num_rbf=8, edge_embedding_dim=8, num_layers=1, num_heads=2, num_block_types=150)
     get = AffinityModel([GETAffinity(config)], config.to_dict(), ComplexRecipe(pocket_cutoff=10.0), name="tiny-get")
     flagged = geomol.predict_affinity(ca_only, ligands, model=get)
     assert all((WARNING, "no_side_chains") in [(f.severity, f.code) for f in r.findings] for r in flagged)

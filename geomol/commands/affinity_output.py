@@ -24,7 +24,7 @@ from geomol.inference.findings import code_label
 if TYPE_CHECKING:
     from geomol.api import AffinityPrediction
 
-__all__ = ["results_table", "problem_lines", "summary_line", "target_label"]
+__all__ = ["results_table", "complex_table", "problem_lines", "summary_line", "target_label"]
 
 _RECEPTOR_SUFFIXES = re.compile(r"([_\-.]?(protein|receptor|rec|prot|clean|prepared|fixed|apo|pocket))+$", re.I)
 _SHOWN_NAMES = 4
@@ -87,6 +87,39 @@ def results_table(records: Sequence["AffinityPrediction"], *, with_receptor: boo
     return table
 
 
+def _kd_range(record: "AffinityPrediction") -> str:
+    """``'2e-09 (9e-10–5e-09)'``: Kd in mol/L and its range over ± one ensemble spread (the centre alone without)."""
+    if not math.isfinite(record.Kd_M):
+        return "–"
+    if not math.isfinite(record.pK_std):
+        return f"{record.Kd_M:.1e}"
+    low, high = 10.0 ** -(record.pK + record.pK_std), 10.0 ** -(record.pK - record.pK_std)
+    return f"{record.Kd_M:.0e} ({low:.0e}–{high:.0e})"
+
+
+_COMPLEX_COLUMNS = ("name", "partners", "ΔG", "±", "Kd (range)", "warnings")
+
+
+def complex_table(records: Sequence["AffinityPrediction"], *, max_rows: int = 40, out: str | None = None) -> Table:
+    """One line per protein–protein complex: name, partners, ΔG ± spread (kcal/mol), Kd (M) and its range over the
+    spread, problems."""
+    from geomol.units import KCAL_PER_PK
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                  caption="ΔG and ± in kcal/mol (298 K), Kd in mol/L")
+    rows = [[escape(r.name), escape(str(r.extra.get("partners", ""))), _number(r.dG_kcal_mol),
+             _number(KCAL_PER_PK * r.pK_std), _kd_range(r), _notes(r)] for r in records[:max_rows]]
+    widths = [max([len(row[i]) for row in rows] + [len(head)]) for i, head in enumerate(_COMPLEX_COLUMNS[:5])]
+    for i, column in enumerate(_COMPLEX_COLUMNS):  # the numbers keep their width; the notes give way
+        table.add_column(column, justify="right" if 2 <= i <= 4 else "left", no_wrap=True, overflow="ellipsis",
+                         min_width=(min(widths[i], 18) if i == 0 else widths[i]) if i < 5 else None)
+    for row in rows:
+        table.add_row(*row)
+    if len(records) > max_rows:
+        table.caption += f"; first {max_rows} of {len(records)} rows" + (f", all in {out}" if out else "")
+    return table
+
+
 def _plain_message(finding: Finding, record: "AffinityPrediction") -> str:
     """The message without the ligand's own source (its name is on the line already), but with the source of
     anything else (e.g. the receptor file)."""
@@ -118,11 +151,11 @@ def _counted(records: Sequence["AffinityPrediction"]) -> str:
     return ", ".join(f"{code_label(code)} ×{n}" for code, n in counts.most_common())
 
 
-def summary_line(records: Sequence["AffinityPrediction"], out: str | None = None) -> str:
+def summary_line(records: Sequence["AffinityPrediction"], out: str | None = None, noun: str = "ligand(s)") -> str:
     """``27 ligand(s): 25 predicted (3 with warnings: close contact ×3), 2 failed (clash ×2); every column in r.csv``."""
     failed = [r for r in records if not r.ok]
     flagged = [r for r in records if r.ok and r.warnings]
-    text = f"{len(records)} ligand(s): {len(records) - len(failed)} predicted"
+    text = f"{len(records)} {noun}: {len(records) - len(failed)} predicted"
     if flagged:
         text += f" ({len(flagged)} with warnings: {_counted(flagged)})"
     text += f", {len(failed)} failed" + (f" ({_counted(failed)})" if failed else "")

@@ -9,6 +9,8 @@ Examples::
     geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --measured measured.csv --plot fit.png
     geomol predict-affinity --receptor protein.pdb --reference ref.sdf --ligands series.smi --write-poses poses.sdf
     geomol predict-affinity --receptor protein.pdb --ligands vina_out.pdbqt --smiles "CCOc1ccccc1"
+    geomol predict-affinity --complex complex.pdb --partners A,B:C
+    geomol predict-affinity --complexes complexes.csv --out complexes.csv
 
 One row per ligand (columns name, pK, dG_kcal_mol, Kd_M, pK_std, n_pocket_blocks, error, warnings); a
 ligand that cannot be predicted (unreadable, or failing an input check: 2D, collapsed, not in a pocket,
@@ -22,6 +24,11 @@ strings), posed on the reference ligand first and relaxed in the pocket (``--no-
 ligand whose pose still clashes with the receptor is reported as an error, not scored; the pose report (core_atoms, core_rmsd,
 min_receptor_distance, clashes) is added to the rows. PDBQT docking poses take their bond orders from the
 file's REMARK SMILES (meeko) or from ``--smiles``.
+Protein–protein complexes (``--complex`` with ``--partners``, or a ``--complexes`` CSV with columns complex,
+partners and optional name) are scored by the protein–protein model ``ppa-affinity`` unless ``--model`` says
+otherwise; the table shows ΔG ± the ensemble spread (kcal/mol) and Kd with its range
+(:mod:`geomol.inference.complex_inputs`: missing chains, a ligand-sized partner and no interface are reported as
+errors of that complex).
 """
 from __future__ import annotations
 
@@ -63,10 +70,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "40 %% is posed with a 'small core' warning)")
     inputs.add_argument("--pairs", metavar="CSV", help="many receptor–ligand pairs: CSV with columns receptor, "
                         "ligands and optional ligand (index or title) and name; paths relative to the CSV")
+    complexes = parser.add_argument_group("protein–protein complexes (instead of --receptor or --pairs)")
+    complexes.add_argument("--complex", nargs="+", metavar="FILE", help="structure file(s) holding both partners "
+                           "(PDB/mmCIF, plain, .gz or .bz2), with --partners")
+    complexes.add_argument("--partners", metavar="A,B:C", help="the two partners' chains: A,B:C is chains A and B "
+                           "against chain C (AB:C reads one chain per character)")
+    complexes.add_argument("--complexes", metavar="CSV", help="many complexes: CSV with columns complex, partners and "
+                           "optional name; paths relative to the CSV")
     model = parser.add_argument_group("model")
-    model.add_argument("--model", nargs="+", default=["default"], metavar="NAME|PATH",
+    model.add_argument("--model", nargs="+", default=None, metavar="NAME|PATH",
                        help="shipped model name, model directory, or one or more .ckpt files (an ensemble); "
-                            "default: the shipped default model, contact-corpus")
+                            "default: the shipped default model, contact-corpus, and ppa-affinity for complexes")
     model.add_argument("--pocket-cutoff", type=float, metavar="Å",
                        help="pocket cutoff in Å (default: the value the model was trained with)")
     model.add_argument("--device", default="cpu", help="torch device (default cpu)")
@@ -114,7 +128,9 @@ def _check_input_files(args: argparse.Namespace) -> None:
     read is reported per ligand while the others are predicted, so the ligands fail here only when every
     ligand argument is such a file (nothing could be predicted).
     """
-    for option, path, error in (("--receptor", args.receptor, StructureReadError),
+    for option, path, error in (*(("--complex", p, StructureReadError) for p in args.complex or ()),
+                                ("--complexes", args.complexes, DatasetError),
+                                ("--receptor", args.receptor, StructureReadError),
                                 ("--reference", args.reference, StructureReadError),
                                 ("--pairs", args.pairs, DatasetError), ("--measured", args.measured, DatasetError)):
         problem = path and _readable_file_problem(path)
@@ -131,8 +147,14 @@ def _check_input_files(args: argparse.Namespace) -> None:
 def check_inputs(args: argparse.Namespace) -> None:
     """Argument combinations and input files, checked in milliseconds; the CLI calls this before importing torch
     and before :func:`run`."""
-    if bool(args.pairs) == bool(args.receptor):
-        raise ConfigError("give --receptor with --ligands, or --pairs (not both)")
+    if sum(bool(v) for v in (args.receptor, args.pairs, args.complex, args.complexes)) != 1:
+        raise ConfigError("give --receptor with --ligands, --pairs, --complex with --partners, or --complexes "
+                          "(one of them, not both)")
+    if bool(args.complex) != bool(args.partners):
+        raise ConfigError("--complex and --partners go together (e.g. --complex c.pdb --partners A,B:C)")
+    if (args.complex or args.complexes) and (args.pocket_cutoff or args.receptor_chains):
+        raise ConfigError("a complex's interface follows the model and its --partners: no --pocket-cutoff or "
+                          "--receptor-chains")
     if args.receptor and not args.ligands:
         raise ConfigError("--receptor needs --ligands")
     if args.reference and not args.receptor:
@@ -168,21 +190,31 @@ def _pair_inputs(row: "PairRow") -> list["LigandInput"]:  # noqa: F821 (names fr
     return items
 
 
-def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
-    """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse."""
+def _complex_records(args: argparse.Namespace, model, console) -> list["AffinityPrediction"]:
+    from geomol.inference.complex_inputs import complex_entries, predict_complexes
+
+    entries = complex_entries(args.complexes or args.complex, args.partners)
+    return list(predict_complexes(entries, model, batch_size=args.batch_size))
+
+
+def _plan(args: argparse.Namespace, model) -> list[tuple[str, list["LigandInput"]]]:
+    """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse (with a
+    reference ligand, the receptor is read once, for posing and prediction alike: the group holds the structure)."""
     from geomol.api import ligand_inputs, posed_inputs
     from geomol.data.posing.poses import PoseParameters, write_poses
+    from geomol.inference.affinity import read_receptor
     from geomol.inference.ligand_inputs import with_unique_names
     from geomol.inference.tables import read_pairs
 
     if args.reference:
-        inputs, posed = posed_inputs(args.receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
+        receptor = read_receptor(args.receptor, model)
+        inputs, posed = posed_inputs(receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
                                      smiles_column=args.smiles_column,
                                      parameters=PoseParameters(min_core_fraction=args.min_core_fraction,
                                                                **({"refinement": None} if args.no_refine else {})))
         if args.write_poses:
             write_poses(args.write_poses, posed)
-        return [(args.receptor, inputs)]
+        return [(receptor, inputs)]
     if args.receptor:
         return [(args.receptor, ligand_inputs(args.ligands, smiles=args.smiles))]
     rows = read_pairs(args.pairs)
@@ -190,7 +222,7 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list["LigandInput"]]]:
             for receptor, group in groupby(rows, key=lambda r: r.receptor)]
 
 
-def _predict_group(receptor: str, items: Sequence["LigandInput"], model, args) -> Iterator["AffinityPrediction"]:
+def _predict_group(receptor, items: Sequence["LigandInput"], model, args) -> Iterator["AffinityPrediction"]:
     from geomol.api import AffinityPrediction, iter_affinity
 
     done = 0
@@ -247,12 +279,21 @@ def _compare(records, args, console, model_name: str) -> None:
         console.print(f"plot written to {args.plot}")
 
 
+def _typical_error(model) -> str:
+    """What ± means, and the model's held-out error where its manifest records one."""
+    held_out = model.metrics.get("cross_validation", {}).get("rmse_kcal_mol")
+    text = "± is the spread of the ensemble members (one standard deviation), not the error"
+    if held_out:
+        text += f"; on held-out sequence clusters the RMSE was {held_out:.1f} kcal/mol (model card)"
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
     from geomol.api import load_model
-    from geomol.commands.affinity_output import problem_lines, results_table, summary_line
+    from geomol.commands.affinity_output import complex_table, problem_lines, results_table, summary_line
     from geomol.inference.tables import output_format, read_measured, write_predictions
 
     if args.out:
@@ -264,18 +305,24 @@ def run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     console = Console(stderr=True)
-    model = load_model(args.model[0] if len(args.model) == 1 else args.model, device=args.device)
-    records = _predict_all(_plan(args), model, args, console)
+    complexes = bool(args.complex or args.complexes)
+    names = args.model or ["ppa-affinity" if complexes else "default"]
+    model = load_model(names[0] if len(names) == 1 else names, device=args.device)
+    records = (_complex_records(args, model, console) if complexes
+               else _predict_all(_plan(args, model), model, args, console))
     if args.out:
-        write_predictions(records, args.out, with_receptor=bool(args.pairs))
-    model_name = model.name or Path(args.model[0]).name
+        write_predictions(records, args.out, with_receptor=bool(args.pairs) or complexes)
+    model_name = model.name or Path(names[0]).name
     if not args.quiet:
         out = Console()
         out.print(escape("binding affinity · " + " · ".join(filter(None, (_target(args), model_name)))), style="bold")
-        out.print(results_table(records, with_receptor=bool(args.pairs), max_rows=args.max_rows, out=args.out))
+        out.print(complex_table(records, max_rows=args.max_rows, out=args.out) if complexes else
+                  results_table(records, with_receptor=bool(args.pairs), max_rows=args.max_rows, out=args.out))
+        if complexes:
+            console.print(_typical_error(model))
         for line in problem_lines(records):
             console.print(line)
-    console.print(escape(summary_line(records, args.out)))
+    console.print(escape(summary_line(records, args.out, "complex(es)" if complexes else "ligand(s)")))
     failed = [r for r in records if not r.ok]
     if len(failed) == len(records):
         detail = "see the errors above" if not args.quiet else f"first error: {failed[0].error}"

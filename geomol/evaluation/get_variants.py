@@ -37,7 +37,7 @@ CENTRED = _term("CentredLoss", weight=1.0, group_by="series")
 # Variants: model and data init_args merged into the recipe (configs/get_affinity_default.yaml).
 VARIANTS: dict[str, dict] = {
     "base": {"model": {}, "data": {}, "about": "the recipe: MSE on pK"},
-    "lba_size": {"model": {"d_hidden": 64, "d_radial": 32, "n_rbf": 32, "n_layers": 3}, "data": {},
+    "lba_size": {"model": {"hidden": 64, "radial_dim": 32, "num_rbf": 32, "num_layers": 3}, "data": {},
                  "about": "the larger GET of the LBA configuration (hidden 64, 3 layers)"},
     "rank": {"model": {"loss_terms": [_term("RankingLoss", weight=1.0)]}, "data": {"group_batches": True},
              "about": "+ pairwise ranking loss between ligands of a target's batch"},

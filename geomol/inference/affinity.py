@@ -1,6 +1,8 @@
 """Affinity prediction records, and the loop that builds complexes and predicts them in batches.
 
-The receptor file is parsed once for all ligands (with the model's hydrogen setting); each
+The receptor file is parsed once for all ligands (with the model's hydrogen setting; ligands named inside it, a
+residue or a chain group, are cut from that same reading, and a caller that posed SMILES in it passes the structure
+it read: :func:`read_receptor`); each
 ligand's pocket and graph are built with the model's graph recipe
 (:class:`~geomol.data.complexes.recipe.ComplexRecipe`, its cutoff optionally overridden); graphs are predicted in
 batches of up to ``batch_size`` complexes and ``max_blocks`` blocks. A ligand whose complex
@@ -27,7 +29,7 @@ from geomol.inference.findings import exception_findings
 from geomol.inference.input_checks import ReceptorContext, checked_complex
 from geomol.inference.ligand_inputs import LigandInput
 
-__all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "build_complexes", "pocket_block_count"]
+__all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "build_complexes", "pocket_block_count", "read_receptor"]
 
 COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error", "warnings")
 """Columns of a prediction table, in order."""
@@ -105,35 +107,52 @@ def pocket_block_count(graph: BlockGraph) -> int:
 
 
 class _Receptor:
-    """The receptor of a prediction run: a file (read at most once), an already-read Structure, or none."""
+    """The receptor of a prediction run: a file (read at most once, with the recipe's hydrogen setting), an
+    already-read Structure, or none. The whole structure serves ligands named inside it (a residue, a chain group);
+    the rest of the run sees it restricted to ``chains``."""
 
     def __init__(self, receptor: str | PathLike | Structure | None, chains: Sequence[str] | None,
                  recipe: ComplexRecipe, side_chains_required: bool = False):
         if receptor is not None and not isinstance(receptor, (str, PathLike, Structure)):
             raise ConfigError(f"the receptor must be a PDB/mmCIF path or a Structure, not {type(receptor).__name__}")
-        self.structure = receptor if isinstance(receptor, Structure) else None
+        self.whole = receptor if isinstance(receptor, Structure) else None
         self.path = Path(receptor) if isinstance(receptor, (str, PathLike)) else None
         self.label = receptor.source if isinstance(receptor, Structure) else str(receptor or "")
         self.chains = list(chains) if chains else None
         self.recipe = recipe
         self.side_chains_required = side_chains_required
+        self._selected: Structure | None = None
         self._check_context: ReceptorContext | None = None
 
-    def read(self) -> Structure:
-        """The receptor structure (restricted to ``chains``); read errors propagate to the caller."""
-        if self.structure is None:
+    def read_whole(self) -> Structure:
+        """The whole receptor structure, every chain (the file parsed at the first call); read errors propagate."""
+        if self.whole is None:
             if self.path is None:
                 raise ConfigError("no receptor given")
-            self.structure = self.recipe.read_receptor(self.path)
-            if self.chains:
-                self.structure = self.structure.select_chains(self.chains)
-        return self.structure
+            self.whole = self.recipe.read_receptor(self.path)
+        return self.whole
+
+    def read(self) -> Structure:
+        """The receptor structure restricted to ``chains``."""
+        if self._selected is None:
+            whole = self.read_whole()
+            self._selected = whole.select_chains(self.chains) if self.chains else whole
+        return self._selected
 
     def check_context(self) -> ReceptorContext:
         """What the input checks need of the receptor, made at the first call (reads the receptor)."""
         if self._check_context is None:
             self._check_context = ReceptorContext.of(self.read(), self.side_chains_required)
         return self._check_context
+
+
+def read_receptor(receptor: str | PathLike | Structure, model: AffinityModel) -> Structure:
+    """The whole receptor as ``model`` reads it: a file parsed with its recipe (hydrogens), a Structure as it is.
+
+    For a caller that needs the receptor before predicting (posing SMILES in it): it passes the structure on to
+    :func:`predict_inputs`, so that the file is read once.
+    """
+    return receptor if isinstance(receptor, Structure) else model.recipe.read_receptor(receptor)
 
 
 def _receptor_of_run(receptor, chains, model: AffinityModel, recipe: ComplexRecipe) -> _Receptor:
@@ -146,11 +165,9 @@ def _graph(item: LigandInput, receptor: _Receptor) -> BlockGraph:
     if item.graph is not None:
         return item.graph
     if item.in_receptor_file:
-        if receptor.path is None:
-            raise ConfigError("a residue name or chain group needs the receptor as a file path",
-                              source=item.source)
-        return receptor.recipe.build_in_file(receptor.path, ligand_resname=item.resname, ligand_chains=item.chains,
-                                             receptor_chains=receptor.chains, name=item.name)
+        return receptor.recipe.build_in_structure(receptor.read_whole(), ligand_resname=item.resname,
+                                                  ligand_chains=item.chains, receptor_chains=receptor.chains,
+                                                  name=item.name)
     ligand = item.molecule if item.molecule is not None else item.ligand_file
     return receptor.recipe.build(receptor.read(), ligand, name=item.name)
 
@@ -219,7 +236,7 @@ def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence
     if batch_size < 1 or max_blocks < 1:
         raise ConfigError(f"batch_size and max_blocks must be ≥ 1, got {batch_size} and {max_blocks}")
     context = _receptor_of_run(receptor, receptor_chains, model, model.recipe.with_cutoff(pocket_cutoff))
-    if any(not i.error and i.graph is None and not i.in_receptor_file for i in inputs):
+    if any(not i.error and i.graph is None for i in inputs):
         context.read()  # parse once, up front: an unreadable receptor is one clear error, not one per ligand
     for start in range(0, len(inputs), batch_size):
         records, graphs = _build_chunk(inputs[start:start + batch_size], context, model)

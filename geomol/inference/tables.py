@@ -28,7 +28,7 @@ from geomol.inference.affinity import COLUMNS, AffinityPrediction
 from geomol.inference.ligand_inputs import is_in_receptor_spec
 
 __all__ = ["OUTPUT_FORMATS", "output_format", "write_predictions", "read_predictions", "read_measured",
-           "PairRow", "read_pairs", "plot_predicted_vs_measured"]
+           "PairRow", "read_pairs", "plot_predicted_vs_measured", "csv_rows"]
 
 OUTPUT_FORMATS = {".csv": "csv", ".json": "json"}
 _NUMERIC = ("pK", "dG_kcal_mol", "Kd_M", "pK_std")
@@ -93,7 +93,12 @@ def read_predictions(path: str | PathLike) -> list[dict]:
     return rows
 
 
-def _csv_rows(path: str | PathLike, required: Sequence[str], what: str) -> list[dict]:
+def csv_rows(path: str | PathLike, required: Sequence[str], what: str) -> list[dict]:
+    """Rows of a CSV (keys and values stripped) that has the ``required`` columns; ``what`` names it in errors.
+
+    Raises:
+        DatasetError: missing or unreadable file, no rows, a required column missing.
+    """
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
@@ -114,7 +119,7 @@ def _csv_rows(path: str | PathLike, required: Sequence[str], what: str) -> list[
 
 def read_measured(path: str | PathLike) -> dict[str, float]:
     """Measured pK by ligand name, from a CSV with ``name`` and ``pK`` or ``dG_kcal_mol``."""
-    rows = _csv_rows(path, ["name"], "measured-values")
+    rows = csv_rows(path, ["name"], "measured-values")
     column = "pK" if "pK" in rows[0] else "dG_kcal_mol" if "dG_kcal_mol" in rows[0] else None
     if column is None:
         raise DatasetError(f"the measured-values CSV needs a 'pK' or 'dG_kcal_mol' column (has {list(rows[0])})",
@@ -149,7 +154,7 @@ def read_pairs(path: str | PathLike) -> list[PairRow]:
     """Rows of a pairs CSV (see the module notes), relative paths resolved against its folder."""
     folder = Path(path).resolve().parent
     pairs = []
-    for line, row in enumerate(_csv_rows(path, ["receptor", "ligands"], "pairs"), start=2):
+    for line, row in enumerate(csv_rows(path, ["receptor", "ligands"], "pairs"), start=2):
         if not row["receptor"] or not row["ligands"]:
             raise DatasetError("empty receptor or ligands", source=path, record=f"line {line}")
         ligands = _resolve(row["ligands"], folder)

@@ -31,13 +31,15 @@ from geomol.data.chemistry.contact_features import (ATOM_CONTACT_FEATURES, CHEMI
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.data.chemistry.ligand_features import DESCRIPTOR_NAMES
 from geomol.errors import ConfigError, ModelLoadError
-from geomol.models.affinity_member import AffinityMember, register_member_kind
+from geomol.models.affinity_member import AffinityMember, register_member_kind, renamed_config, seeded
 from geomol.nn.scatter import scatter_mean
 
 __all__ = ["NO_CHEMISTRY", "WITH_CHEMISTRY", "ContactBatch", "FrozenContacts", "ContactScorer", "has_ligand_chemistry"]
 
 WITH_CHEMISTRY = len(ATOM_CONTACT_FEATURES) + len(CHEMISTRY_CONTACT_FEATURES)
 """Per-atom input width of a scorer that reads the interaction roles too (``ContactRecipe(roles=True)``)."""
+RENAMED = {"n_atom_features": "node_features", "n_descriptors": "descriptor_features"}
+"""The scorer's hyperparameter names before one vocabulary (EGNO's ``node_features``) → now."""
 NO_CHEMISTRY = ("the contact scorer needs the ligand's chemistry (its descriptors): give the ligand as SDF, MOL2 or "
                 "SMILES")
 
@@ -119,46 +121,47 @@ class ContactScorer(nn.Module, AffinityMember):
 
     Args:
         hidden: width of the per-atom MLP's two hidden layers.
-        n_atom_features: columns of the per-atom input (default: the ``recipe``'s width).
-        n_descriptors: columns of the descriptor input (default :data:`DESCRIPTOR_NAMES`); 0 for none.
+        node_features: columns of the per-atom input (default: the ``recipe``'s width).
+        descriptor_features: columns of the descriptor input (default :data:`DESCRIPTOR_NAMES`); 0 for none.
         pooled: width of an optional non-additive term (0: none): an MLP of the ligand's mean per-atom hidden
             state (the atom MLP's last hidden layer) and its normalised descriptors, added to the score.
         message_steps: rounds of messages along the ligand's bonds (0: none) before the per-atom read-out: each
             updates an atom's hidden state by ``h += SiLU(W [h, mean of its bonded neighbours' h])``, so an atom's
             term also reads what the atoms around it touch.
-        recipe: how complex graphs become its rows (:class:`ContactRecipe`; default: the recipe of
-            ``n_atom_features`` columns when it is the plain or the role width, else none, and the scorer then
-            reads given rows only).
+        recipe: how complex graphs become its rows (:class:`ContactRecipe`). Without one the scorer reads given
+            rows only (training on precomputed rows) and cannot be saved as a model; with neither ``recipe`` nor
+            ``node_features`` it is the default :class:`ContactRecipe`.
     """
 
     kind = "ContactScorer"
     card_name = "Contact-scorer binding-affinity model (pK)."
     needs_side_chains = True  # what ligand atoms touch is mostly side chains
     finetune_loss = "centred"
+    recipe_keys = ("features",)
 
-    def __init__(self, hidden: int = 32, n_atom_features: int | None = None,
-                 n_descriptors: int = len(DESCRIPTOR_NAMES), pooled: int = 0, message_steps: int = 0,
+    def __init__(self, hidden: int = 32, node_features: int | None = None,
+                 descriptor_features: int = len(DESCRIPTOR_NAMES), pooled: int = 0, message_steps: int = 0,
                  recipe: ContactRecipe | None = None):
         super().__init__()
-        if n_atom_features is None:
-            n_atom_features = (recipe or ContactRecipe()).width
-        if recipe is None and n_atom_features in (ContactRecipe().width, ContactRecipe(roles=True).width):
-            recipe = ContactRecipe.for_width(n_atom_features)
-        if recipe is not None and recipe.width != n_atom_features:
-            raise ConfigError(f"the contact recipe makes {recipe.width} columns, the scorer reads {n_atom_features}")
+        if node_features is None:
+            recipe = recipe or ContactRecipe()
+            node_features = recipe.width
+        if recipe is not None and recipe.width != node_features:
+            raise ConfigError(f"the contact recipe makes {recipe.width} columns, the scorer reads {node_features}")
         self.recipe = recipe
-        self.atom_mlp = nn.Sequential(nn.Linear(n_atom_features, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
+        self.atom_mlp = nn.Sequential(nn.Linear(node_features, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
                                       nn.SiLU(), nn.Linear(hidden, 1))
         self.messages = nn.ModuleList(nn.Sequential(nn.Linear(2 * hidden, hidden), nn.SiLU())
                                       for _ in range(message_steps))
-        self.descriptor_head = nn.Linear(n_descriptors, 1) if n_descriptors else None
-        self.pooled_mlp = (nn.Sequential(nn.Linear(hidden + n_descriptors, pooled), nn.SiLU(), nn.Linear(pooled, 1))
+        self.descriptor_head = nn.Linear(descriptor_features, 1) if descriptor_features else None
+        self.pooled_mlp = (nn.Sequential(nn.Linear(hidden + descriptor_features, pooled), nn.SiLU(),
+                                         nn.Linear(pooled, 1))
                            if pooled else None)
-        log_columns = torch.zeros(n_atom_features, dtype=torch.bool)
-        if n_atom_features in (len(ATOM_CONTACT_FEATURES), WITH_CHEMISTRY):
-            log_columns[[c for c in COUNT_FEATURES if c < n_atom_features]] = True
+        log_columns = torch.zeros(node_features, dtype=torch.bool)
+        if node_features in (len(ATOM_CONTACT_FEATURES), WITH_CHEMISTRY):
+            log_columns[[c for c in COUNT_FEATURES if c < node_features]] = True
         self.register_buffer("log_columns", log_columns)
-        for name, width in (("atom", n_atom_features), ("descriptor", n_descriptors)):
+        for name, width in (("atom", node_features), ("descriptor", descriptor_features)):
             self.register_buffer(f"{name}_mean", torch.zeros(width))
             self.register_buffer(f"{name}_std", torch.ones(width))
         self.register_buffer("scale", torch.ones(()))
@@ -177,34 +180,51 @@ class ContactScorer(nn.Module, AffinityMember):
     # ------------------------------------------------------------------ the member contract
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source=None) -> "ContactScorer":
-        """A scorer from its :meth:`to_config` (a manifest saved before recipes were recorded has no ``features``:
-        its recipe is the one of its width, :meth:`ContactRecipe.for_width`)."""
-        sizes = {key: config.get(key, 0) for key in ("hidden", "n_atom_features", "n_descriptors", "pooled",
+        """A scorer from its :meth:`to_config`.
+
+        Raises:
+            ModelLoadError: bad sizes, or no contact recipe (``features``): how the rows were made is never guessed.
+        """
+        config = renamed_config(config, RENAMED, "ContactScorer", source)
+        sizes = {key: config.get(key, 0) for key in ("hidden", "node_features", "descriptor_features", "pooled",
                                                        "message_steps")}
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()) \
-                or not sizes["hidden"] or not sizes["n_atom_features"]:
-            raise ModelLoadError(f"a ContactScorer needs integer sizes (hidden, n_atom_features, n_descriptors; "
+                or not sizes["hidden"] or not sizes["node_features"]:
+            raise ModelLoadError(f"a ContactScorer needs integer sizes (hidden, node_features, descriptor_features; "
                                  f"pooled, message_steps), got {dict(config)}", source=source)
         try:
-            recipe = (ContactRecipe.from_dict(config["features"], source) if "features" in config
-                      else ContactRecipe.for_width(sizes["n_atom_features"], source))
-            return cls(**sizes, recipe=recipe)
+            return cls(**sizes, recipe=cls._recorded_features(config, source))
         except ConfigError as exc:
             raise ModelLoadError(exc.reason, source=source) from None
 
+    @staticmethod
+    def _recorded_features(config: Mapping[str, Any], source) -> ContactRecipe:
+        """The contact recipe a saved configuration records (its ``features``)."""
+        if not isinstance(config.get("features"), Mapping):
+            raise ModelLoadError("the contact scorer's configuration records no contact recipe (hyperparameters."
+                                 "features: distance shells, interaction roles, ...): how its input rows were made "
+                                 "cannot be known; rebuild the model with 'geomol train-affinity', which records it",
+                                 source=source)
+        return ContactRecipe.from_dict(config["features"], source)
+
     def to_config(self) -> dict[str, Any]:
-        return {"hidden": self.atom_mlp[0].out_features, "n_atom_features": self.atom_mlp[0].in_features,
-                "n_descriptors": 0 if self.descriptor_head is None else self.descriptor_head.in_features,
+        return {"hidden": self.atom_mlp[0].out_features, "node_features": self.atom_mlp[0].in_features,
+                "descriptor_features": 0 if self.descriptor_head is None else self.descriptor_head.in_features,
                 "pooled": 0 if self.pooled_mlp is None else self.pooled_mlp[0].out_features,
                 "message_steps": self.message_steps,
                 **({"features": self.recipe.to_dict()} if self.recipe is not None else {})}
 
     @classmethod
+    def example(cls, seed: int = 0) -> "ContactScorer":
+        """A scorer of width 8 on the contact rows with interaction roles, a pooled term and one round of messages
+        along the ligand's bonds (the contract's example member)."""
+        return seeded(lambda: cls(hidden=8, pooled=4, message_steps=1, recipe=ContactRecipe(roles=True)), seed).eval()
+
+    @classmethod
     def check_recipe(cls, config: Mapping[str, Any], recipe, source=None) -> None:
         """Refuse complexes whose pocket is narrower than the contact features read."""
-        features = (ContactRecipe.from_dict(config["features"], source) if "features" in config
-                    else ContactRecipe.for_width(config["n_atom_features"], source))
-        features.check_pocket(recipe.pocket_cutoff, source)
+        cls._recorded_features(renamed_config(config, RENAMED, "ContactScorer", source), source).check_pocket(
+            recipe.pocket_cutoff, source)
 
     def check_complex(self, graph, source=None) -> None:
         if (self.descriptor_head is not None or self.reads_chemistry) and not has_ligand_chemistry(graph):

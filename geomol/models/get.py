@@ -21,7 +21,7 @@ Deviations from the official code (deliberate; normal inputs give the official v
 * RBF values below 1e-20 are set to 0 (exponents below −80 clamped first; upstream: subnormals):
   same sums to float32 resolution, no subnormal arithmetic, which made the exp ~7x and the weight
   gradients of these features up to 15x slower on CPU;
-* robustness: ``d_edge=0`` works (upstream crashes, E2), ``n_rbf=1`` raises a clear error,
+* robustness: ``edge_embedding_dim=0`` works (upstream crashes, E2), ``num_rbf=1`` raises a clear error,
   a graph without a segment-0 global atom is centred on segment 0's atoms (E9), and exact
   distance ties in the KNN are broken deterministically (upstream: unstable sort);
 * on the CPU the per-pair stage of the attention runs as a compiled loop (:mod:`geomol.nn.native`; its
@@ -56,7 +56,7 @@ from geomol.data.vocab import ATOM_TYPES, POSITION_CODES, VOCAB
 from geomol.models.get_core import GET
 from geomol.models.get_official import load_official_state_dict
 from geomol.errors import ConfigError, ModelLoadError
-from geomol.models.affinity_member import AffinityMember, register_member_kind
+from geomol.models.affinity_member import AffinityMember, register_member_kind, renamed_config, seeded
 from geomol.models.readouts import ShiftedEnergyReadout, adapted_readout, readout_class
 from geomol.nn.atom_pairs import AtomPairs
 from geomol.nn.block_edges import NUM_EDGE_TYPES, build_block_edges
@@ -133,12 +133,12 @@ class GETEmbedding(nn.Module):
     Shapes: A, atom_pos, block_id [N]; B [Nb] → [N, d]. Names as the official ``BlockEmbedding``.
     """
 
-    def __init__(self, d_hidden: int, n_block_types: int, n_atom_types: int = len(ATOM_TYPES),
+    def __init__(self, hidden: int, num_block_types: int, n_atom_types: int = len(ATOM_TYPES),
                  n_positions: int = len(POSITION_CODES)):
         super().__init__()
-        self.block_embedding = nn.Embedding(n_block_types, d_hidden)
-        self.atom_embedding = nn.Embedding(n_atom_types, d_hidden)
-        self.position_embedding = nn.Embedding(n_positions, d_hidden)
+        self.block_embedding = nn.Embedding(num_block_types, hidden)
+        self.atom_embedding = nn.Embedding(n_atom_types, hidden)
+        self.position_embedding = nn.Embedding(n_positions, hidden)
 
     def forward(self, A, atom_pos, block_id, B):
         return self.atom_embedding(A) + self.position_embedding(atom_pos) + self.block_embedding(B)[block_id]
@@ -174,6 +174,11 @@ def normalise_coordinates(X, block_id, segment, is_global, block_batch, n_graphs
     return Z.unsqueeze(1), centre
 
 
+RENAMED = {"d_hidden": "hidden", "d_radial": "radial_dim", "n_rbf": "num_rbf", "d_edge": "edge_embedding_dim",
+           "n_layers": "num_layers", "n_head": "num_heads", "n_block_types": "num_block_types"}
+"""GET's hyperparameter names before one vocabulary (EGNO's and EGNN's ``hidden``, ``num_layers``, ...) → now."""
+
+
 @dataclass(frozen=True)
 class GETConfig:
     """The architecture of a GET model: the one place its arguments and their defaults are written.
@@ -181,26 +186,26 @@ class GETConfig:
     Defaults are the official LBA configuration (801,518 parameters with the 150-type vocabulary).
 
     Attributes:
-        d_hidden, d_radial, n_rbf, cutoff, d_edge, n_layers, n_head, dropout, sparse_k: as in
+        hidden, radial_dim, num_rbf, cutoff, edge_embedding_dim, num_layers, num_heads, dropout, sparse_k: as in
             :class:`~geomol.models.get_core.GET` (one coordinate channel; cutoff in normalised units).
         k_neighbors: block KNN k for intra- and inter-segment edges.
-        n_block_types: rows of the block embedding (``len(vocab)``; fragments append rows).
+        num_block_types: rows of the block embedding (``len(vocab)``; fragments append rows).
         z_requires_grad: see :class:`GET` (the official wrappers pass False).
         readout: class path of the affinity read-out (:mod:`geomol.models.readouts`; default the official
             energy read-out). Used by :class:`GETAffinity` only.
     """
 
-    d_hidden: int = 64
-    d_radial: int = 32
-    n_rbf: int = 32
+    hidden: int = 64
+    radial_dim: int = 32
+    num_rbf: int = 32
     cutoff: float = 7.0
-    d_edge: int = 64
-    n_layers: int = 3
-    n_head: int = 4
+    edge_embedding_dim: int = 64
+    num_layers: int = 3
+    num_heads: int = 4
     k_neighbors: int = 9
     sparse_k: int | None = 3
     dropout: float = 0.1
-    n_block_types: int = len(VOCAB)
+    num_block_types: int = len(VOCAB)
     z_requires_grad: bool = False
     readout: str = "geomol.models.readouts.EnergyReadout"
 
@@ -209,8 +214,10 @@ class GETConfig:
         return tuple(f.name for f in fields(cls))
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "GETConfig":
-        """The architecture among saved hyperparameters (optimiser settings etc. ignored; missing = default)."""
+    def from_mapping(cls, values: Mapping[str, Any], source=None) -> "GETConfig":
+        """The architecture among saved hyperparameters (optimiser settings etc. ignored; missing = default; the
+        names of :data:`RENAMED` read as their new ones, with a deprecation warning)."""
+        values = renamed_config(values, RENAMED, "GET", source)
         return cls(**{name: values[name] for name in cls.names() if name in values})
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,7 +230,7 @@ class GETModel(nn.Module):
     Args:
         config: the architecture (default :attr:`default_config`, the official LBA configuration).
         **overrides: fields of :class:`GETConfig` replacing those of ``config``
-            (``GETAffinity(d_hidden=32, n_block_types=200)``).
+            (``GETAffinity(hidden=32, num_block_types=200)``).
     """
 
     default_config = GETConfig()
@@ -232,12 +239,12 @@ class GETModel(nn.Module):
         super().__init__()
         self.config = c = replace(config or self.default_config, **overrides)
         self.k_neighbors = c.k_neighbors
-        self.embedding = GETEmbedding(c.d_hidden, c.n_block_types)
-        self.edge_embedding = nn.Embedding(NUM_EDGE_TYPES, c.d_edge)
-        self.encoder = GET(c.d_hidden, c.d_radial, 1, c.n_rbf, c.cutoff, c.d_edge, c.n_layers, c.n_head, c.dropout,
-                           c.z_requires_grad, c.sparse_k)
-        self.energy_ffn = nn.Sequential(nn.SiLU(), nn.Linear(c.d_hidden, c.d_hidden), nn.SiLU(),
-                                        nn.Linear(c.d_hidden, 1, bias=False))
+        self.embedding = GETEmbedding(c.hidden, c.num_block_types)
+        self.edge_embedding = nn.Embedding(NUM_EDGE_TYPES, c.edge_embedding_dim)
+        self.encoder = GET(c.hidden, c.radial_dim, 1, c.num_rbf, c.cutoff, c.edge_embedding_dim, c.num_layers,
+                           c.num_heads, c.dropout, c.z_requires_grad, c.sparse_k)
+        self.energy_ffn = nn.Sequential(nn.SiLU(), nn.Linear(c.hidden, c.hidden), nn.SiLU(),
+                                        nn.Linear(c.hidden, 1, bias=False))
 
     def prepare(self, graphs: BlockGraph | Batch | Sequence[BlockGraph]) -> GETInputs:
         """Batch, normalise the coordinates, build the block edges and their atom pairs (no gradients
@@ -287,10 +294,11 @@ class GETAffinity(GETModel, AffinityMember):
     kind = "GETAffinity"
     card_name = "GET binding-affinity model (pK)."
     finetune_loss = "mse"
+    recipe_keys = ("readout",)
 
     def __init__(self, config: GETConfig | None = None, **overrides: Any):
         super().__init__(config, **overrides)
-        self.readout = readout_class(self.config.readout)(self.config.d_hidden)
+        self.readout = readout_class(self.config.readout)(self.config.hidden)
 
     def forward(self, graphs) -> torch.Tensor:
         return self.readout(self, self.embed(graphs))
@@ -298,10 +306,16 @@ class GETAffinity(GETModel, AffinityMember):
     # ------------------------------------------------------------------ the member contract
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source=None) -> "GETAffinity":
-        """From saved hyperparameters (optimiser settings ignored); ``n_block_types`` is required."""
-        if not isinstance(config.get("n_block_types"), int):
-            raise ModelLoadError("hyperparameters lack n_block_types (the block vocabulary size): not a trained "
+        """From saved hyperparameters (optimiser settings ignored); ``num_block_types`` and the ``readout`` are
+        required (how a model reads its pK out is never guessed)."""
+        config = renamed_config(config, RENAMED, "GET", source)
+        if not isinstance(config.get("num_block_types"), int):
+            raise ModelLoadError("hyperparameters lack num_block_types (the block vocabulary size): not a trained "
                                  "GET affinity model", source=source)
+        if not isinstance(config.get("readout"), str):
+            raise ModelLoadError("the GET configuration records no read-out (hyperparameters.readout: the class path "
+                                 "of a read-out of geomol.models.readouts): how the model reads pK out cannot be "
+                                 "known", source=source)
         try:
             return cls(GETConfig.from_mapping(config))
         except (TypeError, ValueError) as exc:
@@ -311,16 +325,22 @@ class GETAffinity(GETModel, AffinityMember):
         return self.config.to_dict()
 
     @classmethod
+    def example(cls, seed: int = 0) -> "GETAffinity":
+        """A GET of 16 features, one layer and two heads (the contract's example member)."""
+        config = GETConfig(hidden=16, radial_dim=8, num_rbf=8, edge_embedding_dim=8, num_layers=1, num_heads=2)
+        return seeded(lambda: cls(config), seed).eval()
+
+    @classmethod
     def check_recipe(cls, config: Mapping[str, Any], recipe, source=None) -> None:
-        n_block_types = GETConfig.from_mapping(config).n_block_types
-        if n_block_types < recipe.num_block_types:
-            raise ModelLoadError(f"the model has {n_block_types} block types but its preprocessing "
+        num_block_types = GETConfig.from_mapping(config, source).num_block_types
+        if num_block_types < recipe.num_block_types:
+            raise ModelLoadError(f"the model has {num_block_types} block types but its preprocessing "
                                  f"(fragments) defines {recipe.num_block_types}", source=source)
 
     def check_complex(self, graph, source=None) -> None:
-        if int(graph.B.max()) >= self.config.n_block_types:
+        if int(graph.B.max()) >= self.config.num_block_types:
             raise ConfigError(f"the complex has block type {int(graph.B.max())} but the model knows "
-                              f"{self.config.n_block_types} (a graph built with another block vocabulary)", source)
+                              f"{self.config.num_block_types} (a graph built with another block vocabulary)", source)
 
     def inputs(self, graphs) -> GETInputs:
         """Prepared inputs (edges and atom pairs built once: members of one config share them)."""
@@ -368,11 +388,11 @@ class GETPairClassifier(GETModel):
     The energy read-out exists (frozen) only so that official checkpoints load.
     """
 
-    default_config = GETConfig(d_hidden=128, d_radial=64)
+    default_config = GETConfig(hidden=128, radial_dim=64)
 
     def __init__(self, config: GETConfig | None = None, **overrides: Any):
         super().__init__(config, **overrides)
-        self.class_ffn = nn.Linear(2 * self.config.d_hidden, 2)
+        self.class_ffn = nn.Linear(2 * self.config.hidden, 2)
         self.energy_ffn.requires_grad_(False)
 
     def forward(self, graphs) -> torch.Tensor:

@@ -67,6 +67,8 @@ class LigandTrees(nn.Module, AffinityMember):
     kind = "LigandTrees"
     card_name = "Ligand-only tree-ensemble affinity model (pK; the receptor is not read)."
     finetune_loss = "centred"
+    reads_pose = False
+    recipe_keys = ("n_features", "float32_inputs")
 
     def __init__(self, n_trees: int, n_nodes: int, depth: int, n_features: int = LIGAND_FEATURES,
                  average: bool = True, float32_inputs: bool = True, model: str = "rf"):
@@ -111,6 +113,22 @@ class LigandTrees(nn.Module, AffinityMember):
         return {"n_trees": int(self.feature.shape[0]), "n_nodes": int(self.feature.shape[1]), "depth": self.depth,
                 "n_features": self.n_features, "average": self.average, "float32_inputs": self.float32_inputs,
                 "model": self.model}
+
+    @classmethod
+    def example(cls, seed: int = 0) -> "LigandTrees":
+        """A forest of three full trees of depth 2 splitting on random features at random thresholds (the contract's
+        example member)."""
+        generator = torch.Generator().manual_seed(seed)
+        trees, depth = 3, 2
+        model = cls(n_trees=trees, n_nodes=2 ** (depth + 1) - 1, depth=depth)
+        inner = 2 ** depth - 1  # nodes 0 … inner-1 split; node i's children are 2i+1 and 2i+2
+        model.feature[:, :inner] = torch.randint(0, LIGAND_FEATURES, (trees, inner), generator=generator)
+        model.threshold[:, :inner] = 2.0 * torch.rand(trees, inner, generator=generator, dtype=torch.float64)
+        model.left[:, :inner] = 2 * torch.arange(inner) + 1
+        model.right[:, :inner] = 2 * torch.arange(inner) + 2
+        model.value[:, inner:] = 6.0 + torch.randn(trees, model.value.shape[1] - inner, generator=generator,
+                                                   dtype=torch.float64)
+        return model.eval()
 
     def check_complex(self, graph, source=None) -> None:
         descriptors = getattr(graph, "ligand_descriptors", None)

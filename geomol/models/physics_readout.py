@@ -66,19 +66,19 @@ class PhysicsReadout(nn.Module):
     """pK from atom-pair energies whose parameters GET predicts (see the module docstring).
 
     Args:
-        d_hidden: GET's feature size.
+        hidden: GET's feature size.
         cutoff: Å, pairs farther apart in the input pose do not interact.
 
     ``forward(model, out)`` needs ``out.graph`` (the input pose and the ligand's rotatable bonds) and
     returns [B] pK. :meth:`terms` gives the per-complex energy terms for inspection.
     """
 
-    def __init__(self, d_hidden: int, cutoff: float = 8.0):
+    def __init__(self, hidden: int, cutoff: float = 8.0):
         super().__init__()
         self.cutoff = float(cutoff)
-        self.ligand_proj = nn.Linear(d_hidden, d_hidden)
-        self.receptor_proj = nn.Linear(d_hidden, d_hidden)
-        self.pair_head = nn.Linear(d_hidden, 5)  # δ, ε, hydrogen-bond, hydrophobic and metal gates
+        self.ligand_proj = nn.Linear(hidden, hidden)
+        self.receptor_proj = nn.Linear(hidden, hidden)
+        self.pair_head = nn.Linear(hidden, 5)  # δ, ε, hydrogen-bond, hydrophobic and metal gates
         self.raw_weights = nn.Parameter(torch.log(torch.expm1(torch.tensor([0.5, 0.05, 1.0]))))
         self.raw_rotor = nn.Parameter(torch.log(torch.expm1(torch.tensor(0.05))))
         # Initial offset: a typical pK less the ~3 pK the untrained contact terms give a drug-sized ligand.

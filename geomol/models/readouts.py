@@ -40,7 +40,7 @@ class EnergyReadout(nn.Module):
     module holds no parameters.
     """
 
-    def __init__(self, d_hidden: int):
+    def __init__(self, hidden: int):
         super().__init__()
 
     def forward(self, model, out) -> torch.Tensor:
@@ -53,8 +53,8 @@ class ShiftedEnergyReadout(EnergyReadout):
     (:mod:`geomol.training.finetune`). A per-block bias cannot express a per-complex constant,
     since the sum over blocks would scale it with the pocket's size."""
 
-    def __init__(self, d_hidden: int):
-        super().__init__(d_hidden)
+    def __init__(self, hidden: int):
+        super().__init__(hidden)
         self.offset = nn.Parameter(torch.zeros(()))
 
     def forward(self, model, out) -> torch.Tensor:
@@ -65,9 +65,9 @@ class GraphReadout(nn.Module):
     """pK = MLP(graph_repr): a two-layer MLP on the unit-norm complex embedding (no sum over blocks, so
     the prediction does not grow with the number of blocks)."""
 
-    def __init__(self, d_hidden: int):
+    def __init__(self, hidden: int):
         super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(d_hidden, d_hidden), nn.SiLU(), nn.Linear(d_hidden, 1))
+        self.mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
     def forward(self, model, out) -> torch.Tensor:
         return self.mlp(out.graph_repr).squeeze(-1)
@@ -91,17 +91,17 @@ class SizeAwareReadout(nn.Module):
     such a model starts from the size trend every series shows and has to earn each deviation from it.
     b starts at a typical pK and s at 1 pK per 25 heavy atoms."""
 
-    def __init__(self, d_hidden: int):
+    def __init__(self, hidden: int):
         super().__init__()
         self.offset = nn.Parameter(torch.tensor(TYPICAL_PK - 1.0))
         self.size_slope = nn.Parameter(torch.tensor(1.0))
-        self.residual = nn.Sequential(nn.Linear(d_hidden, d_hidden), nn.SiLU(), nn.Linear(d_hidden, 1))
+        self.residual = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
     def forward(self, model, out) -> torch.Tensor:
         return self.offset + size_trend(self.size_slope, out) + self.residual(self.residual_input(out)).squeeze(-1)
 
     def residual_input(self, out) -> torch.Tensor:
-        """[B, d_hidden] what the residual MLP reads: the unit-norm complex embedding."""
+        """[B, hidden] what the residual MLP reads: the unit-norm complex embedding."""
         return out.graph_repr
 
 
@@ -110,15 +110,15 @@ class HybridReadout(SizeAwareReadout):
     descriptors / typical scale, W log(1 + Morgan counts)]), from the graph's ``ligand_descriptors``
     and ``ligand_morgan`` (:func:`~geomol.data.chemistry.ligand_features.graph_ligand_features`)."""
 
-    def __init__(self, d_hidden: int):
-        super().__init__(d_hidden)
+    def __init__(self, hidden: int):
+        super().__init__(hidden)
         self.register_buffer("descriptor_scales", torch.tensor(DESCRIPTOR_SCALES), persistent=False)
-        self.morgan = nn.Linear(GRAPH_MORGAN_BITS, d_hidden)
-        n_in = 2 * d_hidden + len(DESCRIPTOR_NAMES)
-        self.residual = nn.Sequential(nn.Linear(n_in, d_hidden), nn.SiLU(), nn.Linear(d_hidden, 1))
+        self.morgan = nn.Linear(GRAPH_MORGAN_BITS, hidden)
+        n_in = 2 * hidden + len(DESCRIPTOR_NAMES)
+        self.residual = nn.Sequential(nn.Linear(n_in, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
     def residual_input(self, out) -> torch.Tensor:
-        """[B, 2·d_hidden + 11] the embedding, the scaled descriptors and the projected Morgan counts."""
+        """[B, 2·hidden + 11] the embedding, the scaled descriptors and the projected Morgan counts."""
         g = out.graph
         descriptors = g.ligand_descriptors.to(out.H.dtype)
         if torch.isnan(descriptors).any():
@@ -135,8 +135,8 @@ class SizeAwarePhysicsReadout(PhysicsReadout):
     trend cannot tell a decoy from its complex, so the pair terms must; the trend carries the size effect
     that every series shows, which pair sums alone overstate or understate."""
 
-    def __init__(self, d_hidden: int, cutoff: float = 8.0):
-        super().__init__(d_hidden, cutoff)
+    def __init__(self, hidden: int, cutoff: float = 8.0):
+        super().__init__(hidden, cutoff)
         self.size_slope = nn.Parameter(torch.zeros(()))
 
     def terms(self, model, out) -> dict[str, torch.Tensor]:
@@ -186,6 +186,6 @@ def adapted_readout(config) -> str:
     readout = values.get("readout", ENERGY_READOUT)
     if readout in (ENERGY_READOUT, SHIFTED_READOUT):
         return SHIFTED_READOUT
-    if "offset" not in dict(readout_class(readout)(int(values.get("d_hidden", 32))).named_parameters()):
+    if "offset" not in dict(readout_class(readout)(int(values.get("hidden", 32))).named_parameters()):
         raise ConfigError(f"fine-tuning needs a read-out with an offset; this model's read-out is {readout}")
     return readout

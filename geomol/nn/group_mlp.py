@@ -1,6 +1,6 @@
 """Driver of ``group_mlp.cpp``: GET's group MLPs, SiLU(W2 SiLU(W1 x + b1) + b2) on a chunk's group rows, compiled.
 
-:func:`bilevel_attention._mlp2_forward <geomol.nn.bilevel_attention._mlp2_forward>` and ``_mlp2_backward`` run
+:func:`~geomol.nn.attend.mlp2_forward` and :func:`~geomol.nn.attend_backward.mlp2_backward` run
 these where they can (CPU, float32 or float64, no autograd recording) and are their PyTorch formulation otherwise.
 The compiled loop takes six rows at a time through both layers with the accumulators in registers; the thin
 products (32 inputs, 64 hidden units) ran at under half the machine's speed through BLAS, each followed by

@@ -4,7 +4,7 @@ level and group MLPs (``attend_groups.cpp``, ``group_mlp.cpp``, driven by :mod:`
 (``silu_rows.cpp``, :mod:`geomol.nn.fused_silu`) and EGNO's EGNN edge MLPs (``egnn_edges.cpp``, driven by
 :mod:`geomol.nn.egnn_compiled`).
 
-In eager PyTorch the three pair MLPs of :func:`geomol.nn.bilevel_attention.attend` are some twenty passes over
+In eager PyTorch the three pair MLPs of :func:`geomol.nn.attend.attend` are some twenty passes over
 [pairs, heads, 3rh] tensors (products with 8–24 columns, SiLUs, gathers, the group softmax, the α-weighted
 sums); on a 10 Å pocket they cost ~11 µs per atom pair per training step although the arithmetic is ~0.3 µs.
 :func:`attend_pairs` keeps each pair's 3rh values in registers and writes only what the next stage reads: the
@@ -430,7 +430,7 @@ def attend_pairs(starts: torch.Tensor, sender: torch.Tensor, sender_index: torch
         sender: [n_s, h, 3rh] sender terms; sender_index: [p] row of each pair (None: row p).
         receiver: [g, h, rh] query + edge terms of each group.
         w_rbf [3rh, nr], w2 [3rh, 3rh] (block-diagonal: only its three diagonal blocks are read), b2 [3rh],
-        w3 [2 + C, 3rh], b3 [2 + C]: the weights of :func:`~geomol.nn.bilevel_attention.attend`.
+        w3 [2 + C, 3rh], b3 [2 + C]: the weights of :func:`~geomol.nn.attend.attend`.
         radial: [p, h, nr] RBF features of each pair's head slice; or instead
         distance: [p, C] pair distances and rbf, the :class:`~geomol.nn.radial.RadialBasis` to expand them with.
         keep: also return pre1, act1, pre2, hidden [p, h, 3rh], scalars [p, h, 2 + C] and alpha [p, h].

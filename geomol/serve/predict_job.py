@@ -29,10 +29,11 @@ import shutil
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from geomol import api
 from geomol.errors import DatasetError
+from geomol.inference.affinity import read_receptor
 from geomol.serve.store import SUMMARY
 from geomol.version import PACKAGE_DIR
 
@@ -58,11 +59,14 @@ def _inside(folder: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def _inputs(spec: JobSpec, files: dict[str, str]) -> list:
+def _inputs(spec: JobSpec, files: dict[str, str], model) -> tuple[Any, list]:
+    """(the receptor to predict against, the ligand inputs): with SMILES the receptor is read here, once, for posing
+    and prediction alike."""
     if spec["smiles"]:
-        inputs, _ = api.posed_inputs(files["receptor"], files["ligands"], files["reference"])
-        return inputs
-    return api.ligand_inputs(files["ligands"])
+        receptor = read_receptor(files["receptor"], model)
+        inputs, _ = api.posed_inputs(receptor, files["ligands"], files["reference"])
+        return receptor, inputs
+    return files["receptor"], api.ligand_inputs(files["ligands"])
 
 
 _STYLE_ATTRIBUTE = re.compile(r"""\sstyle=(['"])(.*?)\1""")
@@ -184,9 +188,9 @@ def run_job(spec: JobSpec, model, progress: Callable[[int, int], None]) -> dict:
     with _inside(job_dir / "inputs"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         files = spec["files"]
-        inputs = _inputs(spec, files)
+        receptor, inputs = _inputs(spec, files, model)
         records = []
-        for record in api.iter_affinity(files["receptor"], inputs, model, pocket_cutoff=spec["pocket_cutoff"]):
+        for record in api.iter_affinity(receptor, inputs, model, pocket_cutoff=spec["pocket_cutoff"]):
             records.append(record)
             progress(len(records), len(inputs))
         notes = list(dict.fromkeys(str(w.message) for w in caught if _from_geomol(w)))

@@ -10,6 +10,7 @@ from geomol.tasks.affinity_data import (
     PPADataModule,
 )
 from geomol.tasks.corpus_data import CorpusDataModule
+from geomol.tasks.protein_affinity_data import ProteinAffinityDataModule
 from geomol.tasks.dynamics import DynamicsModule
 from geomol.tasks.dynamics_data import (
     MD17DataModule,
@@ -22,6 +23,6 @@ from geomol.tasks.dynamics_data import (
 __all__ = [
     "AffinityModule", "PairClassificationModule", "DynamicsModule",
     "AffinityDataModule", "BenchmarkAffinityDataModule", "PLBDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
-    "PPADataModule", "CorpusDataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
+    "PPADataModule", "ProteinAffinityDataModule", "CorpusDataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
     "MDTrajectoryDataModule",
 ]

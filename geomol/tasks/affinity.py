@@ -30,9 +30,9 @@ class _GETTask(GeomolModule):
     """Shared by both GET tasks: hyperparameters and lazy model construction.
 
     Args:
-        d_hidden ... z_requires_grad: the architecture, fields of :class:`~geomol.models.get.GETConfig`
+        hidden ... z_requires_grad: the architecture, fields of :class:`~geomol.models.get.GETConfig`
             (defaults from there).
-        n_block_types: block vocabulary size; ``None`` takes it from the data module's recipe
+        num_block_types: block vocabulary size; ``None`` takes it from the data module's recipe
             (``geomol fit`` fills it from the config before building).
         lr, final_lr, weight_decay: Adam with per-step exponential decay from lr to final_lr.
         compile: wrap the model in ``torch.compile``.
@@ -41,16 +41,16 @@ class _GETTask(GeomolModule):
     model_class: type = GETAffinity
     recipe_type = ComplexRecipe
 
-    def __init__(self, d_hidden: int = _D.d_hidden, d_radial: int = _D.d_radial, n_rbf: int = _D.n_rbf,
-                 cutoff: float = _D.cutoff, d_edge: int = _D.d_edge, n_layers: int = _D.n_layers,
-                 n_head: int = _D.n_head, k_neighbors: int = _D.k_neighbors, sparse_k: int | None = _D.sparse_k,
-                 dropout: float = _D.dropout, n_block_types: int | None = None,
-                 z_requires_grad: bool = _D.z_requires_grad, readout: str = _D.readout, lr: float = 1e-3, final_lr: float | None = 1e-6,
-                 weight_decay: float = 1e-3, compile: bool = False):
+    def __init__(self, hidden: int = _D.hidden, radial_dim: int = _D.radial_dim, num_rbf: int = _D.num_rbf,
+                 cutoff: float = _D.cutoff, edge_embedding_dim: int = _D.edge_embedding_dim,
+                 num_layers: int = _D.num_layers, num_heads: int = _D.num_heads, k_neighbors: int = _D.k_neighbors,
+                 sparse_k: int | None = _D.sparse_k, dropout: float = _D.dropout, num_block_types: int | None = None,
+                 z_requires_grad: bool = _D.z_requires_grad, readout: str = _D.readout, lr: float = 1e-3,
+                 final_lr: float | None = 1e-6, weight_decay: float = 1e-3, compile: bool = False):
         super().__init__()
         self.save_hyperparameters(ignore=["loss_terms", "pretraining"])  # recorded as plain dicts by the subclass
         self.model = None
-        if n_block_types is not None:
+        if num_block_types is not None:
             self._build()
 
     def _build(self) -> None:
@@ -63,14 +63,15 @@ class _GETTask(GeomolModule):
         if self.model is None:
             n_types = getattr(getattr(self.trainer, "datamodule", None), "num_block_types", None)
             if n_types is None:
-                raise ValueError("n_block_types is not set and the data module does not provide num_block_types")
-            self.hparams.n_block_types = int(n_types)
+                raise ValueError("num_block_types is not set and the data module does not provide num_block_types")
+            self.hparams.num_block_types = int(n_types)
             self._build()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_load_checkpoint(checkpoint)
         if self.model is None:
-            self.hparams.n_block_types = int(checkpoint["hyper_parameters"]["n_block_types"])
+            saved = GETConfig.from_mapping(checkpoint["hyper_parameters"], source="checkpoint")
+            self.hparams.num_block_types = int(saved.num_block_types)
             self._build()
 
 
@@ -161,9 +162,9 @@ class PairClassificationModule(_GETTask):
 
     model_class = GETPairClassifier
 
-    def __init__(self, d_hidden: int = GETPairClassifier.default_config.d_hidden,
-                 d_radial: int = GETPairClassifier.default_config.d_radial, **kwargs):
-        super().__init__(d_hidden=d_hidden, d_radial=d_radial, **kwargs)
+    def __init__(self, hidden: int = GETPairClassifier.default_config.hidden,
+                 radial_dim: int = GETPairClassifier.default_config.radial_dim, **kwargs):
+        super().__init__(hidden=hidden, radial_dim=radial_dim, **kwargs)
 
     def forward(self, batch) -> torch.Tensor:
         """[P, 2] logits (class 1 = active)."""

@@ -13,7 +13,7 @@ import torch
 from geomol.tasks.callbacks import (EpochLength, FinalCheckpoint, PredictionWriter, RandomStateCheckpoint,
                                     ValidationReport)
 from geomol.tasks.gather import EpochCollector
-from geomol.tasks.optim import adam_with_decay
+from geomol.training.optim import adam_with_decay
 
 __all__ = ["GeomolModule"]
 

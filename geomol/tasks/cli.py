@@ -50,7 +50,7 @@ def _block_types(data_init_args) -> int:
 class GeomolCLI(LightningCLI):
     """LightningCLI with geomol's defaults (task and data classes in subclass mode).
 
-    GET tasks get ``n_block_types`` from the data section (150 plus the fragment types of its
+    GET tasks get ``num_block_types`` from the data section (150 plus the fragment types of its
     vocabulary) before they are built, so the model exists when callbacks that copy it (weight
     averaging) are set up.
     """
@@ -59,9 +59,9 @@ class GeomolCLI(LightningCLI):
         config = self.config.get(str(self.subcommand), self.config) if self.subcommand else self.config
         model = config.get("model")
         init_args = model.get("init_args") if model is not None else None
-        if init_args is not None and "n_block_types" in init_args and init_args.get("n_block_types") is None:
+        if init_args is not None and "num_block_types" in init_args and init_args.get("num_block_types") is None:
             data = config.get("data")
-            init_args["n_block_types"] = _block_types(data.get("init_args") if data is not None else None)
+            init_args["num_block_types"] = _block_types(data.get("init_args") if data is not None else None)
         for section in ("data", "model"):
             expand_shared_data_paths(config.get(section))
         trainer = config.get("trainer")

@@ -217,7 +217,7 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
             or one of them at random, and validation scores the mean prediction over all (:func:`predict_views`).
         message_steps: rounds of messages along the ligands' bonds (:class:`ContactScorer`; ``data.bonds`` needed).
         recipe: how ``data`` was featurised (:func:`contact_views`), kept with the model so that it can be
-            saved and used for prediction (default: the recipe of the data's width, when it has one).
+            saved and used for prediction (None: the model reads given rows only and cannot be saved).
     """
     if loss not in CONTACT_LOSSES:
         raise ConfigError(f"contact scorer loss is one of {sorted(CONTACT_LOSSES)}, got {loss!r}")
@@ -226,8 +226,8 @@ def fit_contact_scorer(data: ContactData, train: Sequence[int], valid: Sequence[
         raise ConfigError(f"{len(train)} training and {len(valid)} validation items: both are needed")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = ContactScorer(hidden, n_atom_features=data.atoms.shape[1],
-                          n_descriptors=data.descriptors.shape[1] if descriptors else 0, pooled=pooled,
+    model = ContactScorer(hidden, node_features=data.atoms.shape[1],
+                          descriptor_features=data.descriptors.shape[1] if descriptors else 0, pooled=pooled,
                           message_steps=message_steps, recipe=recipe)
     train_batch = data.batch(train)
     model.fit_normalisation(train_batch.atoms, train_batch.descriptors)

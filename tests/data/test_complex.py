@@ -90,8 +90,10 @@ def test_protein_protein_interface_by_chains():
     for seg, (mine, other) in enumerate(((sides[0], trees[1]), (sides[1], trees[0]))):
         expected = sum(any(other.query_ball_point(b.coords, 6.0)) for b in mine)
         assert graph.segment_summary()[seg]["blocks"] == expected > 10
-    with pytest.raises(LigandNotFoundError, match="no chain"):
+    with pytest.raises(LigandNotFoundError, match=r"partner chain\(s\) Z not in the file \(chains present: A, B, C, D, E"):
         complex_from_pdb(path, ligand_chains=["Z"])
+    with pytest.raises(LigandNotFoundError, match=r"receptor chain\(s\) Y not in the file"):
+        complex_from_pdb(path, receptor_chains=["A", "Y"], ligand_chains=["D"])
     with pytest.raises(ConfigError):
         complex_from_pdb(path)
 

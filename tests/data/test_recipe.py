@@ -35,9 +35,14 @@ def test_defaults_and_serialisation():
     with pytest.raises(ModelLoadError, match="version 2"):
         ComplexRecipe.from_dict({**record, "version": 2})
     with pytest.raises(ModelLoadError, match="positive"):
-        ComplexRecipe.from_dict({"pocket_cutoff": -1.0})
-    with pytest.warns(UserWarning, match="no preprocessing recorded"):
-        assert ComplexRecipe.from_dict({}, source="old.ckpt") == ComplexRecipe()
+        ComplexRecipe.from_dict({**old, "pocket_cutoff": -1.0})
+    # a record that leaves a field out is refused, never completed with defaults
+    for record in ({}, None, {"pocket_cutoff": 8.0, "fragments": None}):
+        with pytest.raises(ModelLoadError, match="no complete graph recipe") as raised:
+            ComplexRecipe.from_dict(record, source="old.ckpt")
+        assert raised.value.source == "old.ckpt"
+    with pytest.raises(ModelLoadError, match="keep_hydrogens missing"):
+        ComplexRecipe.from_dict({"pocket_cutoff": 8.0, "fragments": None})
     with pytest.raises(ConfigError, match="positive"):
         ComplexRecipe(pocket_cutoff=0.0)
 

@@ -14,11 +14,10 @@ from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.models.contact_scorer import ContactScorer
 from geomol.testing import INVARIANT, POSITION
 from tests.conftest import REPO
-from tests.models.model_contract import ModelContract
-from tests.models.test_get_model import _permuted
+from geomol.testing.affinity_members import permuted_complex
+from geomol.testing.model_contract import ModelContract
 
 EXAMPLE = REPO / "data" / "example"
-LIGAND_FIELDS = ("ligand_descriptors", "ligand_morgan", "name")
 
 
 def _complexes(indices, dtype=torch.float64):
@@ -59,13 +58,7 @@ class ContactScorerContract(ModelContract):
         return moved
 
     def permuted(self, graph, generator):
-        moved, index = _permuted(graph, generator)
-        for field in LIGAND_FIELDS:
-            setattr(moved, field, getattr(graph, field))
-        heavy = ligand_heavy_atoms(graph).nonzero().flatten()  # ligand_chemistry rows follow these atoms' order
-        moved_heavy = index["atoms"][ligand_heavy_atoms(moved)]
-        moved.ligand_chemistry = graph.ligand_chemistry[torch.searchsorted(heavy, moved_heavy)]
-        return moved, {"pK": None}
+        return permuted_complex(graph, generator)[0], {"pK": None}
 
     def loss(self, model, graphs):
         pred = model(model.inputs(graphs))
@@ -91,8 +84,7 @@ def test_the_permuted_graph_keeps_each_atom_with_its_roles():
     """The contract's permutation moves each ligand atom's role row with it: the moved graph's rows are the
     original rows in the new atom order (so the permutation test compares like with like)."""
     graph = _complexes([1])[0]
-    moved, index = _permuted(graph, torch.Generator().manual_seed(3))
-    moved = ContactScorerContract().permuted(graph, torch.Generator().manual_seed(3))[0]
+    moved, index = permuted_complex(graph, torch.Generator().manual_seed(3))
     rows, moved_rows = (ContactRecipe(roles=True).views(g)[0] for g in (graph, moved))
     position = torch.searchsorted(ligand_heavy_atoms(graph).nonzero().flatten(),
                                   index["atoms"][ligand_heavy_atoms(moved)]).numpy()

@@ -12,7 +12,7 @@ from geomol.models.egno import EGNO
 from geomol.models.egnn import EGNNDynamics
 from geomol.nn.neighbors import radius_graph
 from geomol.testing import INVARIANT, POSITION, VECTOR
-from tests.models.model_contract import ModelContract
+from geomol.testing.model_contract import ModelContract
 
 P = 4
 

@@ -8,9 +8,10 @@ from geomol.models.get import GETAffinity, GETModel, GETPairClassifier
 from geomol.testing import INVARIANT, POSITION
 from tests.conftest import shared_path
 from tests.models.get_reference import one_thread  # noqa: F401 (autouse fixture)
-from tests.models.model_contract import ModelContract
+from geomol.testing.affinity_members import permuted_complex as _permuted
+from geomol.testing.model_contract import ModelContract
 
-TINY = dict(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=2, n_head=2)
+TINY = dict(hidden=16, radial_dim=8, num_rbf=8, edge_embedding_dim=8, num_layers=2, num_heads=2)
 
 
 def _plb(target, ligands, cutoff=6.0):
@@ -24,22 +25,6 @@ def _double(graph):
     g = graph.clone()
     g.X = g.X.double()
     return g
-
-
-def _permuted(graph, generator):
-    """The same complex with atoms shuffled inside blocks and blocks shuffled inside segments.
-
-    Returns the graph and the row index of each output in the original: atoms, blocks, None per graph.
-    """
-    order = torch.cat([blocks[torch.randperm(len(blocks), generator=generator)]
-                       for blocks in ((graph.segment == s).nonzero().flatten() for s in graph.segment.unique())])
-    start = torch.cumsum(graph.block_len, 0) - graph.block_len
-    atoms = torch.cat([start[b] + torch.randperm(int(graph.block_len[b]), generator=generator) for b in order])
-    block_len = graph.block_len[order]
-    moved = BlockGraph(X=graph.X[atoms], A=graph.A[atoms], atom_pos=graph.atom_pos[atoms],
-                       block_id=torch.repeat_interleave(torch.arange(len(order)), block_len), B=graph.B[order],
-                       block_len=block_len, segment=graph.segment[order], y=graph.y)
-    return moved, {"atoms": atoms, "blocks": order}
 
 
 class GETContract(ModelContract):
@@ -183,7 +168,7 @@ def test_inference_cuts_the_pair_plan_into_larger_chunks_with_the_same_predictio
     torch.testing.assert_close(inferred, trained_plan, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("config", [TINY, dict(TINY, d_radial=16, n_rbf=16, n_head=2)])
+@pytest.mark.parametrize("config", [TINY, dict(TINY, radial_dim=16, num_rbf=16, num_heads=2)])
 def test_compiled_attention_gives_the_pytorch_model(config, monkeypatch):
     """A training step (chunked forward, saved pair stage, hand-written backward) and a prediction with GET's compiled
     loops (geomol.nn.native) equal those of the PyTorch formulation in float64, on real pockets (TINY: generic

@@ -6,7 +6,9 @@ import torch
 
 from geomol.nn import native
 from geomol.nn.atom_pairs import sparse_atom_pairs
-from geomol.nn.bilevel_attention import BilevelAttention, _attend, attend, attend_backward
+from geomol.nn.attend import AttendInputs, AttendWeights, AttentionHeads, _attend, attend
+from geomol.nn.attend_backward import attend_backward
+from geomol.nn.bilevel_attention import BilevelAttention
 from geomol.nn.chunked import Chunk, chunked_recompute
 from geomol.nn.equivariant_ffn import EquivariantFFN
 from geomol.nn.equivariant_norm import EquivariantLayerNorm, recover_scale
@@ -147,34 +149,39 @@ def test_hand_written_attention_backward_matches_autograd(outputs, compiled, mon
     pairs = sparse_atom_pairs(Z, block_id, edges, k=2)
     query, sender, edge = layer._atom_terms(H, edge_attr, pairs.edge_pairs.numel())
     x = Z.index_select(0, pairs.pair_atom) - Z.index_select(0, pairs.pair_neighbor)
-    inputs = [t.detach().clone().requires_grad_() for t in
-              (x, sender.index_select(0, pairs.pair_neighbor), query, edge, *layer._kernel_weights())]
+    weights = [t.detach().clone().requires_grad_() for t in layer._kernel_weights().flat()]
+    rows = [t.detach().clone().requires_grad_() for t in (x, sender.index_select(0, pairs.pair_neighbor), query, edge)]
+    inputs, heads = rows + weights, AttentionHeads(layer.rbf, 2)
+
+    def backward(rows, saved=None, sender_index=None):
+        found = attend_backward(index, AttendInputs(*[t.detach() for t in rows], sender_index),
+                                AttendWeights.from_flat([t.detach() for t in weights]), (grad_G, grad_dZ), heads,
+                                saved=saved)
+        return [*found[0], *found[1].flat()]
+
     index = pairs.full_index()
-    G, dZ = attend(index, *inputs, rbf=layer.rbf, n_head=2)
+    G, dZ = attend(index, AttendInputs(*rows), AttendWeights.from_flat(weights), heads)
     gen = torch.Generator().manual_seed(5)
     grad_G = None if outputs == "coordinates" else torch.randn(G.shape, dtype=G.dtype, generator=gen)
     grad_dZ = None if outputs == "features" else torch.randn(dZ.shape, dtype=dZ.dtype, generator=gen)
     used = [(out, g) for out, g in ((G, grad_G), (dZ, grad_dZ)) if g is not None]
     want = torch.autograd.grad([o for o, _ in used], inputs, [g for _, g in used], allow_unused=True)
-    got = list(attend_backward(index, [t.detach() for t in inputs], (grad_G, grad_dZ), rbf=layer.rbf, n_head=2))
+    got = backward(rows)
     with torch.no_grad():  # the forward pass's pair stage, reused by the backward pass instead of recomputed
-        _, saved = _attend(index, *inputs, rbf=layer.rbf, n_head=2)
+        _, saved = _attend(index, AttendInputs(*rows), AttendWeights.from_flat(weights), heads)
     assert (saved is not None) == (compiled == "1")
-    reused = attend_backward(index, [t.detach() for t in inputs], (grad_G, grad_dZ), rbf=layer.rbf, n_head=2,
-                             saved=saved)
+    reused = backward(rows, saved=saved)
     for a, b in zip(got, reused):
         assert (a is None and b is None) or torch.equal(a, b)
     # the sending atoms' rows read in place (sender_index): their gradient summed per sending atom
-    per_atom = list(attend_backward(index, [inputs[0].detach(), sender.detach(), *[t.detach() for t in inputs[2:]]],
-                                    (grad_G, grad_dZ), rbf=layer.rbf, n_head=2, sender_index=pairs.pair_neighbor))
+    per_atom = backward([rows[0], sender, *rows[2:]], sender_index=pairs.pair_neighbor)
     summed = torch.zeros_like(sender).index_add_(0, pairs.pair_neighbor, got[1])
     assert torch.allclose(per_atom[1], summed, rtol=1e-10, atol=1e-12)
     for k, (a, b) in enumerate(zip(got, per_atom)):
         assert k == 1 or (a is None and b is None) or torch.allclose(a, b, rtol=1e-10, atol=1e-12), k
     if saved is not None:  # and it is really read: a different pair stage gives different gradients
         wrong = {name: 2 * value for name, value in saved.items()}
-        changed = attend_backward(index, [t.detach() for t in inputs], (grad_G, grad_dZ), rbf=layer.rbf, n_head=2,
-                                  saved=wrong)
+        changed = backward(rows, saved=wrong)
         assert any(a is not None and not torch.allclose(a, b) for a, b in zip(changed, got))
     assert len(got) == len(inputs)
     # w2 (input 5) is block-diagonal: its gradient is given on the three diagonal blocks, zero elsewhere

@@ -10,7 +10,9 @@ import torch
 from geomol.nn import atom_pairs, bilevel_attention, block_edges, native
 from geomol.nn.atom_pairs import sparse_atom_pairs
 from geomol.nn.attend_groups import attend_groups
-from geomol.nn.bilevel_attention import BilevelAttention, _groups, _heads, _pair_stage, _pair_stage_backward
+from geomol.nn.attend import _groups, _heads, _pair_stage
+from geomol.nn.attend_backward import _pair_stage_backward
+from geomol.nn.bilevel_attention import BilevelAttention
 from geomol.nn.radial import RadialBasis
 
 pytestmark = pytest.mark.skipif(not native.native_available(), reason="no C++ compiler: the PyTorch path runs alone")

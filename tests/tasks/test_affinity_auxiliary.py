@@ -82,7 +82,7 @@ def test_denoising_loss_is_learnable_and_uses_no_labels(fep_data):
     for graph in graphs:
         graph.y = torch.full_like(graph.y, math.nan)  # labels are not needed
     batch = as_batch(graphs)
-    model = GETAffinity(d_hidden=16, d_radial=8, n_rbf=8, n_layers=1, n_block_types=fep_data.num_block_types)
+    model = GETAffinity(hidden=16, radial_dim=8, num_rbf=8, num_layers=1, num_block_types=fep_data.num_block_types)
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(25):
@@ -114,7 +114,7 @@ def test_denoising_loss_is_one_for_a_model_that_returns_its_input(fep_data):
 @pytest.mark.filterwarnings("ignore")
 def test_pretraining_epochs_are_never_selected_and_edges_train(fep_data, tmp_path):
     pl.seed_everything(0)
-    module = AffinityModule(d_hidden=16, d_radial=8, n_rbf=8, n_layers=1, loss_terms=[RelativeEdgeLoss(1.0)],
+    module = AffinityModule(hidden=16, radial_dim=8, num_rbf=8, num_layers=1, loss_terms=[RelativeEdgeLoss(1.0)],
                             pretraining=DenoisingPretraining(epochs=1))
     checkpoint = ModelCheckpoint(dirpath=tmp_path, monitor="val/mean_target_spearman", mode="max", save_top_k=1)
     trainer = pl.Trainer(max_epochs=2, limit_train_batches=2, logger=CSVLogger(tmp_path, name="log"),

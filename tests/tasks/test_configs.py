@@ -61,6 +61,10 @@ def _overrides(name: str, tmp: Path) -> list[str]:
     if name == "get_ppa.yaml":
         return ["--data.init_args.table", str(builders.write_ppa(tmp / "ppa")), "--data.init_args.valid_fraction",
                 "0.2", "--data.init_args.test_fraction", "0.2"]
+    if name == "get_protein_affinity.yaml":  # one small complex per cluster, three leave-cluster-out folds
+        return ["--data.init_args.root", str(shared_path("protein_affinity")), "--data.init_args.ids",
+                "[3Q8D, 3UIH, 3UII, 1KNE, 1M27, 5TAR, 2KSO, 1KTZ, 3LNZ, 2B12, 4M76, 5VNW]", "--data.init_args.n_folds", "3",
+                "--data.init_args.valid_fraction", "0.3"]
     if name == "egno_nbody.yaml":
         return ["--data.init_args.cache_dir", str(tmp / "nbody"), "--data.init_args.num_train", "60",
                 "--data.init_args.num_valid", "20", "--data.init_args.num_test", "20", "--data.init_args.max_train", "60",
@@ -141,13 +145,13 @@ def test_ema_and_fragment_vocab_size_through_the_cli(tmp_path, monkeypatch):
     FragmentVocab.learn(mols, size=12).save(vocab)
     args = ["--config", str(REPO / "configs" / "get_plb.yaml"), *_overrides("get_plb.yaml", tmp_path),
             "--data.init_args.fragments", str(vocab), "--data.init_args.cache_dir", str(tmp_path / "cache"),
-            "--data.init_args.preprocess_workers", "0", "--model.init_args.d_hidden", "16",
+            "--data.init_args.preprocess_workers", "0", "--model.init_args.hidden", "16",
             "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
             "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
             "--trainer.callbacks", "lightning.pytorch.callbacks.EMAWeightAveraging"]
     cli = GeomolCLI(pl.LightningModule, pl.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
                     args=["fit", *args], trainer_defaults={"use_distributed_sampler": False})
-    assert cli.model.hparams.n_block_types == 150 + 12
+    assert cli.model.hparams.num_block_types == 150 + 12
     ema = next(c for c in cli.trainer.callbacks if type(c).__name__ == "EMAWeightAveraging")
     assert int(ema._average_model.n_averaged) >= 1
 

@@ -21,7 +21,7 @@ def test_two_process_ddp_shards_data_and_keeps_weights_equal(tmp_path):
            "--data.init_args.split", "held_out", "--data.init_args.test_proteins", "[cmet]",
            "--data.init_args.valid_proteins", "[ptp1b]", "--data.init_args.max_blocks", "250",
            "--data.init_args.cache_dir", str(tmp_path / "cache"), "--data.init_args.preprocess_workers", "0",
-           "--model.init_args.d_hidden", "16", "--model.init_args.n_layers", "1",
+           "--model.init_args.hidden", "16", "--model.init_args.num_layers", "1",
            "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu", "--trainer.devices", "2",
            "--trainer.max_epochs", "1", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0",
            "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",

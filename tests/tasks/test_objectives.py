@@ -25,10 +25,10 @@ class ConstantLoss(LossTerm):
 
 
 def test_merge_config_merges_mappings_and_replaces_the_rest():
-    base = {"trainer": {"max_epochs": 12, "callbacks": [1, 2]}, "model": {"init_args": {"d_hidden": 32}}}
-    merged = merge_config(base, {"trainer": {"callbacks": [3]}, "model": {"init_args": {"n_layers": 1}}})
-    assert merged == {"trainer": {"max_epochs": 12, "callbacks": [3]}, "model": {"init_args": {"d_hidden": 32,
-                                                                                               "n_layers": 1}}}
+    base = {"trainer": {"max_epochs": 12, "callbacks": [1, 2]}, "model": {"init_args": {"hidden": 32}}}
+    merged = merge_config(base, {"trainer": {"callbacks": [3]}, "model": {"init_args": {"num_layers": 1}}})
+    assert merged == {"trainer": {"max_epochs": 12, "callbacks": [3]}, "model": {"init_args": {"hidden": 32,
+                                                                                               "num_layers": 1}}}
     assert base["trainer"]["callbacks"] == [1, 2]  # the base is not changed
 
 
@@ -61,7 +61,7 @@ def test_a_loss_added_by_class_path_trains_and_checkpoints_stay_plain(tmp_path, 
             "init_args": {"root": str(shared_path("plb")), "targets": ["cdk2", "cmet", "ptp1b"], "split": "held_out",
                           "test_proteins": ["cmet"], "valid_proteins": ["ptp1b"], "max_blocks": 300,
                           "cache_dir": str(tmp_path / "cache"), "preprocess_workers": 0}}
-    model = {"init_args": {"d_hidden": 8, "d_radial": 8, "n_rbf": 8, "n_layers": 1, "loss_terms": [
+    model = {"init_args": {"hidden": 8, "radial_dim": 8, "num_rbf": 8, "num_layers": 1, "loss_terms": [
         {"class_path": "tests.tasks.test_objectives.ConstantLoss", "init_args": {"weight": 2.0}}]}}
     trainer = {"max_steps": 1, "limit_val_batches": 0, "logger": False, "enable_progress_bar": False,
                "callbacks": [], "enable_model_summary": False, "enable_checkpointing": False}
@@ -84,11 +84,13 @@ def test_a_loss_added_by_class_path_trains_and_checkpoints_stay_plain(tmp_path, 
 def test_a_readout_chosen_by_class_path_travels_to_the_loaded_model(tmp_path):
     import geomol
     from geomol.errors import ModelLoadError
+    from geomol.data.complexes.recipe import ComplexRecipe
     from geomol.models.readouts import GraphReadout
     from tests.affinity_fixtures import TINY_GET
 
     graph_readout = "geomol.models.readouts.GraphReadout"
-    module = AffinityModule(**TINY_GET, n_block_types=150, readout=graph_readout)
+    module = AffinityModule(**TINY_GET, num_block_types=150, readout=graph_readout)
+    module.recipe = ComplexRecipe()  # what a data module gives at set-up: checkpoints record it
     assert isinstance(module.model.readout, GraphReadout)
     trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, accelerator="cpu")
@@ -145,7 +147,7 @@ def test_decoy_loss_term_scores_decoys_with_the_model_and_trains_it():
               for mol in read_ligands(example / "tnks2_ligands.sdf")[:3]]
     batch = Batch.from_data_list(graphs)
     torch.manual_seed(0)
-    model = GETAffinity(d_hidden=16, d_radial=8, n_rbf=8, d_edge=8, n_layers=1, n_head=2)  # the official read-out
+    model = GETAffinity(hidden=16, radial_dim=8, num_rbf=8, edge_embedding_dim=8, num_layers=1, num_heads=2)  # the official read-out
     term = DecoyLoss(weight=1.0, margin=1.0, fraction=1.0, kinds=["shift"])
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-2)
     losses = []
@@ -174,7 +176,7 @@ def _shell(marker):
 def test_a_checkpoint_naming_any_other_callable_is_refused_and_nothing_is_called(tmp_path, field, record):
     from tests.affinity_fixtures import TINY_GET
 
-    module = AffinityModule(**TINY_GET, n_block_types=150, loss_terms=[RankingLoss(group_by="series")])
+    module = AffinityModule(**TINY_GET, num_block_types=150, loss_terms=[RankingLoss(group_by="series")])
     trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, accelerator="cpu")
     trainer.strategy.connect(module)

@@ -46,7 +46,7 @@ def test_bf16_mixed_get(tmp_path):
     data = BenchmarkAffinityDataModule(str(shared_path("plb")), targets=["cdk2", "cmet", "ptp1b"], split="held_out",
                                        test_proteins=["cmet"], valid_proteins=["ptp1b"], max_blocks=300,
                                        cache_dir=str(tmp_path / "cache"), preprocess_workers=0)
-    losses = _fit(AffinityModule(d_hidden=16, n_layers=1), data, tmp_path)
+    losses = _fit(AffinityModule(hidden=16, num_layers=1), data, tmp_path)
     assert len(losses) == 3 and all(math.isfinite(v) for v in losses)
 
 

@@ -48,7 +48,7 @@ def _trainer(root, recorder, **kwargs):
 
 
 def _module():
-    return AffinityModule(d_hidden=16, d_radial=8, n_rbf=8, n_layers=1, n_head=2, dropout=0.3, lr=3e-3)
+    return AffinityModule(hidden=16, radial_dim=8, num_rbf=8, num_layers=1, num_heads=2, dropout=0.3, lr=3e-3)
 
 
 @pytest.mark.filterwarnings("ignore:.*exceed the budget")

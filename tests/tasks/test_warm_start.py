@@ -49,3 +49,21 @@ def test_another_model_or_a_missing_file_is_refused_by_name(tmp_path):
     assert str(path) in str(err.value)
     with pytest.raises(ModelLoadError, match="no such checkpoint"):
         _fit(DynamicsModule(**TINY_EGNO), [WarmStart(str(tmp_path / "absent.ckpt"))])
+
+
+def test_a_shipped_models_member_starts_a_fit_of_the_same_architecture():
+    from types import SimpleNamespace
+
+    from geomol.inference.loading import load_model
+    from geomol.tasks import AffinityModule
+
+    shipped = load_model("get-plb")
+    module = AffinityModule(**{k: v for k, v in shipped.arguments.items() if k != "readout"})
+    WarmStart("get-plb", member=2).setup(SimpleNamespace(), module, "fit")
+    expected = shipped.members[2].state_dict()
+    assert all(torch.equal(value, expected[key]) for key, value in module.model.state_dict().items())
+    with pytest.raises(ModelLoadError, match="no member 7: the model has 5"):
+        WarmStart("get-plb", member=7).setup(SimpleNamespace(), module, "fit")
+    small = AffinityModule(hidden=16, num_block_types=150)
+    with pytest.raises(ModelLoadError, match="weights do not fit"):
+        WarmStart("get-plb").setup(SimpleNamespace(), small, "fit")

@@ -142,7 +142,7 @@ def test_batch_bonds_are_rows_of_the_batch():
     assert data.bonds.tolist() == [[0, 1], [2, 3], [3, 4], [5, 8]]
     assert data.batch_bonds([2, 0]).tolist() == [[4, 5], [0, 3]]  # batch rows: item 2 at 0–3, item 0 at 4–5
     with pytest.raises(ConfigError, match="bonds"):
-        ContactScorer(n_atom_features=3, n_descriptors=0, message_steps=1)(data.batch([0]))
+        ContactScorer(node_features=3, descriptor_features=0, message_steps=1)(data.batch([0]))
 
 
 def test_messages_follow_their_formula_and_train():
@@ -206,11 +206,11 @@ def test_descriptor_term_needs_descriptors():
     atoms_only = ContactBatch(torch.zeros(3, N_FEATURES), torch.zeros(3, dtype=torch.long), None, 1)
     with pytest.raises(ConfigError, match="descriptors"):
         ContactScorer()(atoms_only)
-    assert ContactScorer(n_descriptors=0)(atoms_only).shape == (1,)
+    assert ContactScorer(descriptor_features=0)(atoms_only).shape == (1,)
 
 
 def test_role_columns_widen_the_input_and_count_columns_are_logged():
-    plain, roles = ContactScorer(), ContactScorer(n_atom_features=WITH_CHEMISTRY)
+    plain, roles = ContactScorer(), ContactScorer(node_features=WITH_CHEMISTRY)
     assert not plain.reads_chemistry and roles.reads_chemistry
     assert WITH_CHEMISTRY == N_FEATURES + len(CHEMISTRY_CONTACT_FEATURES)
     assert plain.log_columns.tolist() == roles.log_columns[:N_FEATURES].tolist()  # the element columns as before

@@ -107,7 +107,7 @@ def test_readouts_with_their_own_offset_are_adapted_in_place(complexes):
     from geomol.inference.affinity_model import AffinityModel
 
     physics = "geomol.models.physics_readout.PhysicsReadout"
-    arguments = {"d_hidden": 16, "d_radial": 8, "n_rbf": 8, "d_edge": 8, "n_layers": 1, "n_head": 2, "readout": physics}
+    arguments = {"hidden": 16, "radial_dim": 8, "num_rbf": 8, "edge_embedding_dim": 8, "num_layers": 1, "num_heads": 2, "readout": physics}
     torch.manual_seed(0)
     member = GETAffinity(GETConfig.from_mapping(arguments)).eval()
     base_model = geomol.load_model("get-plb")

@@ -111,16 +111,6 @@ class ContactRecipe:
         except ConfigError as exc:
             raise ConfigError(exc.reason, source) from None
 
-    @classmethod
-    def for_width(cls, n_atom_features: int, source=None) -> "ContactRecipe":
-        """The recipe of a model saved before recipes were recorded, from its input width: the plain rows or
-        the rows with interaction roles (the only two such models could be shipped with)."""
-        for recipe in (cls(), cls(roles=True)):
-            if recipe.width == n_atom_features:
-                return recipe
-        raise ConfigError(f"a contact scorer with {n_atom_features} input columns records no contact recipe; "
-                          f"only {cls().width} or {cls(roles=True).width} columns can be read without one", source)
-
     # ------------------------------------------------------------------ what it needs and makes
     @property
     def width(self) -> int:

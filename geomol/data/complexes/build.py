@@ -35,7 +35,8 @@ from geomol.data.complexes.pocket import DEFAULT_CUTOFF, blocks_near, heavy_or_a
 from geomol.data.vocab import VOCAB, BlockVocab, residue_block_symbol
 from geomol.errors import ConfigError, EmptySelectionError, LigandNotFoundError
 
-__all__ = ["complex_from_files", "complex_from_structure", "complex_from_pdb", "complex_from_blocks", "pocket_blocks"]
+__all__ = ["complex_from_files", "complex_from_structure", "complex_from_pdb", "complex_in_structure",
+           "complex_from_partners", "complex_from_blocks", "pocket_blocks"]
 
 LigandInput = Union[str, PathLike, Chem.Mol, Sequence[Block]]
 
@@ -179,6 +180,45 @@ def _ligand_residue(structure: Structure, resname: str, chains: Sequence[str] | 
     return mask
 
 
+def _missing_chains(structure: Structure, chains: Sequence[str]) -> list[str]:
+    present = set(structure.chains)
+    return [c for c in chains if c not in present]
+
+
+def complex_from_partners(structure: Structure, receptor_chains: Sequence[str] | None, ligand_chains: Sequence[str], *,
+                          pocket_cutoff: float = DEFAULT_CUTOFF, keep_hydrogens: bool = False, y: float | None = None,
+                          name: str | None = None, vocab: BlockVocab = VOCAB) -> BlockGraph:
+    """The interface of two chain groups of one already-read structure (protein–protein and the like).
+
+    Segment 0 holds the blocks of ``receptor_chains`` (None: every chain not in ``ligand_chains``) with a heavy
+    atom within ``pocket_cutoff`` Å of the partner, segment 1 the partner's blocks within the same distance
+    of the receptor chains.
+
+    Raises:
+        LigandNotFoundError: a named chain is not in the structure (naming it and the chains present).
+        EmptySelectionError: no receptor atoms, or no interface (no heavy atoms of the two groups that close).
+    """
+    source = structure.source
+    for side, chains in (("receptor", receptor_chains or ()), ("partner", ligand_chains)):
+        missing = _missing_chains(structure, chains)
+        if missing:
+            raise LigandNotFoundError(f"{side} chain(s) {', '.join(missing)} not in the file (chains present: "
+                                      f"{', '.join(sorted(set(structure.chains)))})", source=source)
+    lig_mask = structure.residue_mask(chains=ligand_chains)
+    receptor_mask = ~lig_mask & (structure.residue_mask(chains=receptor_chains) if receptor_chains else True)
+    receptor, ligand = structure.select_residues(receptor_mask), structure.select_residues(lig_mask)
+    if receptor.num_atoms == 0:
+        raise EmptySelectionError("no receptor atoms besides the partner chains", source=source)
+    ligand_side = pocket_blocks(ligand, _counted_coords(receptor), pocket_cutoff, keep_hydrogens=keep_hydrogens)
+    pocket = pocket_blocks(receptor, _counted_coords(ligand), pocket_cutoff, keep_hydrogens=keep_hydrogens)
+    if not pocket or not ligand_side:
+        groups = ",".join(receptor_chains) if receptor_chains else "the other chains"
+        raise EmptySelectionError(f"no interface: no heavy atom of chains {groups} within {pocket_cutoff:g} Å of "
+                                  f"chains {','.join(ligand_chains)}", source=source)
+    return _with_ligand_chemistry(BlockGraph.from_blocks([pocket, ligand_side], y, vocab=vocab,
+                                                         name=name or Path(source).name), None)
+
+
 def complex_from_pdb(path: str | PathLike, *, ligand_resname: str | None = None,
                      receptor_chains: Sequence[str] | None = None, ligand_chains: Sequence[str] | None = None,
                      pocket_cutoff: float = DEFAULT_CUTOFF, keep_hydrogens: bool = False, y: float | None = None,
@@ -188,40 +228,44 @@ def complex_from_pdb(path: str | PathLike, *, ligand_resname: str | None = None,
     * ``ligand_resname`` given: the ligand is the first residue of that name (HETATM or ATOM
       records alike, optionally only in ``ligand_chains``), one ``'sm'`` block per atom; segment 0
       is the pocket among the other residues (of ``receptor_chains`` if given).
-    * otherwise ``ligand_chains`` is the partner: segment 0 holds the blocks of ``receptor_chains``
-      (default: all other chains) within ``pocket_cutoff`` Å of the partner, segment 1 the
-      partner's blocks within ``pocket_cutoff`` Å of the receptor chains.
+    * otherwise ``ligand_chains`` is the partner: :func:`complex_from_partners` (segment 0 the blocks of
+      ``receptor_chains``, default all other chains, within ``pocket_cutoff`` Å of the partner; segment 1 the
+      partner's blocks within ``pocket_cutoff`` Å of the receptor chains).
 
     Raises:
         LigandNotFoundError: no such residue or chain. EmptySelectionError: empty pocket/interface.
         ConfigError: neither ``ligand_resname`` nor ``ligand_chains`` given.
     """
     structure = read_structure(path, keep_hydrogens=keep_hydrogens, model=model)
+    return complex_in_structure(structure, ligand_resname=ligand_resname, receptor_chains=receptor_chains,
+                                ligand_chains=ligand_chains, pocket_cutoff=pocket_cutoff,
+                                keep_hydrogens=keep_hydrogens, y=y, name=name, vocab=vocab)
+
+
+def complex_in_structure(structure: Structure, *, ligand_resname: str | None = None,
+                         receptor_chains: Sequence[str] | None = None, ligand_chains: Sequence[str] | None = None,
+                         pocket_cutoff: float = DEFAULT_CUTOFF, keep_hydrogens: bool = False, y: float | None = None,
+                         name: str | None = None, vocab: BlockVocab = VOCAB) -> BlockGraph:
+    """:func:`complex_from_pdb` on a structure already read (the whole file: every chain), so that one read serves
+    every ligand named inside it. Arguments and errors as :func:`complex_from_pdb`."""
+    if keep_hydrogens and not structure.hydrogens_kept:
+        raise ConfigError("keep_hydrogens=True but the structure was read without hydrogens", source=structure.source)
+    path = structure.source
     name = name or Path(path).name
-    if ligand_resname is not None:
-        lig_mask = _ligand_residue(structure, ligand_resname, ligand_chains, path)
-        receptor_mask = ~lig_mask & (structure.residue_mask(chains=receptor_chains) if receptor_chains else True)
-        ligand = structure.select_residues(lig_mask)
-        partner = _counted_coords(ligand)
-        ligand_side = structure_ligand_blocks(ligand)
-    elif ligand_chains:
-        lig_mask = structure.residue_mask(chains=ligand_chains)
-        if not lig_mask.any():
-            raise LigandNotFoundError(f"no chain {list(ligand_chains)} (chains: {sorted(set(structure.chains))})",
-                                      source=path)
-        receptor_mask = ~lig_mask & (structure.residue_mask(chains=receptor_chains) if receptor_chains else True)
-        ligand = structure.select_residues(lig_mask)
-        partner = None
-    else:
+    if ligand_resname is None and ligand_chains:
+        return complex_from_partners(structure, receptor_chains, ligand_chains, pocket_cutoff=pocket_cutoff,
+                                     keep_hydrogens=keep_hydrogens, y=y, name=name, vocab=vocab)
+    if ligand_resname is None:
         raise ConfigError("give ligand_resname (a ligand residue) or ligand_chains (a partner chain group)",
                           source=path)
+    lig_mask = _ligand_residue(structure, ligand_resname, ligand_chains, path)
+    receptor_mask = ~lig_mask & (structure.residue_mask(chains=receptor_chains) if receptor_chains else True)
+    ligand = structure.select_residues(lig_mask)
     receptor = structure.select_residues(receptor_mask)
     if receptor.num_atoms == 0:
         raise EmptySelectionError("no receptor atoms besides the ligand", source=path)
-    if partner is None:  # protein–protein: the interface on both sides
-        ligand_side = pocket_blocks(ligand, _counted_coords(receptor), pocket_cutoff, keep_hydrogens=keep_hydrogens)
-        partner = _counted_coords(ligand)
-    pocket = pocket_blocks(receptor, partner, pocket_cutoff, keep_hydrogens=keep_hydrogens)
-    if not pocket or not ligand_side:
+    pocket = pocket_blocks(receptor, _counted_coords(ligand), pocket_cutoff, keep_hydrogens=keep_hydrogens)
+    if not pocket:
         raise EmptySelectionError(f"no receptor atom within {pocket_cutoff:g} Å of the ligand", source=path)
-    return _with_ligand_chemistry(BlockGraph.from_blocks([pocket, ligand_side], y, vocab=vocab, name=name), None)
+    return _with_ligand_chemistry(BlockGraph.from_blocks([pocket, structure_ligand_blocks(ligand)], y, vocab=vocab,
+                                                         name=name), None)

@@ -9,7 +9,7 @@ So each default is written once, here (the cutoff in :data:`geomol.data.complexe
     recipe = ComplexRecipe(pocket_cutoff=8.0, fragments=FragmentVocab.load("ligand_fragments.json"))
     receptor = recipe.read_receptor("protein.pdb")
     graph = recipe.build(receptor, "ligands.sdf", ligand_index=3)
-    model = GETAffinity(n_block_types=recipe.num_block_types)
+    model = GETAffinity(num_block_types=recipe.num_block_types)
 
 Serialised form (``to_dict``), version 1::
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import warnings
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
@@ -34,9 +33,11 @@ from geomol.data.complexes.pocket import DEFAULT_CUTOFF
 from geomol.data.vocab import VOCAB, BlockVocab
 from geomol.errors import ConfigError, DatasetError, ModelLoadError
 
-__all__ = ["ComplexRecipe", "RECIPE_VERSION", "fragment_files"]
+__all__ = ["ComplexRecipe", "RECIPE_VERSION", "RECIPE_FIELDS", "fragment_files"]
 
 RECIPE_VERSION = 1
+RECIPE_FIELDS = ("pocket_cutoff", "keep_hydrogens", "fragments")
+"""What every recorded recipe states (``version`` may be absent: records written before it are version 1)."""
 
 
 def fragment_files(fragments: FragmentVocab | str | PathLike | None, cache_dir: str | PathLike) -> dict[str, str]:
@@ -125,19 +126,32 @@ class ComplexRecipe:
     def build_in_file(self, path: str | PathLike, *, ligand_resname: str | None = None,
                       ligand_chains: Sequence[str] | None = None, receptor_chains: Sequence[str] | None = None,
                       y: float | None = None, name: str | None = None) -> BlockGraph:
-        """A complex whose ligand (a residue) or partner (chains) is inside one PDB/mmCIF file.
+        """A complex whose ligand (a residue) or partner (chains) is inside one PDB/mmCIF file: the file read with
+        :meth:`read_receptor`, then :meth:`build_in_structure`."""
+        self._check_residue_ligand(ligand_resname, f"{path} [{ligand_resname}]")
+        return self.build_in_structure(self.read_receptor(path), ligand_resname=ligand_resname,
+                                       ligand_chains=ligand_chains, receptor_chains=receptor_chains, y=y, name=name)
+
+    def build_in_structure(self, structure, *, ligand_resname: str | None = None,
+                           ligand_chains: Sequence[str] | None = None, receptor_chains: Sequence[str] | None = None,
+                           y: float | None = None, name: str | None = None) -> BlockGraph:
+        """:meth:`build_in_file` on the whole file already read (:meth:`read_receptor`: every chain), so that one
+        read serves every ligand named inside it.
 
         Raises:
             ConfigError: a residue ligand with a fragment recipe (fragments need bond orders).
         """
-        from geomol.data.complexes.build import complex_from_pdb
+        from geomol.data.complexes.build import complex_in_structure
 
+        self._check_residue_ligand(ligand_resname, f"{structure.source} [{ligand_resname}]")
+        return complex_in_structure(structure, ligand_resname=ligand_resname, ligand_chains=ligand_chains,
+                                    receptor_chains=receptor_chains, pocket_cutoff=self.pocket_cutoff,
+                                    keep_hydrogens=self.keep_hydrogens, y=y, name=name)
+
+    def _check_residue_ligand(self, ligand_resname: str | None, source: str) -> None:
         if ligand_resname is not None and self.fragments is not None:
             raise ConfigError("this model uses ligand fragments, which need bond orders: give the ligand as SDF "
-                              "or MOL2 instead of a residue name", source=f"{path} [{ligand_resname}]")
-        return complex_from_pdb(path, ligand_resname=ligand_resname, ligand_chains=ligand_chains,
-                                receptor_chains=receptor_chains, pocket_cutoff=self.pocket_cutoff,
-                                keep_hydrogens=self.keep_hydrogens, y=y, name=name)
+                              "or MOL2 instead of a residue name", source=source)
 
     # ------------------------------------------------------------------ processed-data store
     def builder_params(self) -> dict[str, Any]:
@@ -158,26 +172,29 @@ class ComplexRecipe:
     def from_dict(cls, data: Mapping[str, Any] | None, source: str | PathLike | None = None) -> "ComplexRecipe":
         """From a checkpoint's ``geomol_preprocessing`` or a manifest's ``preprocessing`` (any version).
 
-        A missing record (a model trained without a geomol data module) falls back to the
-        defaults with a warning.
+        Every field must be recorded: how a model's complexes were built is never guessed.
 
         Raises:
-            ModelLoadError: an unknown version, a bad cutoff or a bad fragment vocabulary.
+            ModelLoadError: no record or a field missing (a model trained without a geomol data module: build it
+                with one, or export it with its recipe), an unknown version, a bad cutoff or a bad fragment
+                vocabulary.
         """
-        if not data:
-            warnings.warn(f"{source}: no preprocessing recorded with the model; assuming a {DEFAULT_CUTOFF:g} Å "
-                          "pocket, no hydrogens, one block per ligand atom", UserWarning, stacklevel=3)
-            return cls()
+        missing = [key for key in RECIPE_FIELDS if key not in (data or {})]
+        if missing:
+            raise ModelLoadError(f"the model records no complete graph recipe (preprocessing: {', '.join(missing)} "
+                                 "missing): how its complexes were built (pocket cutoff, hydrogens, ligand fragments) "
+                                 "cannot be known; train it with a geomol data module, which records the recipe",
+                                 source=source)
         version = data.get("version", 1)
         if version != RECIPE_VERSION:
             raise ModelLoadError(f"graph recipe version {version!r} is not supported (this geomol reads version "
                                  f"{RECIPE_VERSION})", source=source)
         try:
-            fragments = None if data.get("fragments") is None else FragmentVocab.from_dict(data["fragments"], source)
+            fragments = None if data["fragments"] is None else FragmentVocab.from_dict(data["fragments"], source)
         except DatasetError as exc:
             raise ModelLoadError(f"bad fragment vocabulary in the preprocessing record: {exc.reason}",
                                  source=source) from None
         try:
-            return cls(data.get("pocket_cutoff", DEFAULT_CUTOFF), bool(data.get("keep_hydrogens", False)), fragments)
+            return cls(data["pocket_cutoff"], bool(data["keep_hydrogens"]), fragments)
         except ConfigError as exc:
             raise ModelLoadError(f"preprocessing {exc.reason}", source=source) from None

@@ -1,4 +1,5 @@
-"""The contract every geomol model keeps, as a test base that each model's test class subclasses.
+"""The contract every geomol model keeps, as a test base that each model's test class subclasses (pytest needed:
+the ``test`` extra). Affinity members get it through :mod:`geomol.testing.affinity_members`, one class per kind.
 
 A subclass supplies a tiny model, a few small float64 graphs and how to read its outputs; the base
 then checks, for every model alike:
