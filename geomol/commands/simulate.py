@@ -31,8 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     molecule = kinds.add_parser("molecule", allow_abbrev=False,
                                 help="small molecules with GFN2-xTB (tblite), MD17 protocol")
     molecule.add_argument("molecules", nargs="+", metavar="NAME|SMILES",
-                          help="MD17 names (aspirin, benzene_old, ethanol, malonaldehyde, naphthalene, salicylic, "
-                               "toluene, uracil) or SMILES")
+                          help="known names (the MD17 eight: aspirin, benzene_old, ethanol, malonaldehyde, "
+                               "naphthalene, salicylic, toluene, uracil; drug-like ones such as paracetamol, phenol, "
+                               "pyridine: geomol.simulate.molecules.MOLECULES) or SMILES")
+    molecule.add_argument("--name", help="output name md17_<NAME>.npz for a single SMILES (default: the known name, "
+                          "else 'molecule')")
     molecule.add_argument("--frames", type=int, required=True, help="frames in each output (frame 0: the start)")
     molecule.add_argument("--temperature", type=float, default=500.0, help="K (default 500)")
     molecule.add_argument("--timestep", type=float, default=0.5, help="fs (default 0.5)")
@@ -85,17 +88,18 @@ def _check_molecule(molecule: str) -> None:
     from rdkit import Chem
 
     from geomol.data.io._source import rdkit_messages
-    from geomol.simulate.molecules import MD17_MOLECULES
+    from geomol.simulate.molecules import MD17_MOLECULES, MOLECULES
 
-    if molecule in MD17_MOLECULES:
+    if molecule in MOLECULES:
         return
     with rdkit_messages():
         if Chem.MolFromSmiles(molecule) is not None:
             return
-    close = difflib.get_close_matches(molecule.lower(), MD17_MOLECULES, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(molecule.lower(), MOLECULES, n=3, cutoff=0.6)
     raise ConfigError(f"{molecule!r} is neither a molecule name geomol knows nor a SMILES RDKit can read"
                       + (f"; did you mean {' or '.join(close)}?" if close else "")
-                      + f" (names: {', '.join(MD17_MOLECULES)}; any other molecule as a SMILES, e.g. 'CCO')")
+                      + f" (names: the MD17 {', '.join(MD17_MOLECULES)} and {len(MOLECULES) - len(MD17_MOLECULES)} "
+                        "more in geomol.simulate.molecules.MOLECULES; any other molecule as a SMILES, e.g. 'CCO')")
 
 
 def _protein_frames(args: argparse.Namespace) -> int:
@@ -113,10 +117,12 @@ def run(args: argparse.Namespace) -> int:
     if args.kind == "molecule":
         from geomol.simulate import SmallMoleculeSettings, simulate_small_molecule
 
+        if args.name and len(args.molecules) > 1:
+            raise ConfigError("--name names one molecule's output; give one SMILES with it")
         for name in args.molecules:
             settings = SmallMoleculeSettings(name, seed=args.seed, temperature=args.temperature,
                                              timestep=args.timestep, friction=args.friction,
-                                             save_every=args.save_every)
+                                             save_every=args.save_every, label=args.name or "")
             summary = simulate_small_molecule(settings, args.out, args.frames, checkpoint_every=args.checkpoint_every,
                                               progress=not args.quiet)
             _report(args, f"{summary['molecule']}: {summary['frames']} frames "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ from geomol.errors import ConfigError, SimulationError
 from geomol.simulate.frame_chunks import FrameChunks, save_npz_atomic
 from geomol.simulate.langevin import (LangevinIntegrator, LangevinState, heat_up_fs, internal_degrees_of_freedom,
                                       kinetic_temperature)
-from geomol.simulate.molecules import MD17_MOLECULES, starting_structure
+from geomol.simulate.molecules import MOLECULES, starting_structure
 from geomol.simulate.progress import SimulationProgress
 from geomol.simulate.summary import write_summary
 from geomol.simulate.xtb import XTBForceField, tblite_version
@@ -51,10 +51,12 @@ class SmallMoleculeSettings:
     """What defines a trajectory (a resumed run must use the same).
 
     Attributes:
-        molecule: MD17 name or a SMILES. seed: velocities, noise and the RDKit conformer.
+        molecule: a known name (:data:`~geomol.simulate.molecules.MOLECULES`) or a SMILES. seed: velocities, noise
+            and the RDKit conformer.
         temperature: K. timestep: fs. friction: Langevin γ in 1/fs. save_every: steps per frame.
         method: tblite method. remove_rigid_body: thermostat internal motions only, so the molecule neither
             drifts nor tumbles (:mod:`geomol.simulate.langevin`).
+        label: the output's name (``md17_<label>.npz``) for a SMILES; a known name names itself.
     """
 
     molecule: str
@@ -65,10 +67,11 @@ class SmallMoleculeSettings:
     save_every: int = 1
     method: str = "GFN2-xTB"
     remove_rigid_body: bool = True
+    label: str = ""
 
     @property
     def name(self) -> str:
-        return self.molecule if self.molecule in MD17_MOLECULES else "molecule"
+        return self.label or (self.molecule if self.molecule in MOLECULES else "molecule")
 
     @property
     def frame_ps(self) -> float:
@@ -76,7 +79,8 @@ class SmallMoleculeSettings:
 
 
 def _check_settings(saved: dict, settings: SmallMoleculeSettings, source: Path) -> None:
-    differ = {k: (saved.get(k), v) for k, v in asdict(settings).items() if saved.get(k) != v}
+    defaults = {f.name: f.default for f in fields(SmallMoleculeSettings)}  # runs saved before a setting existed
+    differ = {k: (saved.get(k, defaults[k]), v) for k, v in asdict(settings).items() if saved.get(k, defaults[k]) != v}
     if differ:
         text = ", ".join(f"{k}: {old!r} there, {new!r} asked" for k, (old, new) in differ.items())
         raise ConfigError(f"the run to continue has other settings ({text}); use another output folder or the "
