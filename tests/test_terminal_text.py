@@ -71,3 +71,20 @@ def test_rollout_report_names_files_as_they_are(tmp_path, capsys, monkeypatch):
     assert main(["rollout", "--topology", str(EXAMPLE / "tnks2_protein.pdb"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"written to {out}" in printed and "chemistry [bonds] kept" in printed
+
+
+def test_predict_affinity_names_its_files_as_they_are(tmp_path, capsys, monkeypatch):
+    from tests.affinity_fixtures import tiny_model_dir
+
+    monkeypatch.setenv("COLUMNS", "400")
+    model = tiny_model_dir(tmp_path / "tiny")
+    measured, plot = tmp_path / "measured[1].csv", tmp_path / "fit[1].png"
+    shutil.copy(EXAMPLE / "tnks2_measured.csv", measured)
+    base = ["predict-affinity", "--receptor", str(EXAMPLE / "tnks2_protein.pdb"), "--ligands",
+            str(EXAMPLE / "tnks2_ligands.sdf"), "--model", str(model)]
+    assert main([*base, "--measured", str(measured), "--plot", str(plot)]) == 0
+    assert f"plot written to {plot}" in capsys.readouterr().err
+    unmatched = tmp_path / "other[names].csv"
+    unmatched.write_text("name,pK\nnot-in-the-series,6.0\n")
+    assert main([*base, "--measured", str(unmatched)]) == 0
+    assert f"match a name in {unmatched}: no comparison" in capsys.readouterr().err

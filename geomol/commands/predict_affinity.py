@@ -267,8 +267,8 @@ def _compare(records, args, console, model_name: str) -> None:
     measured = read_measured(args.measured)
     pairs = [(r.pK, measured[r.name]) for r in records if r.ok and r.name in measured]
     if len(pairs) < 2:
-        console.print(f"[yellow]only {len(pairs)} predicted ligand(s) match a name in {args.measured}: "
-                      "no comparison[/yellow]")
+        console.print(f"only {len(pairs)} predicted ligand(s) match a name in {args.measured}: no comparison",
+                      style="yellow", markup=False)
         return
     pred, true = zip(*pairs)
     report = regression_report(pred, true)
@@ -276,7 +276,7 @@ def _compare(records, args, console, model_name: str) -> None:
                   f"{report['spearman']:.3f}, RMSE {report['rmse']:.2f} pK")
     if args.plot:
         plot_predicted_vs_measured(records, measured, args.plot, title=" · ".join(filter(None, (_target(args), model_name))))
-        console.print(f"plot written to {args.plot}")
+        console.print(f"plot written to {args.plot}", markup=False)
 
 
 def _typical_error(model) -> str:
