@@ -28,7 +28,7 @@ def complexes(tmp_path_factory):
 def test_a_tiny_training_run_lowers_its_loss(complexes):
     torch.manual_seed(0)
     label = np.array([float(g.y) for g in complexes])
-    start = GETAffinity(n_block_types=150, **TINY_GET)
+    start = GETAffinity(num_block_types=150, **TINY_GET)
     before = predict_member(start, complexes)
     fit = fit_get_transfer(start, complexes, label, train=range(6), valid=[6, 7], epochs=8, lr=3e-3, batch_size=3)
     assert len(fit.losses) == len(fit.curve) == 8
@@ -40,7 +40,7 @@ def test_a_tiny_training_run_lowers_its_loss(complexes):
 
 def test_weights_of_zero_leave_items_out(complexes):
     label = np.array([float(g.y) for g in complexes])
-    start = GETAffinity(n_block_types=150, **TINY_GET)
+    start = GETAffinity(num_block_types=150, **TINY_GET)
     weights = np.array([1.0] * 3 + [0.0] * 5)
     fit = fit_get_transfer(start, complexes, label, range(6), [6, 7], weights=weights, epochs=1, batch_size=2)
     assert np.isfinite(fit.losses[0])
