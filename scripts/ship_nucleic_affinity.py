@@ -115,6 +115,11 @@ its own test split of PDBbind NL.
 
 {format_table(cv['rows'])}
 
+"selection score": what each fold chose its settings by (the inner cross-validation for the tree variants; the
+validation slice, best epoch, for the contact scorer and GET: not comparable with the former). Ensemble rows were
+formed after looking at the held-out folds, so the protocol cannot choose them (docs/evaluation.md, "Nucleic-acid
+receptors"); the best of them is kept as a question for an independent evaluation, not shipped.
+
 ## Limitations
 - Trained on {len(data)} complexes (84 with trusted labels) of about 50 families. On a family unlike these expect
   the cross-validation's figures at best: a ranking clearly better than ligand size, but far from a measurement
