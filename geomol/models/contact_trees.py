@@ -81,6 +81,10 @@ class ContactTrees(LigandTrees):
         if not isinstance(config.get("features"), Mapping):
             raise ModelLoadError("the contact trees' configuration records no contact recipe (hyperparameters."
                                  "features): how their input rows were made cannot be known", source=source)
+        missing = [key for key in cls.recipe_keys if key not in config]
+        if missing:
+            raise ModelLoadError(f"the contact trees' configuration records no {', '.join(missing)}: how their input "
+                                 "rows are read cannot be known", source=source)
         try:
             recipe = ContactRecipe.from_dict(config["features"], source)
             base = LigandTrees.from_config({k: v for k, v in config.items() if k != "features"}, source).to_config()

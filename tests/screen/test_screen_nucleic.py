@@ -10,8 +10,9 @@ import pytest
 from geomol.cli import main
 from tests.conftest import REPO, shared_path
 
-PURINES = {"adenine": "Nc1ncnc2[nH]cnc12", "2-aminopurine": "Nc1ncc2nc[nH]c2n1", "hypoxanthine": "O=c1[nH]cnc2[nH]cnc12",
-           "2,6-diaminopurine": "Nc1nc(N)c2nc[nH]c2n1", "guanine": "Nc1nc2[nH]cnc2c(=O)[nH]1"}
+PURINES = {"hypoxanthine": "O=c1[nH]cnc2[nH]cnc12", "guanine": "Nc1nc2[nH]cnc2c(=O)[nH]1",
+           "N2-methyl-diaminopurine": "CNc1nc(N)c2nc[nH]c2n1", "8-methyl-diaminopurine": "Nc1nc(N)c2nc(C)[nH]c2n1",
+           "adenine": "Nc1ncnc2[nH]cnc12"}
 
 
 @pytest.mark.skipif(not (REPO / "models" / "na-affinity" / "manifest.json").exists(), reason="na-affinity not shipped")
@@ -26,10 +27,10 @@ def test_a_riboswitch_screen_uses_the_nucleic_acid_model(cluster, tmp_path, caps
     printed = capsys.readouterr()
     assert "RNA receptor: scoring with na-affinity" in printed.err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["counts"]["ligands"] == 5 and summary["counts"]["scored"] >= 4
+    assert summary["counts"]["ligands"] == 5 and summary["counts"]["scored"] >= 3
     with open(tmp_path / "out" / "top.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert rows and all(3.0 < float(r["pK"]) < 10.0 for r in rows)
     assert not any("never saw one like it" in r["warnings"] for r in rows)  # the model saw RNA pockets
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["settings"]["model"] == "na-affinity"
+    assert manifest["screen"]["settings"]["model"] == "na-affinity"
