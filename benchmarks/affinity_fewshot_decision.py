@@ -47,17 +47,17 @@ from geomol.training.finetune_choice import FinetuneChoice
 REPO = Path(__file__).resolve().parents[1]
 
 
-def corpus_and_variant(config: Path, cache_dir: str | None, work: Path):
+def corpus_and_variant(config_path: Path, cache_dir: str | None, work: Path):
     """The corpus featurised as the config's members read it (kept under ``work`` once computed: items, folds and
     features, without the protein clusters and moved-pose views, which these members do not read), and the
     members' settings."""
-    from geomol.commands.preprocess import data_module_from_config
-    from geomol.commands.train_affinity import variant
-    from geomol.evaluation.contact_cv import CorpusContacts, module_contacts
-    from geomol.config_files import read_config
+    from geomol.data.datasets.sources import affinity_source
+    from geomol.evaluation.contact_cv import CorpusContacts, contact_cv_of, module_contacts
     from geomol.training.contact_scorer import ContactData
+    from geomol.training.ensemble_config import read_ensemble_config
 
-    cv = variant(read_config(config), config)
+    config = read_ensemble_config(config_path)
+    cv = contact_cv_of(config)
     if cv.recipe.moves or cv.compare_within == "protein" or cv.message_steps:
         raise SystemExit("this benchmark keeps no moved-pose views, clusters or bonds: members that read them "
                          "need module_contacts here")
@@ -67,9 +67,9 @@ def corpus_and_variant(config: Path, cache_dir: str | None, work: Path):
         data = ContactData(atoms=saved["atoms"], offsets=saved["offsets"].numpy(), descriptors=saved["descriptors"],
                            label=saved["label"].numpy(), keys=np.asarray(saved["keys"]))
         return CorpusContacts(saved["ids"], data, saved["folds"], np.zeros(len(saved["ids"]), dtype=int), []), cv
-    module = data_module_from_config(config, cache_dir=cache_dir)
-    split = module.split_args
-    corpus = module_contacts(module, cv.recipe, n_folds=split["n_folds"], valid_fraction=split["valid_fraction"])
+    source = affinity_source(config.data, config.recipe, cache_dir=cache_dir, source=config.source)
+    corpus = module_contacts(source, cv.recipe, n_folds=cv.folds,
+                             valid_fraction=float(config.ensemble.get("valid_fraction", 0.1)))
     d = corpus.data
     torch.save({"atoms": d.atoms, "offsets": torch.from_numpy(d.offsets), "descriptors": d.descriptors,
                 "label": torch.from_numpy(d.label), "keys": list(map(str, d.keys)), "ids": corpus.ids,
@@ -207,7 +207,7 @@ def adoption(summary: list[dict], weak_budgets: tuple[int, ...] = (5, 10), kept:
 
 
 def build_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=REPO / "models" / "contact-corpus.yaml")
     parser.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--k", type=int, nargs="+", default=[3, 5, 10])

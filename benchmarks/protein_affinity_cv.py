@@ -90,7 +90,7 @@ def _export(args) -> None:
 
 
 def build_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("features", "get", "table", "export"))
     parser.add_argument("--root", default=str(shared_data_dir() / "protein_affinity"), help="the data folder")
     parser.add_argument("--variant", choices=sorted(GET_VARIANTS), default="plb", help="get: which GET row")

@@ -1,9 +1,9 @@
 """How closely a rebuilt affinity model predicts like the shipped one.
 
 Pairs the members of a rebuilt model directory with the shipped model's (member ``i`` with member ``i``, or the
-shipped members named by ``--shipped-members``), and compares, on every complex of a config's data module (its
-``data`` section, built from the processed store; e.g. the whole affinity corpus for ``contact-corpus``, PLB + FEP+
-for ``get-plb``): each member pair's pK, the ensembles' pK (mean over the paired members), and their weights. Also
+shipped members named by ``--shipped-members``), and compares, on every complex the model's train-affinity config
+trains on (its ``data`` section, built from the processed store; e.g. the whole affinity corpus for
+``contact-corpus``, PLB + FEP+ for ``get-plb``): each member pair's pK, the ensembles' pK (mean over the paired members), and their weights. Also
 the tnks2 example through the user's path (``geomol.predict_affinity``; the shipped side: its paired members). Prints a table and writes JSON with
 provenance::
 
@@ -58,18 +58,19 @@ def weight_difference(a: torch.nn.Module, b: torch.nn.Module) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="the shipped model (name or directory)")
     parser.add_argument("--rebuilt", required=True, help="the rebuilt model's directory")
     parser.add_argument("--shipped-members", type=int, nargs="+", default=None,
                         help="the shipped members the rebuilt ones pair with (default: 0, 1, ... in order)")
-    parser.add_argument("--config", required=True, help="config whose data module gives the complexes compared")
+    parser.add_argument("--config", required=True, help="the model's train-affinity config (its complexes are compared)")
     parser.add_argument("--every", type=int, default=1, help="compare on every k-th complex (default all)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--out", default=None, help="JSON to write")
     args = parser.parse_args(argv)
 
-    from geomol.commands.preprocess import data_module_from_config
+    from geomol.data.datasets.sources import affinity_source
+    from geomol.training.ensemble_config import read_ensemble_config
 
     torch.set_num_threads(1)
     start = time.time()
@@ -78,7 +79,8 @@ def main(argv=None) -> None:
     if len(paired) != len(rebuilt.members):
         parser.error(f"{len(rebuilt.members)} rebuilt members, {len(paired)} shipped members named")
     shipped_members = [shipped.members[i] for i in paired]
-    dataset = data_module_from_config(args.config).make_dataset(0)
+    config = read_ensemble_config(args.config)
+    dataset = affinity_source(config.data, config.recipe, source=config.source).make_dataset(0)
     graphs = [dataset[i] for i in range(0, len(dataset), args.every)]
     ours, theirs = member_predictions(shipped_members, graphs, args.batch), member_predictions(rebuilt.members,
                                                                                                graphs, args.batch)

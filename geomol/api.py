@@ -250,7 +250,7 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
             windows: int | None = None, velocity_from: str | PathLike | int | None = None,
             reference: str | PathLike | bool | None = None, reference_topology: str | PathLike | None = None,
             superpose: bool = False, plot: str | PathLike | None = None, summary: str | PathLike | None = None,
-            output_frames: str = "all", include_start: bool = True, restore_bonds: bool = False,
+            output_frames: str = "all", include_start: bool = True, restore_bonds: bool = False, seed: int = 0,
             device: str = "cpu", progress: bool = False) -> TrajectoryRollout:
     """Roll a trained EGNO out from a frame of a molecular trajectory and write the predicted trajectory.
 
@@ -261,17 +261,23 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
     Args:
         model: a trajectory model: shipped name (``"egno-fkbp12"``), model directory, ``geomol fit``
             checkpoint, or a model from :func:`load_model`.
-        topology, trajectory: files MDAnalysis reads (PSF + DCD, GRO + XTC, multi-model PDB, ...).
+        topology, trajectory: files MDAnalysis reads (PSF + DCD, GRO + XTC, multi-model PDB, ...). A small-molecule
+            model (``egno-md17-*``, ``egno-molecules``) also reads XYZ, SDF, MOL2 and MD17 npz files, takes their
+            heavy atoms in any order (matched to its molecule by the molecular graph; another molecule is refused
+            with MoleculeMismatchError) and writes them in the file's order.
         out: the predicted trajectory, any multi-frame format MDAnalysis writes (DCD, XTC, TRR,
             PDB, NetCDF, ...); coordinate-only formats get ``<stem>_topology.pdb`` beside them.
         selection: MDAnalysis selection (default: the one the model was trained on).
-        start: input frame; its velocity is x[start+1] − x[start] (Å per frame).
+        start: input frame; its velocity is the model's: x[start+1] − x[start] (Å per frame) for the official
+            protocols, the backward difference over the model's frame spacing for small-molecule models.
         frames: frames past the start to roll out (windows = ceil(frames / o_P)); or ``windows``.
             Neither: one window.
         velocity_from: instead of frame start+1: a structure file one frame later than the start
             (then ``trajectory`` may be omitted), or another frame number k (v = (x[k] − x[start])/(k − start)).
         reference: compare with a reference trajectory at the same frame numbers: a trajectory
-            file (with ``reference_topology``, default ``topology``) or True for ``trajectory`` itself.
+            file (with ``reference_topology``, default ``topology``) or True for ``trajectory`` itself. For
+            small-molecule models, the ensemble comparison with that run instead (JS divergences of bonds,
+            angles and torsions with the MD's floor and a frozen structure; bonds off their MD means).
         superpose: also report the RMSD after optimal superposition.
         plot: PNG of RMSD over time and per-atom error (needs ``reference``). summary: JSON record.
         output_frames: ``"all"`` predicted frames in time order, or only window ``"ends"``.
@@ -279,6 +285,7 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
         restore_bonds: after each window, move the atoms until every bond has its start-frame length
             again (:class:`~geomol.inference.bond_restoring.BondRestoring`, SHAKE-like); off by default,
             and a different predictor from the model alone (the summary records it).
+        seed: the random stream of a generative model (EGNOFlow): the same seed repeats the rollout.
 
     Returns:
         :class:`~geomol.inference.rollout_files.TrajectoryRollout`: files written, frame numbers
@@ -295,13 +302,14 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
                               start=start, frames=frames, windows=windows, velocity_from=velocity_from,
                               reference=reference, reference_topology=reference_topology, superpose=superpose,
                               plot=plot, summary=summary, output_frames=output_frames, include_start=include_start,
-                              restore_bonds=restore_bonds, progress=progress)
+                              restore_bonds=restore_bonds, seed=seed, progress=progress)
 
 
 def rollout_arrays(model: ModelReference, positions: Any, velocities: Any, *, frames: int | None = None,
                    windows: int | None = None, charges: Any = None, output_frames: str = "all",
-                   include_start: bool = True, device: str = "cpu", progress: bool = False) -> ArrayRollout:
-    """Roll a trained EGNO out from one in-memory state (N-body, Mocap, or any MD system).
+                   include_start: bool = True, molecule: Any = None, seed: int = 0, device: str = "cpu",
+                   progress: bool = False) -> ArrayRollout:
+    """Roll a trained EGNO out from one in-memory state (N-body, Mocap, a molecule, or any MD system).
 
     Args:
         model: as for :func:`rollout` (``"egno-nbody"``, ``"egno-mocap-run"``, a checkpoint, ...).
@@ -309,7 +317,10 @@ def rollout_arrays(model: ModelReference, positions: Any, velocities: Any, *, fr
             (velocity per frame for MD and Mocap, the simulator velocity for N-body).
         frames / windows: rollout length as for :func:`rollout`.
         charges: [N] particle charges (N-body) or partial charges (MD models with a charge feature).
-        output_frames, include_start, device, progress: as for :func:`rollout`.
+        molecule: for models of many molecules (``egno-molecules``): the heavy atoms'
+            :class:`~geomol.data.dynamics_systems.MoleculeGraph` (atomic numbers [N], bonds [B, 2]); the positions
+            are then those heavy atoms, in that order, and the velocity the model's (its protocol says which).
+        output_frames, include_start, seed, device, progress: as for :func:`rollout`.
 
     Returns:
         :class:`~geomol.inference.rollout.ArrayRollout`: ``frame_offsets`` [F] (frames after the
@@ -317,7 +328,7 @@ def rollout_arrays(model: ModelReference, positions: Any, velocities: Any, *, fr
     """
     return _rollout_arrays(_dynamics_model(model, device), positions, velocities, frames=frames, windows=windows,
                            charges=charges, output_frames=output_frames, include_start=include_start,
-                           progress=progress)
+                           molecule=molecule, seed=seed, progress=progress)
 
 
 def evaluate_rollouts(models: ModelReference | Mapping[str, ModelReference], topology: str | PathLike,

@@ -19,6 +19,7 @@ __all__ = [
     "ModelLoadError",
     "DatasetError",
     "TrajectoryError",
+    "MoleculeMismatchError",
     "InputCheckError",
     "PoseError",
     "InvalidSmilesError",
@@ -87,6 +88,10 @@ class DatasetError(GeomolError):
 
 class TrajectoryError(GeomolError):
     """A trajectory is unreadable, too short for the request, or inconsistent with its topology."""
+
+
+class MoleculeMismatchError(TrajectoryError):
+    """A structure or trajectory is not the molecule a model was trained on (other atoms, or other bonds)."""
 
 
 class InputCheckError(GeomolError):

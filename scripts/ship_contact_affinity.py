@@ -46,7 +46,7 @@ def fewshot_text(path: str | None) -> str:
 
 
 def card(args, model: AffinityModel, cv: dict, corpus: dict, speed: dict | None, cpu_seconds: float) -> str:
-    fit = read_config(args.config)["members"].get("fit", {})
+    fit = read_config(args.config).get("fit", {})
     args.loss, args.epochs = fit.get("loss", "ranking"), fit.get("epochs", 20)
     args.chemistry = model.members[0].recipe.roles
     row = {r["variant"]: r for r in cv["variants"]}[args.row]
@@ -123,7 +123,7 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 
 
 def main(argv=None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "models" / "contact-corpus.yaml"), help="the model's config")
     parser.add_argument("--row", default="contact", help="this variant's row name in the --cv table")
     parser.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_corpus_cv.json"))

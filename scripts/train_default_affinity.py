@@ -1,32 +1,27 @@
-"""Train the GET affinity model ``models/get-plb`` (the base of ``geomol finetune``) and write its model card.
+"""The model card (and the cross-validation variant) of the GET affinity model ``models/get-plb``.
 
-Recipe: ``configs/get_affinity_default.yaml`` trained on every labelled complex of
-``../shared/data/plb`` and ``../shared/data/fep_benchmark`` (nothing held out), for a fixed number of
-epochs chosen by cross-validation, once per seed; the seeds form the ensemble. Training runs the same
-config-driven path as ``geomol fit --config`` (:func:`geomol.tasks.runs.build_from_config`), with the
-split, seed and trainer settings below merged in. The model card takes
-its accuracy figures from the cross-validation summary written by ``benchmarks/affinity_cv.py``.
+The model itself is built by ``geomol train-affinity --config models/get-plb.yaml`` (GET on every labelled
+complex of ``../shared/data/plb`` and ``../shared/data/fep_benchmark``, nothing held out, a fixed number of epochs
+chosen by cross-validation, one member per seed; :mod:`geomol.training.get_members`). This script writes its card,
+with the accuracy figures of the cross-validation summary written by ``benchmarks/affinity_cv.py``, and ships the
+cross-validation's fold models instead where wanted.
 
 Usage::
 
-    python scripts/train_default_affinity.py rebuild --out-dir runs/default --spread-every 2   # all of the below
-    python scripts/train_default_affinity.py train --seed 0 --out-dir runs/default   # one member per process
-    python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json
+    geomol train-affinity --config models/get-plb.yaml --out models/get-plb --runs runs/get-plb --overwrite
+    python scripts/train_default_affinity.py card --model-dir models/get-plb --cv benchmarks/results/affinity_cv.json
     python scripts/train_default_affinity.py export --from-cv benchmarks/cv_runs/base   # the CV fold models instead
     python scripts/train_default_affinity.py domain --spread-every 2   # (re)compute the applicability domain only
 
-``rebuild`` trains every seed whose ``seed<i>/last.ckpt`` is missing, one after another (a member interrupted
-mid-way continues from its ``seed<i>/resume.ckpt``, saved after every epoch), then exports them (to
-``--model-dir``, ``models/get-plb`` by default). ``export`` records the model's applicability domain
-(``geomol.inference.domain``) measured on the training complexes; ``domain`` recomputes it for the exported model
-and rewrites only ``manifest.json`` (the member weights, and so the predictions, stay bit-identical).
+``card`` rewrites only ``README.md``; ``domain`` recomputes the applicability domain of the shipped model
+(``geomol.inference.domain``) and rewrites only ``manifest.json`` (the member weights, and so the predictions, stay
+bit-identical).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -36,45 +31,8 @@ from geomol.evaluation.model_cards import rebuild_section
 from geomol.models.get import GETConfig
 
 REPO = Path(__file__).resolve().parents[1]
-RECIPE = REPO / "configs" / "get_affinity_default.yaml"
 MODEL_DIR = REPO / "models" / "get-plb"
-RESUME = "resume"
-
-
-def member_overrides(args) -> dict:
-    """What one member changes in the recipe's config: every complex for training, its seed, trainer settings."""
-    shared, out = shared_data_dir(), Path(args.out_dir).resolve()  # absolute: kept out of default_root_dir
-    data = {"plb_root": str(shared / "plb"), "fep_root": str(shared / "fep_benchmark"), "split": "all",
-            "cache_dir": args.cache_dir, "preprocess_workers": 1, "seed": 12 + args.seed}
-    saver = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-             "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": "final", "save_top_k": 0,
-                           "save_last": True}}
-    # resume.ckpt after every epoch (the one of the highest step kept; AffinityModule's RandomStateCheckpoint adds
-    # torch's random state, for dropout), so that an interrupted member continues
-    resumer = {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-               "init_args": {"dirpath": str(out / f"seed{args.seed}"), "filename": RESUME, "monitor": "step",
-                             "mode": "max", "save_top_k": 1, "save_on_train_epoch_end": True,
-                             "enable_version_counter": False}}
-    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger",
-              "init_args": {"save_dir": str(out), "name": f"seed{args.seed}"}}
-    trainer = {"max_epochs": args.epochs, "limit_val_batches": 0, "logger": logger,
-               "callbacks": [saver, resumer],
-               "enable_progress_bar": False, "enable_model_summary": False}
-    return {"seed_everything": args.seed, "trainer": trainer, "data": {"init_args": data}}
-
-
-def train(args) -> None:
-    from geomol.tasks.runs import build_from_config
-
-    torch.set_num_threads(1)
-    cli = build_from_config(RECIPE, member_overrides(args))
-    resume = Path(args.out_dir) / f"seed{args.seed}" / f"{RESUME}.ckpt"
-    if resume.exists():
-        print(f"seed {args.seed}: continuing from {resume} (epoch {torch.load(resume, weights_only=True)['epoch']})")
-    start = time.time()
-    cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=str(resume) if resume.exists() else None)
-    print(f"seed {args.seed}: {args.epochs} epochs in {(time.time() - start) / 60:.1f} min → "
-          f"{cli.trainer.checkpoint_callback.last_model_path}")
+REBUILD = "geomol train-affinity --config models/get-plb.yaml --out models/get-plb --runs runs/get-plb --overwrite"
 
 
 def _training_text(from_cv: bool, members: int, epochs: int) -> str:
@@ -87,16 +45,13 @@ accuracy on the proteins it never saw is what the table below reports:
 
     python benchmarks/affinity_cv.py train --fold <k> --variant base --epochs {epochs} --out-dir <dir>
     python scripts/train_default_affinity.py export --from-cv <dir> --cv benchmarks/results/affinity_cv.json"""
-    return f"""Every complex used for training, {epochs} epochs per member, seeds 0…{members - 1}. One command
-rebuilds it (members one after another, about 17 CPU minutes each on one thread; an interrupted member resumes
-from its last finished epoch):
+    return f"""Every complex used for training, {epochs} epochs per member, seeds 0…{members - 1}, each trained by the
+plain loop of `geomol.training.get_members` (no Lightning). One command rebuilds it from `models/get-plb.yaml`
+(members one after another, about 17 CPU minutes each on one thread; an interrupted build continues from the last
+finished epoch of its member), and this script writes the card:
 
-    python scripts/train_default_affinity.py rebuild --out-dir runs/default --epochs {epochs} --spread-every 2
-
-or member by member, then the export:
-
-    python scripts/train_default_affinity.py train --seed <i> --epochs {epochs} --out-dir runs/default
-    python scripts/train_default_affinity.py export --out-dir runs/default --cv benchmarks/results/affinity_cv.json"""
+    {REBUILD}
+    python scripts/train_default_affinity.py card --model-dir models/get-plb"""
 
 
 def _variants_text(variants: dict | None) -> str:
@@ -160,7 +115,7 @@ IC50/Ki/pIC50/ΔG converted to pK) and the 83 series of the public FEP+ benchmar
 about 45 proteins. Alternative protonation/tautomer states of one ligand are separate poses with one label.
 
 ## Training
-`configs/get_affinity_default.yaml` (Adam, lr 1e-3 → 1e-5 per step, weight decay 1e-3, gradient clipping
+`models/get-plb.yaml`, the architecture and training of `configs/get_affinity_default.yaml` (Adam, lr 1e-3 → 1e-5 per step, weight decay 1e-3, gradient clipping
 1.0, ≤ 2000 blocks per batch). {_training_text(from_cv, members, epochs)}
 
 ## Accuracy on proteins the model has not seen
@@ -184,8 +139,7 @@ Per target (the test fold of its protein):
 |---|---|---|---|---|
 {rows}
 
-{rebuild_section(f"python scripts/train_default_affinity.py rebuild --out-dir runs/default --epochs {epochs} "
-                 "--spread-every 2", agreement)}
+{rebuild_section(REBUILD, agreement)}
 ## Limitations
 - Trained on about 1,400 complexes of about 45 proteins, mostly congeneric series of kinases,
   proteases, phosphatases and bromodomains; it has not seen nucleic-acid receptors, protein–protein
@@ -233,70 +187,75 @@ def domain(args) -> None:
     print(json.dumps(found.to_dict(), indent=1))
 
 
-def rebuild(args) -> None:
-    """Every member missing under ``--out-dir`` (seeds ``--seeds``), then the export."""
-    for seed in args.seeds:
-        if (Path(args.out_dir) / f"seed{seed}" / "last.ckpt").exists():
-            print(f"seed {seed}: trained already")
-            continue
-        train(argparse.Namespace(seed=seed, epochs=args.epochs, out_dir=args.out_dir, cache_dir=args.cache_dir))
-    export(argparse.Namespace(**{**vars(args), "from_cv": None}))
+def _epochs_of(model) -> int:
+    """The epochs the members of a train-affinity build were trained for (their recorded origins)."""
+    epochs = {origin.get("epochs") for origin in model.origins}
+    if len(epochs) != 1 or None in epochs:
+        sys.exit(f"the members record no common epoch count ({sorted(map(str, epochs))}): not a train-affinity build")
+    return int(epochs.pop())
 
 
-def export(args) -> None:
+def card(args) -> None:
+    """Rewrite README.md of a model built by ``geomol train-affinity --config models/get-plb.yaml``."""
     from geomol.api import load_model
 
-    pattern = "fold*/best.ckpt" if args.from_cv else "seed*/last.ckpt"
-    checkpoints = sorted(str(p) for p in Path(args.from_cv or args.out_dir).glob(pattern))
-    if not checkpoints:
-        sys.exit(f"no trained members ({pattern}) under {args.from_cv or args.out_dir}")
+    model = load_model(args.model_dir)
+    cv, variants, agreement = _card_inputs(args)
+    text = _card(cv, len(model.members), _epochs_of(model), variants=variants, agreement=agreement)
+    (Path(args.model_dir) / "README.md").write_text(text, encoding="utf-8")
+    print(f"card → {Path(args.model_dir) / 'README.md'}")
+
+
+def _card_inputs(args) -> tuple[dict, dict | None, dict | None]:
+    """(cross-validation summary, variants table, rebuild agreement) from their files (the last two optional)."""
     cv = json.loads(Path(args.cv).read_text())
-    # a best checkpoint, saved at validation, holds the 0-based index of its epoch; the last checkpoint of
-    # a finished fit, saved at its end, holds the number of epochs completed
-    saved_epoch = int(torch.load(checkpoints[0], weights_only=True)["epoch"])
-    epochs = int(cv.get("epochs") or saved_epoch + 1) if args.from_cv else saved_epoch
-    metrics = {"cross_validation": cv["summary"], "cv_description": cv["description"]}
     variants = json.loads(Path(args.variants).read_text()) if args.variants and Path(args.variants).exists() else None
     agreement = (json.loads(Path(args.agreement).read_text())
                  if getattr(args, "agreement", None) and Path(args.agreement).exists() else None)
-    card = _card(cv, len(checkpoints), epochs, from_cv=bool(args.from_cv), variants=variants, agreement=agreement)
+    return cv, variants, agreement
+
+
+def export(args) -> None:
+    """Ship the cross-validation's fold models (``fold*/best.ckpt`` of ``--from-cv``) as get-plb, with its card."""
+    from geomol.api import load_model
+
+    checkpoints = sorted(str(p) for p in Path(args.from_cv).glob("fold*/best.ckpt"))
+    if not checkpoints:
+        sys.exit(f"no fold models (fold*/best.ckpt) under {args.from_cv}")
+    cv, variants, agreement = _card_inputs(args)
+    # a best checkpoint, saved at validation, holds the 0-based index of its epoch
+    epochs = int(cv.get("epochs") or int(torch.load(checkpoints[0], weights_only=True)["epoch"]) + 1)
+    metrics = {"cross_validation": cv["summary"], "cv_description": cv["description"]}
+    text = _card(cv, len(checkpoints), epochs, from_cv=True, variants=variants, agreement=agreement)
     model = load_model(checkpoints)
     model.domain = _domain(model, args)
-    model_dir = Path(getattr(args, "model_dir", None) or MODEL_DIR)
-    model.save(model_dir, card=card, name="get-plb",
+    model.save(Path(args.model_dir), card=text, name="get-plb",
                description="GET affinity ensemble trained on the protein-ligand-benchmark and the public FEP+ "
                            "benchmark (pK of a protein-ligand pose)", metrics=metrics, overwrite=True)
-    print(f"{len(checkpoints)} members → {model_dir}")
+    print(f"{len(checkpoints)} members → {args.model_dir}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train")
-    t.add_argument("--seed", type=int, required=True)
-    t.add_argument("--epochs", type=int, default=12)
-    t.add_argument("--out-dir", required=True)
-    t.add_argument("--cache-dir", default=None)
-    r = sub.add_parser("rebuild", help="train the missing members (one after another), then export them")
-    r.add_argument("--out-dir", required=True, help="where the members' runs go (seed<i>/last.ckpt)")
-    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    r.add_argument("--epochs", type=int, default=10)
-    e = sub.add_parser("export")
-    e.add_argument("--out-dir", help="members trained with 'train' (seed*/last.ckpt)")
-    e.add_argument("--from-cv", help="use the best checkpoints of a cross-validation run (fold*/best.ckpt) instead")
-    for command in (r, e):
-        command.add_argument("--model-dir", default=str(MODEL_DIR), help="model directory to write")
+    c = sub.add_parser("card", allow_abbrev=False, help="write the card of a model built by geomol train-affinity")
+    e = sub.add_parser("export", allow_abbrev=False, help="ship the cross-validation's fold models instead")
+    e.add_argument("--from-cv", required=True, help="a cross-validation run (fold*/best.ckpt)")
+    for command in (c, e):
+        command.add_argument("--model-dir", default=str(MODEL_DIR), help="model directory")
         command.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
         command.add_argument("--variants", default=str(REPO / "benchmarks" / "results" / "affinity_cv_variants.json"),
                              help="table of `benchmarks/affinity_cv.py compare` for the card (skipped when absent)")
-        command.add_argument("--agreement", default=str(REPO / "benchmarks" / "results" / "rebuild_agreement_get-plb.json"),
+        command.add_argument("--agreement",
+                             default=str(REPO / "benchmarks" / "results" / "rebuild_agreement_get-plb.json"),
                              help="benchmarks/rebuild_agreement.py result of a rebuild (skipped when absent)")
-    for command in (r, e, sub.add_parser("domain", help="recompute the applicability domain of the exported model")):
+    for command in (e, sub.add_parser("domain", allow_abbrev=False,
+                                      help="recompute the applicability domain of the exported model")):
         command.add_argument("--spread-every", type=int, default=1,
                              help="measure the ensemble spread on every k-th training complex (default 1: all)")
         command.add_argument("--cache-dir", default=None, help="processed-data cache (default: geomol's)")
     args = parser.parse_args()
-    {"rebuild": rebuild, "train": train, "export": export, "domain": domain}[args.command](args)
+    {"card": card, "export": export, "domain": domain}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -367,9 +367,10 @@ def test_train_affinity_builds_the_shipped_kind_of_model_from_a_config(slice_run
     from tests.conftest import REPO
 
     config = yaml.safe_load((REPO / "models" / "contact-corpus.yaml").read_text())
-    config["data"]["init_args"].update(sources=["plb"], series=SERIES, n_folds=2, valid_fraction=0.5,
-                                       cache_dir=str(slice_run[1] / "cache"))
-    config["members"].update(model={"hidden": 8}, fit={"loss": "ranking", "epochs": 2, "seed": 0})
+    config["data"].update(sources=["plb"], series=SERIES, cache_dir=str(slice_run[1] / "cache"))
+    config["ensemble"].update(folds=2, valid_fraction=0.5)
+    config["member"]["hidden"] = 8
+    config["fit"] = {"loss": "ranking", "epochs": 2, "seed": 0}
     path = tmp_path / "small.yaml"
     path.write_text(yaml.safe_dump(config))
     assert main(["train-affinity", "--config", str(path), "--out", str(tmp_path / "small"), "--threads", "1"]) == 0
@@ -382,7 +383,7 @@ def test_train_affinity_builds_the_shipped_kind_of_model_from_a_config(slice_run
     graphs = [model.recipe.build(receptor, mol) for mol in read_ligands(REPO / "data" / "example" / "tnks2_ligands.sdf")]
     pk, spread = model.predict(graphs)  # two members of a tiny fit: finite, not meaningful
     assert bool(torch.isfinite(pk).all()) and bool((spread > 0).all())
-    path.write_text(yaml.safe_dump({**config, "members": {**config["members"], "fit": {"optimiser": "sgd"}}}))
+    path.write_text(yaml.safe_dump({**config, "fit": {"optimiser": "sgd"}}))
     with pytest.raises(ConfigError, match="unknown key"):
         from geomol.commands.train_affinity import build
 

@@ -178,14 +178,14 @@ def test_a_blown_up_rollout_stops_before_writing_absurd_coordinates(model, datas
     """Finite but exploding windows (each spreading the system 20× further) stop the rollout once the
     system is over a thousand times its starting size, instead of returning 1e20 Å coordinates."""
     exploding = copy.deepcopy(model)
-    predict = exploding.predict
+    predict = exploding.predict_states
 
-    def spread(x, v, charges=None):
-        out = predict(x, v, charges)
-        centre = x.mean(dim=0)
-        return out._replace(x=centre + 20 * (out.x - centre))
+    def spread(x, v, charges=None, **kwargs):  # x [S, N, 3], windows [S, P, N, 3]
+        out = predict(x, v, charges, **kwargs)
+        centre = x.mean(dim=1, keepdim=True).unsqueeze(1)
+        return centre + 20 * (out - centre)
 
-    exploding.predict = spread
+    exploding.predict_states = spread
     item = dataset[0]
     with pytest.warns(UserWarning, match=r"diverged in window 3 of 5 \(positions spread over 1000"):
         result = geomol.rollout_arrays(exploding, item.X, item.V, windows=5, charges=dataset.traj.charges)

@@ -1,6 +1,12 @@
 """``geomol rollout``: roll a trained EGNO out from a frame of an MD trajectory and write the predicted trajectory.
 
+Small-molecule models (``egno-md17-*``, ``egno-molecules``) read the molecule from any file (XYZ, PDB, SDF, MOL2,
+MD17 npz, DCD/XTC with a topology), in any atom order, and write its heavy atoms in the file's order; ``--compare``
+(or ``--reference``) then compares the rollout's ensemble with that run (JS divergences of bonds, angles, torsions).
+
 Examples::
+
+    geomol rollout --model egno-md17-aspirin --topology aspirin.xyz --start 3000 --windows 100 --out roll.xyz
 
     geomol rollout --model egno-fkbp12 --topology topology.pqr --trajectory trajectory.dcd --select backbone \\
         --start 0 --frames 20 --out rollout.xtc --compare
@@ -49,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "included unless --no-start (default: one window)")
     length.add_argument("--horizon", type=int, metavar="F", help="roll out until F frames past the start instead")
     length.add_argument("--windows", type=int, metavar="K", help="number of model calls instead")
+    model.add_argument("--seed", type=int, default=0, help="random seed of a generative model's windows (default 0: "
+                       "the same seed repeats the rollout)")
     model.add_argument("--device", default="cpu", help="torch device (default cpu)")
     model.add_argument("--threads", type=int, help="CPU threads (default: OMP_NUM_THREADS, else the free physical cores)")
     output = parser.add_argument_group("output")
@@ -76,9 +84,8 @@ def _velocity_from(value: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from geomol.api import load_model, rollout
+    from geomol.terminal import console
     from geomol.errors import ConfigError
 
     if args.reference and args.compare:
@@ -98,10 +105,10 @@ def run(args: argparse.Namespace) -> int:
                      frames=horizon, windows=args.windows, velocity_from=_velocity_from(args.velocity_from),
                      reference=reference, reference_topology=args.reference_topology, superpose=args.superpose,
                      plot=plot, summary=args.summary or out.with_suffix(".json"), output_frames=args.output_frames,
-                     include_start=not args.no_start, restore_bonds=args.restore_bonds, device=args.device,
-                     progress=not args.quiet)
+                     include_start=not args.no_start, restore_bonds=args.restore_bonds, seed=args.seed,
+                     device=args.device, progress=not args.quiet)
     if not args.quiet:
-        _report(result, Console())
+        _report(result, console())
     return 0
 
 
@@ -112,7 +119,7 @@ def _report(result, console) -> None:
     console.print(f"{len(frames)} frames ({frames[0]} … {frames[-1]}, {result.windows} window(s)) written to "
                   f"{result.out}" + (f" with topology {result.topology_file}" if result.topology_file else ""))
     if result.summary["diverged"]:
-        console.print(f"[yellow]the rollout diverged (non-finite positions) after {result.windows} window(s)[/yellow]")
+        console.print(f"the rollout diverged (non-finite positions) after {result.windows} window(s)", style="yellow")
     reference = result.summary.get("reference")
     if reference and reference["rmsd_A"]:
         line = (f"RMSD to {reference['file']}: mean {reference['mean_rmsd_A']:.2f} Å, "
@@ -125,9 +132,24 @@ def _report(result, console) -> None:
         if reference.get("mean_rmsd_linear_A") is not None:
             line += f"; linear extrapolation: mean {reference['mean_rmsd_linear_A']:.2f} Å"
         console.print(line, markup=False)
+        still = reference.get("mean_rmsd_no_motion_A")
+        if still is not None and reference["mean_rmsd_A"] >= still:
+            console.print(f"warning: the model is no better than no motion here (mean RMSD "
+                          f"{reference['mean_rmsd_A']:.2f} Å against {still:.2f} Å for keeping the start frame)",
+                          markup=False, style="yellow")
     console.print(chemistry_line(result.chemistry), markup=False)
     if reference and reference.get("chemistry"):
         console.print("reference MD " + chemistry_line(reference["chemistry"]), markup=False)
+    if result.summary.get("ensemble"):
+        from geomol.inference.ensemble_comparison import ensemble_line
+
+        ensemble = result.summary["ensemble"]
+        console.print(ensemble_line(ensemble), markup=False,
+                      style=None if ensemble["verdict"] == "better than no motion" else "yellow")
+    speed = result.summary.get("speed")
+    if speed and speed.get("simulated_ps_per_cpu_second"):
+        console.print(f"{speed['simulated_ps']:.1f} ps simulated in {speed['cpu_seconds']:.1f} CPU s "
+                      f"({speed['simulated_ps_per_cpu_second']:.2f} ps per CPU second)", markup=False)
     for label, path in (("summary", result.summary_file), ("plot", result.plot_file)):
         if path is not None:
             console.print(f"{label}: {path}")

@@ -71,7 +71,8 @@ def corpus_contacts(recipe: ContactRecipe = ContactRecipe(), *, root: str | None
 
 def module_contacts(module, recipe: ContactRecipe, *, workers: int = 0, n_folds: int = 5,
                     valid_fraction: float = 0.1, bonds: bool = False) -> CorpusContacts:
-    """:func:`corpus_contacts` of a :class:`~geomol.tasks.CorpusDataModule` (its complexes, items and clusters)."""
+    """:func:`corpus_contacts` of the corpus: a :class:`~geomol.data.datasets.sources.CorpusSource` or a
+    :class:`~geomol.tasks.CorpusDataModule` (anything with its complexes, records and clusters)."""
     recipe.check_pocket(module.recipe.pocket_cutoff, "the corpus store")
     dataset = module.make_dataset(workers)
     items = dataset.corpus_items
@@ -268,3 +269,51 @@ def compare_fewshot_settings(contacts: CorpusContacts, grid: list[FinetuneSettin
         print(f"fold {f}: {min(len(keys), max_targets)} validation targets", flush=True)
     return [{"anchor": a, "lr": lr, "k": k, "targets": len(v), "mean_gain": round(mean_of(v), 4)}
             for (a, lr, k), v in gains.items()]
+
+
+MEMBER_KEYS = ("hidden", "pooled", "message_steps", "features", "descriptor_features")
+FIT_KEYS = ("loss", "epochs", "seed", "compare_within", "train_sources")
+ENSEMBLE_KEYS = ("folds", "valid_fraction")
+
+
+def contact_cv_of(config) -> ContactCV:
+    """The members' settings (:class:`ContactCV`, one seed) of a train-affinity config of contact scorers
+    (:class:`~geomol.training.ensemble_config.EnsembleConfig`: ``member`` the scorer's configuration — hidden,
+    pooled, message_steps, the contact recipe ``features``, descriptor_features 0 or 11 —, ``fit``
+    loss/epochs/seed/compare_within/train_sources, ``ensemble: {folds, valid_fraction}``).
+
+    Raises:
+        ConfigError: an unknown key or a descriptor width other than 0 or the descriptors', naming the config.
+    """
+    from geomol.training.ensemble_config import check_keys
+
+    for section, known in (("member", MEMBER_KEYS), ("fit", FIT_KEYS), ("ensemble", ENSEMBLE_KEYS)):
+        check_keys(section, getattr(config, section), known, config.source, " of contact-scorer members")
+    member = dict(config.member)
+    descriptors = member.pop("descriptor_features", len(DESCRIPTOR_NAMES))
+    if descriptors not in (0, len(DESCRIPTOR_NAMES)):
+        raise ConfigError(f"member: descriptor_features is 0 (no descriptor term) or {len(DESCRIPTOR_NAMES)}, "
+                          f"got {descriptors!r}", config.source)
+    features = ContactRecipe.from_dict(member.pop("features", None), config.source)
+    return ContactCV(features, **member, **config.fit, descriptors=bool(descriptors), seeds=1,
+                     folds=int(config.ensemble.get("folds", 5)))
+
+
+def contact_ensemble(config, source, *, workers: int = 0) -> tuple[list, list[dict]]:
+    """The contact scorers a train-affinity config describes (:func:`contact_cv_of`): one calibrated member per
+    leave-cluster-out fold (:func:`fold_members`) of the corpus ``source``
+    (:class:`~geomol.data.datasets.sources.CorpusSource`).
+
+    Raises:
+        ConfigError: a bad section (:func:`contact_cv_of`) or a source that is not the corpus, naming the config.
+    """
+    from geomol.data.datasets.sources import CorpusSource
+
+    cv = contact_cv_of(config)
+    if not isinstance(source, CorpusSource):
+        raise ConfigError("contact-scorer members are the fold members of the affinity corpus: data.source must be "
+                          "'corpus'", config.source)
+    corpus = module_contacts(source, cv.recipe, workers=workers, n_folds=cv.folds,
+                             valid_fraction=float(config.ensemble.get("valid_fraction", 0.1)),
+                             bonds=cv.message_steps > 0)
+    return fold_members(corpus, cv)

@@ -3,7 +3,8 @@
 :func:`md17_test_table` builds the same table for a shipped card (``scripts/ship_md_models.py md17``) and for the
 all-molecule comparison with the baselines (``benchmarks/md17_baselines.py``): the models, no motion, linear
 extrapolation and the reference MD on the MD17 split's test starts (:class:`~geomol.data.datasets.md17.MD17Dataset`),
-heavy atoms in the file's order, bonds and elements from the first model's protocol. MSE in Å², bond errors in Å.
+heavy atoms matched to the first model's molecule by the molecular graph (a file with its atoms in another order
+is read correctly; another molecule is refused), bonds and elements from that protocol. MSE in Å², bond errors in Å.
 """
 from __future__ import annotations
 
@@ -33,16 +34,17 @@ def md17_test_table(models: dict, molecule: str, data_dir: str | Path, *, restor
     from geomol.data.chemistry.covalent_graph import CovalentGraph
     from geomol.data.datasets.md17 import MD17Dataset
     from geomol.inference.loading import load_model
+    from geomol.inference.molecule_inputs import MoleculeInput
     from geomol.inference.rollout_evaluation import evaluate_rollouts
 
     path = md17_file(data_dir, molecule)
     test = MD17Dataset(path, "test")
-    with np.load(path) as data:
-        z, positions = data["z"], data["R"]
     loaded = {name: load_model(model) for name, model in models.items()}  # loaded models pass through
     protocol = next(iter(loaded.values())).protocol  # the heavy atoms the model was trained on
+    inputs = MoleculeInput.open(protocol, path)
     graph = CovalentGraph.from_bonds(protocol.bonds, list(protocol.atomic_numbers), source="model protocol")
-    table = evaluate_rollouts(loaded, positions[:, z > 1], graph, test.starts.tolist(), source=path.name,
+    table = evaluate_rollouts(loaded, inputs.positions, graph, test.starts.tolist(), source=path.name,
                               restore_bonds=restore_bonds, progress=progress)
-    table.notes.append(f"MD17 split test starts ({len(test.starts)}), heavy atoms, bonds of the model's protocol")
+    table.notes.append(f"MD17 split test starts ({len(test.starts)}), heavy atoms matched to the model's molecule, "
+                       "bonds of the model's protocol")
     return table

@@ -29,11 +29,12 @@ from geomol.inference.shipped import ShippedModel
 from geomol.models.dynamics import TrajectoryPrediction
 from geomol.models.egnn import EGNNDynamics
 from geomol.models.egno import EGNO
+from geomol.models.egno_flow import EGNOFlow
 
 __all__ = ["DynamicsModel", "ARCHITECTURES"]
 
-ARCHITECTURES: dict[str, type[nn.Module]] = {"EGNO": EGNO, "EGNNDynamics": EGNNDynamics}
-_MODULE_CHOICE = {"egno": "EGNO", "egnn": "EGNNDynamics"}  # DynamicsModule(model=...) → architecture
+ARCHITECTURES: dict[str, type[nn.Module]] = {"EGNO": EGNO, "EGNNDynamics": EGNNDynamics, "EGNOFlow": EGNOFlow}
+_MODULE_CHOICE = {"egno": "EGNO", "egnn": "EGNNDynamics", "egno_flow": "EGNOFlow"}  # DynamicsModule(model=...)
 
 
 class DynamicsModel(ShippedModel):
@@ -111,16 +112,41 @@ class DynamicsModel(ShippedModel):
                 f"{', '.join(protocol['edge_features'])}"]
 
     # ------------------------------------------------------------------ use
+    @property
+    def generative(self) -> bool:
+        """Whether each window is drawn from a learned distribution (EGNOFlow) rather than predicted as a mean."""
+        return getattr(self.network, "generative", False)
+
     @torch.inference_mode()
-    def predict(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None) -> TrajectoryPrediction:
+    def predict(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None, *, molecule=None,
+                generator: torch.Generator | None = None) -> TrajectoryPrediction:
         """One window from one state: x, v [N, 3] → positions x [N, P, 3] at the protocol's target offsets.
 
-        Inputs are moved to the model's device and dtype; ``charges`` as in
-        :meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`.
+        Inputs are moved to the model's device and dtype; ``charges`` and ``molecule`` (the heavy atoms' atomic
+        numbers and bonds, for models of many molecules) as in
+        :meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`. ``generator``: the random
+        stream a generative model draws its window from (the same stream gives the same window).
         """
         x, v = x.to(self.device, self.dtype), v.to(self.device, self.dtype)
         charges = None if charges is None else charges.to(self.device, self.dtype)
-        return self.network(self.protocol.state_graph(x, v, charges))
+        graph = self.protocol.state_graph(x, v, charges, molecule)
+        return self.network(graph, generator) if self.generative else self.network(graph)
+
+    @torch.inference_mode()
+    def predict_states(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None, *,
+                       molecule=None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Windows of S states of the same system at once: x, v [S, N, 3] → positions [S, P, N, 3].
+
+        One batched model call (faster than S calls for small systems); arguments as :meth:`predict`, with
+        ``charges`` [N] and ``molecule`` shared by the states.
+        """
+        from torch_geometric.data import Batch
+
+        x, v = x.to(self.device, self.dtype), v.to(self.device, self.dtype)
+        charges = None if charges is None else charges.to(self.device, self.dtype)
+        batch = Batch.from_data_list([self.protocol.state_graph(a, b, charges, molecule) for a, b in zip(x, v)])
+        out = (self.network(batch, generator) if self.generative else self.network(batch)).x  # [S·N, P, 3]
+        return out.view(x.size(0), x.size(1), -1, 3).transpose(1, 2)
 
     def forward(self, graph) -> TrajectoryPrediction:
         """The network on a ready trajectory graph (a dataset item or batch)."""

@@ -7,13 +7,18 @@ with positions x̂(t + o_P) and the velocity estimated from the last two predict
     v = (x̂(t + o_P) − x̂(t + o_{P−1})) / ((o_P − o_{P−1}) · frame_time),
 
 in the unit the model was trained with (``frame_time`` = one frame in the velocity's time unit:
-1 for per-frame differences, MD and Mocap; 0.1 for N-body's simulator velocity). With P = 1 the
-input frame takes the place of x̂(t + o_{P−1}). The training velocity is the forward difference
-x[t+1] − x[t]; this estimate is a backward difference over o_P − o_{P−1} frames: for Mocap
-(last offsets 1 frame apart) it is in the exact training unit but lags half a frame, for egno-fkbp12's
-offsets (+1, +3, +5, +7: 2 frames apart) it averages over 2 frames, for N-body over 0.2 time units. Edges and
+1 for per-frame differences, MD and Mocap; 0.1 for N-body's simulator velocity; 1/s for a velocity over s frames).
+With P = 1 the input frame takes the place of x̂(t + o_{P−1}). This is exactly the training velocity when the
+protocol's velocity is the backward difference over the window's own frame spacing
+(``velocity_direction="backward"``, ``velocity_span`` = o_P − o_{P−1}: the ``molecule`` models, see
+:attr:`~geomol.data.trajectory_protocol.TrajectoryProtocol.seeds_in_distribution`). The official protocols train
+on the forward difference x[t+1] − x[t] instead, and the estimate then is out of distribution: for Mocap (last
+offsets 1 frame apart) it is in the exact training unit but lags half a frame, for egno-fkbp12's offsets (+1, +3,
++5, +7: 2 frames apart) it averages over 2 frames, for MD17's (375 frames apart) it averages over 375 frames, which
+on a molecule at 500 K is 2–3× smaller than the one-frame velocity, for N-body over 0.2 time units. Edges and
 features are rebuilt from each window's input state, as in training
-(:meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`).
+(:meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`). A generative model (EGNOFlow) draws
+each window from a ``torch.Generator``: the same seed repeats a rollout.
 
 Only the current state is kept: :func:`iter_windows` yields one window at a time, so a rollout's
 memory does not grow with its length. :func:`rollout_arrays` collects the frames into arrays
@@ -30,12 +35,12 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from geomol.errors import ConfigError
+from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.data.trajectory_protocol import TrajectoryProtocol
 
 __all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "horizon_for_frames", "next_velocity", "iter_windows",
-           "kept_frames", "rollout_arrays", "progress_bar"]
+           "kept_frames", "rollout_arrays", "progress_bar", "frames_before", "state_frames", "state_at"]
 
 OUTPUT_FRAMES = ("all", "ends")
 
@@ -99,30 +104,67 @@ def num_windows(protocol: TrajectoryProtocol, frames: int | None = None, windows
 
 
 def next_velocity(protocol: TrajectoryProtocol, window: torch.Tensor, x_in: torch.Tensor) -> torch.Tensor:
-    """[N, 3] velocity that seeds the next window, from a window's [P, N, 3] positions (module docstring)."""
+    """[..., N, 3] velocity that seeds the next window, from a window's [..., P, N, 3] positions (module docstring)."""
     offsets = protocol.target_offsets
     if len(offsets) > 1:
-        previous, gap = window[-2], offsets[-1] - offsets[-2]
+        previous, gap = window[..., -2, :, :], offsets[-1] - offsets[-2]
     else:
         previous, gap = x_in, offsets[0]
-    return (window[-1] - previous) / (gap * protocol.frame_time)
+    return (window[..., -1, :, :] - previous) / (gap * protocol.frame_time)
+
+
+def frames_before(protocol: TrajectoryProtocol) -> int:
+    """Frames before the start that a state reads (its velocity's other end when it is a backward difference)."""
+    return protocol.velocity_span if protocol.velocity_direction == "backward" else 0
+
+
+def state_frames(protocol: TrajectoryProtocol, start: int) -> tuple[int, int]:
+    """(first, last) frame numbers the state at ``start`` reads: the start and the other end of its velocity."""
+    before = frames_before(protocol)
+    return start - before, start + (0 if before else protocol.velocity_span)
+
+
+def state_at(protocol: TrajectoryProtocol, positions, start: int, source=None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(x [N, 3], v [N, 3], how v was computed) at frame ``start`` of frames ``positions`` [F, N, 3], the velocity as
+    the model was trained on it: (x[t+s] − x[t]) or (x[t] − x[t−s]), divided by s·frame_time.
+
+    Raises:
+        TrajectoryError: the frames the state needs are not there.
+    """
+    first, last = state_frames(protocol, start)
+    if first < 0 or last >= len(positions):
+        span, direction = protocol.velocity_span, protocol.velocity_direction
+        raise TrajectoryError(f"has {len(positions)} frame(s): the state at frame {start} needs frames {first} … {last} "
+                              f"(the model's velocity is a {direction} difference over {span} frame(s))", source=source)
+    x, span = np.asarray(positions[start]), protocol.velocity_span
+    if protocol.velocity_direction == "forward":
+        return x, (np.asarray(positions[start + span]) - x) / (span * protocol.frame_time), \
+            f"(x[{start + span}] − x[{start}]) / {span}"
+    return x, (x - np.asarray(positions[start - span])) / (span * protocol.frame_time), \
+        f"(x[{start}] − x[{start - span}]) / {span}"
 
 
 BLOW_UP_FACTOR = 1000.0
 
 
 def _extent(x: torch.Tensor) -> torch.Tensor:
-    """Largest distance of a node from the centroid of ``x`` [..., N, 3] (the system's size)."""
+    """Largest distance of a node from the centroid of its frame, over ``x`` [..., N, 3] (the system's size)."""
     return (x - x.mean(dim=-2, keepdim=True)).norm(dim=-1).max()
 
 
 def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None,
-                 constrain: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Iterator[Window]:
-    """Roll ``model`` out for ``windows`` windows from positions x and velocities v [N, 3].
+                 constrain: Callable[[torch.Tensor], torch.Tensor] | None = None, *, molecule=None,
+                 generator: torch.Generator | None = None) -> Iterator[Window]:
+    """Roll ``model`` out for ``windows`` windows from positions x and velocities v: [N, 3], or [S, N, 3] for S
+    starts of the same system rolled out together (one batched model call per window; ``Window.positions`` is
+    then [S, P, N, 3]).
 
     ``charges`` [N]: partial charges (MD models with a charge feature) or particle charges (N-body).
     ``constrain``: an optional correction of each window's [P, N, 3] positions before they are yielded
     and seed the next window (e.g. :class:`~geomol.inference.bond_restoring.BondRestoring`).
+    ``molecule``: the heavy atoms' graph for models of many molecules
+    (:class:`~geomol.data.dynamics_systems.MoleculeGraph`). ``generator``: the random stream of a generative
+    model (default: seeded with 0, so that a rollout repeats).
     Runs under ``torch.inference_mode``; only the current state is kept between windows. A window
     whose positions are non-finite, or spread over more than ``BLOW_UP_FACTOR`` times the starting
     system's size (a blown-up rollout: errors fed back window after window grew without bound), ends
@@ -131,17 +173,22 @@ def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None,
     protocol = model.protocol
     x = torch.as_tensor(x).to(model.device, model.dtype)
     v = torch.as_tensor(v).to(model.device, model.dtype)
+    single = x.ndim == 2
+    x, v = (x.unsqueeze(0), v.unsqueeze(0)) if single else (x, v)
     charges = None if charges is None else torch.as_tensor(charges).to(model.device, model.dtype)
-    if x.ndim != 2 or x.shape[-1] != 3 or v.shape != x.shape:
-        raise ConfigError(f"positions and velocities must both be [N, 3], got {tuple(x.shape)} and {tuple(v.shape)}")
+    if x.ndim != 3 or x.shape[-1] != 3 or v.shape != x.shape:
+        raise ConfigError(f"positions and velocities must both be [N, 3] (or [S, N, 3]), got {tuple(x.shape)} and "
+                          f"{tuple(v.shape)}")
+    if generator is None and model.generative:
+        generator = torch.Generator(model.device).manual_seed(0)
     offsets = np.asarray(protocol.target_offsets)
     limit = BLOW_UP_FACTOR * max(float(_extent(x)), 1e-3)
     for k in range(windows):
         with torch.inference_mode():  # not held across the yield: the caller's code keeps its own grad mode
-            frames = model.predict(x, v, charges).x.transpose(0, 1)  # [P, N, 3]
+            frames = model.predict_states(x, v, charges, molecule=molecule, generator=generator)  # [S, P, N, 3]
             finite = bool(torch.isfinite(frames).all())
             if constrain is not None and finite:
-                frames = constrain(frames)
+                frames = torch.stack([constrain(part) for part in frames])
             v = next_velocity(protocol, frames, x)
             problem = "non-finite positions" if not finite else (
                 f"positions spread over {BLOW_UP_FACTOR:g}× the starting system's size"
@@ -150,8 +197,8 @@ def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None,
             warnings.warn(f"the rollout diverged in window {k + 1} of {windows} ({problem}): stopped "
                           f"after {k} window(s)", UserWarning, stacklevel=2)
             return
-        yield Window(k, k * protocol.window_frames + offsets, frames)
-        x = frames[-1]
+        yield Window(k, k * protocol.window_frames + offsets, frames[0] if single else frames)
+        x = frames[:, -1]
 
 
 def kept_frames(window: Window, output_frames: str, horizon: int | None) -> list[int]:
@@ -179,7 +226,7 @@ def progress_bar(total: int, enabled: bool, what: str = "rolling out"):
 
 def rollout_arrays(model: DynamicsModel, positions, velocities, *, frames: int | None = None,
                    windows: int | None = None, charges=None, output_frames: str = "all", include_start: bool = True,
-                   progress: bool = False) -> ArrayRollout:
+                   progress: bool = False, molecule=None, seed: int = 0) -> ArrayRollout:
     """Roll out from one in-memory state and return every kept frame as arrays.
 
     Args:
@@ -187,9 +234,10 @@ def rollout_arrays(model: DynamicsModel, positions, velocities, *, frames: int |
         positions, velocities: [N, 3] (array or tensor) in the model's length and velocity units.
         frames: frames past the start to reach (windows = ceil(frames / o_P); later frames of the
             last window are dropped); or ``windows``. Neither: one window.
-        charges: [N] see :func:`iter_windows`.
+        charges, molecule: see :func:`iter_windows`.
         output_frames: ``"all"`` predicted frames in time order, or only window ``"ends"``.
         include_start: the input state is the first frame (offset 0).
+        seed: a generative model's random stream (the same seed repeats the rollout).
 
     Returns:
         :class:`ArrayRollout` with ``frame_offsets`` [F] and ``positions`` [F, N, 3] (float64 numpy).
@@ -197,7 +245,9 @@ def rollout_arrays(model: DynamicsModel, positions, velocities, *, frames: int |
     total = num_windows(model.protocol, frames, windows)
     offsets, out = ([0], [np.asarray(torch.as_tensor(positions).double().cpu())]) if include_start else ([], [])
     with progress_bar(total, progress) as advance:
-        for window in iter_windows(model, positions, velocities, total, charges):
+        generator = torch.Generator(model.device).manual_seed(seed)
+        for window in iter_windows(model, positions, velocities, total, charges, molecule=molecule,
+                                   generator=generator):
             for i in kept_frames(window, output_frames, frames):
                 offsets.append(int(window.frame_offsets[i]))
                 out.append(window.positions[i].double().cpu().numpy())

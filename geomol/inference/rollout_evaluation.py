@@ -1,7 +1,7 @@
 """Trajectory models and baselines on the same windows of a held-out trajectory, in one table.
 
-For each start frame s of a trajectory x [F, N, 3] (Å) the state is (x[s], x[s+1] − x[s]), as in
-training and in ``geomol rollout``; every predictor then predicts the frames s + o for the evaluation
+For each start frame s of a trajectory x [F, N, 3] (Å) the state is x[s] with the velocity each model was trained
+on (:func:`~geomol.inference.rollout.state_at`: x[s+1] − x[s] for the official protocols), as in ``geomol rollout``; every predictor then predicts the frames s + o for the evaluation
 offsets o (frames after the start) up to a horizon (default: one window, the model's trained horizon
 o_P; longer horizons roll the models out window after window):
 
@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
+from geomol.data.dynamics_systems import system_of
 from geomol.data.datasets.md_trajectory import MDTrajectory, md_split_ranges
 from geomol.data.io.trajectory import open_selection
 from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_errors, bond_errors_by_kind, bond_kinds,
@@ -39,10 +40,10 @@ from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_errors, bond
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.bond_restoring import BondRestoring
 from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.rollout import iter_windows, progress_bar
+from geomol.inference.rollout import frames_before, iter_windows, progress_bar, state_at
 
 __all__ = ["BASELINES", "RolloutScore", "RolloutTable", "evaluate_rollouts", "evaluate_trajectory",
-           "evaluation_offsets", "window_starts"]
+           "evaluate_molecule_file", "evaluation_offsets", "window_starts"]
 
 BASELINES = ("no motion", "linear")
 
@@ -176,37 +177,42 @@ class _Row:
 
 
 def _model_frames(model: DynamicsModel, x: np.ndarray, v: np.ndarray, offsets: list[int], charges,
-                  constrain) -> np.ndarray | None:
+                  constrain, molecule=None, seed: int = 0) -> np.ndarray | None:
     """[K, N, 3] the model's rollout at ``offsets``; None if it diverged before the last one."""
     step = model.protocol.window_frames
     windows = math.ceil(offsets[-1] / step)
     found: dict[int, np.ndarray] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a divergence is counted in the table instead
-        for window in iter_windows(model, x, v / model.protocol.frame_time, windows, charges, constrain=constrain):
+        generator = torch.Generator(model.device).manual_seed(seed)
+        for window in iter_windows(model, x, v, windows, charges, constrain=constrain, molecule=molecule,
+                                   generator=generator):
             for offset, positions in zip(window.frame_offsets.tolist(), window.positions):
                 if offset in offsets:
                     found[offset] = positions.double().cpu().numpy()
     return np.stack([found[o] for o in offsets]) if len(found) == len(offsets) else None
 
 
-def _check_inputs(positions: np.ndarray, graph: CovalentGraph, starts: Sequence[int], horizon: int, source) -> None:
+def _check_inputs(positions: np.ndarray, graph: CovalentGraph, starts: Sequence[int], horizon: int, source,
+                  models: Sequence[DynamicsModel] = ()) -> None:
     if positions.ndim != 3 or positions.shape[-1] != 3 or positions.shape[1] != graph.num_atoms:
         raise ConfigError(f"need positions [F, {graph.num_atoms}, 3], got {tuple(positions.shape)}", source=source)
     if not len(starts):
         raise TrajectoryError(f"{len(positions)} frames leave no start frame to evaluate: a window needs frames "
                               f"s … s + {max(horizon, 1)} (and a split or stride may leave none)", source=source)
+    before = max([0] + [frames_before(m.protocol) for m in models])
     last = len(positions) - 1
-    bad = [s for s in starts if s < 0 or s + max(horizon, 1) > last]
+    bad = [s for s in starts if s - before < 0 or s + max(horizon, 1) > last]
     if bad:
         raise TrajectoryError(f"{len(positions)} frames: start frame(s) {bad[:5]} cannot reach {horizon} frames "
-                              f"ahead (each window needs frames s … s + {max(horizon, 1)})", source=source)
+                              f"ahead or the {before} frame(s) before them that a model's velocity needs (each window "
+                              f"needs frames s − {before} … s + {max(horizon, 1)})", source=source)
 
 
 def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: CovalentGraph, starts: Sequence[int], *,
                       horizon: int | None = None, charges=None, restore_bonds: bool = False, baselines: bool = True,
                       reference: bool = True, atom_names: Sequence[str] | None = None, source: str = "",
-                      progress: bool = False) -> RolloutTable:
+                      molecule=None, seed: int = 0, progress: bool = False) -> RolloutTable:
     """Score ``models`` and the baselines on the windows of ``positions`` starting at ``starts`` (module docstring).
 
     Args:
@@ -219,6 +225,11 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
         baselines, reference: include the no-motion and linear rows, and the reference MD row.
         atom_names: [N] atom names: also the bond-length errors by kind of bond ("CA–N", ...).
         source: the trajectory, for messages and the table.
+        molecule: the heavy atoms' graph, for models of many molecules. seed: a generative model's random stream
+            (each window from ``seed``; a generative model's S2S is that of one draw, not of the mean).
+
+    Each model's state is the one it was trained on (:func:`~geomol.inference.rollout.state_at`: the velocity
+    x[s+1] − x[s] of the official protocols, or the backward difference of the small-molecule models).
 
     Returns:
         :class:`RolloutTable` with one row per model (then per restored model), baseline and the reference.
@@ -227,7 +238,7 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
     models = dict(models)
     horizon = int(horizon or (next(iter(models.values())).protocol.window_frames if models else 1))
     starts = [int(s) for s in starts]
-    _check_inputs(positions, graph, starts, horizon, source)
+    _check_inputs(positions, graph, starts, horizon, source, list(models.values()))
     offsets = evaluation_offsets(list(models.values()), horizon)
     kinds = None if atom_names is None else bond_kinds(graph.bonds, atom_names)
     rows = {name: _Row(name, "model", kinds) for name in models}
@@ -247,8 +258,9 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
             for name, model in models.items():
                 variants = [(name, None)] + ([(f"{name} + bond restoring", BondRestoring(graph, x))]
                                              if restore_bonds else [])
+                state = state_at(model.protocol, positions, s, source)
                 for row, constrain in variants:
-                    predicted = _model_frames(model, x, v, offsets, charges, constrain)
+                    predicted = _model_frames(model, *state[:2], offsets, charges, constrain, molecule, seed)
                     if predicted is None:
                         rows[row].diverged += 1
                     else:
@@ -259,7 +271,9 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
             if reference:
                 rows["reference"].add(truth, truth, graph, x, errors=False)
             advance()
-    notes = [f"state of each window: x[s] and x[s+1] − x[s]; predicted frames s + {offsets}"]
+    velocities = "; ".join(f"{name}: {m.protocol.velocity or 'x[t+1] − x[t]'}" for name, m in models.items())
+    notes = [f"state of each window at frame s: x[s] and the velocity each model was trained on ({velocities or '–'}; "
+             f"baselines: x[s+1] − x[s]); predicted frames s + {offsets}"]
     return RolloutTable([row.score() for row in rows.values()], offsets, starts, graph.describe(), str(source), notes)
 
 
@@ -303,11 +317,16 @@ def evaluate_trajectory(models: Mapping[str, DynamicsModel], topology, trajector
         horizon, restore_bonds, baselines, reference, progress: as :func:`evaluate_rollouts`.
 
     Bonds are the topology's inside the selection, else perceived on the first frame (the table's
-    ``bonds`` says which).
+    ``bonds`` says which). Small-molecule models (``md17``, ``molecule`` kinds) read any file of their molecule
+    instead, in any atom order (:func:`evaluate_molecule_file`).
     """
     first = next(iter(models.values()), None)
+    if first is not None and system_of(first.protocol.kind).reads_molecules:
+        return evaluate_molecule_file(models, topology, trajectory, starts=starts, stride=stride, horizon=horizon,
+                                      restore_bonds=restore_bonds, baselines=baselines, reference=reference,
+                                      progress=progress)
     for name, model in models.items():
-        if model.protocol.kind != "md":
+        if not system_of(model.protocol.kind).reads_selections:
             raise ConfigError(f"{name}: {model!r} is not an MD model; use evaluate_rollouts with arrays")
     selection = selection or (first.protocol.selection if first is not None else None) or "backbone"
     source = str(trajectory if trajectory is not None else topology)
@@ -324,4 +343,36 @@ def evaluate_trajectory(models: Mapping[str, DynamicsModel], topology, trajector
                               atom_names=traj.names, source=source, progress=progress)
     table.notes.append(f"selection {selection!r}, {graph.num_atoms} atoms" +
                        (f"; starts from the {split} part of the chronological split" if split else ""))
+    return table
+
+
+def evaluate_molecule_file(models: Mapping[str, DynamicsModel], topology, trajectory=None, *,
+                           starts: Sequence[int] | None = None, stride: int = 1, horizon: int | None = None,
+                           restore_bonds: bool = False, baselines: bool = True, reference: bool = True,
+                           progress: bool = False) -> RolloutTable:
+    """:func:`evaluate_rollouts` of small-molecule models on a file of their molecule (any format
+    :class:`~geomol.inference.molecule_inputs.MoleculeInput` reads, any atom order: the heavy atoms are matched to the
+    first model's molecule and every model must read them in that order; another molecule is refused)."""
+    from geomol.inference.molecule_inputs import MoleculeInput
+
+    first = next(iter(models.values()))
+    inputs = MoleculeInput.open(first.protocol, topology, trajectory)
+    for name, model in models.items():
+        if not system_of(model.protocol.kind).reads_molecules:
+            raise ConfigError(f"{name}: {model!r} is not a small-molecule model; evaluate it on its own files")
+        if (model.protocol.template() or first.protocol.template()) and not np.array_equal(
+                MoleculeInput.open(model.protocol, topology, trajectory).order, inputs.order):
+            raise ConfigError(f"{name} orders the molecule's atoms differently from the first model; evaluate the "
+                              "two in separate tables")
+    horizon = int(horizon or first.protocol.window_frames)
+    before = max(frames_before(m.protocol) for m in models.values())
+    if starts is None:
+        starts = [s for s in window_starts(len(inputs.positions), horizon, stride=stride) if s >= before]
+    graph = CovalentGraph.from_bonds(inputs.molecule.bonds, [int(z) for z in inputs.molecule.atomic_numbers],
+                                     source="topology" if inputs.frames.bonds_source == "file" else "perceived")
+    table = evaluate_rollouts(models, inputs.positions, graph, starts, horizon=horizon, restore_bonds=restore_bonds,
+                              baselines=baselines, reference=reference, source=inputs.source,
+                              molecule=inputs.molecule, progress=progress)
+    table.notes.append(f"heavy atoms matched to the model's molecule ({len(inputs.order)} atoms; rows in the model's "
+                       "atom order)")
     return table

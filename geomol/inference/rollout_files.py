@@ -24,55 +24,25 @@ that VMD, PyMOL and MDAnalysis open the pair.
 """
 from __future__ import annotations
 
-import os
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
+from geomol.data.dynamics_systems import system_of
 from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.bond_restoring import BondRestoring
 from geomol.inference.dynamics_model import DynamicsModel
 from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
 from geomol.inference.rollout_chemistry import ChemistryTracker
+from geomol.inference.rollout_output import FrameWriter, TrajectoryRollout
 from geomol.inference.rollout_report import ReferenceComparison, plot_rollout, write_summary
 from geomol.provenance import provenance
 
 __all__ = ["TrajectoryRollout", "open_selection", "start_state", "FrameWriter", "rollout_trajectory"]
-
-_WITH_TOPOLOGY = {"PDB", "ENT", "MOL2", "XYZ"}  # multi-frame formats that carry atom names themselves
-
-
-@dataclass
-class TrajectoryRollout:
-    """What a file rollout wrote.
-
-    Attributes:
-        out: the trajectory file. topology_file: the PDB of the selection written beside it (or None).
-        frames: [F] trajectory frame number of each written frame (start frame + offset).
-        times_ps: [F] their times (start time + offset × the input's frame interval).
-        windows: model calls made (fewer than asked if the rollout diverged).
-        summary: the JSON-ready record (also written to ``summary_file``).
-        rmsd: [F_pred] RMSD (Å, no superposition) of the predicted frames to the reference, or None.
-        chemistry: the summary's ``"chemistry"`` record (bond-length and angle errors, broken bonds,
-            clashes of the predicted frames against the start frame; :mod:`geomol.inference.rollout_chemistry`).
-    """
-
-    out: Path
-    topology_file: Path | None
-    frames: np.ndarray
-    times_ps: np.ndarray
-    windows: int
-    summary: dict[str, Any] = field(default_factory=dict)
-    rmsd: np.ndarray | None = None
-    chemistry: dict[str, Any] = field(default_factory=dict)
-    summary_file: Path | None = None
-    plot_file: Path | None = None
-
 
 def _positions(universe, atoms, frame: int, source) -> np.ndarray:
     """[N, 3] float32 positions (Å) of ``atoms`` at trajectory frame ``frame``."""
@@ -131,52 +101,6 @@ def start_state(universe, atoms, start: int, velocity_from=None, *, topology=Non
     return x, _positions(other_universe, other, 0, velocity_from) - x, note
 
 
-class FrameWriter:
-    """Stream frames of ``atoms`` to ``out`` in any multi-frame format MDAnalysis writes (context manager)."""
-
-    def __init__(self, out: str | os.PathLike, atoms, write_topology: bool = True):
-        import MDAnalysis as mda
-        from MDAnalysis.coordinates.core import get_writer_for
-
-        self.out = Path(out)
-        try:
-            writer_format = get_writer_for(str(out), multiframe=True).format
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"MDAnalysis has no trajectory writer for this file name: {exc}", source=out) from None
-        formats = {writer_format} if isinstance(writer_format, str) else set(writer_format)
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self._frame = mda.Merge(atoms)  # a one-frame copy of the selection: its own topology and timestep
-        self.topology_file = None
-        if write_topology and not formats & _WITH_TOPOLOGY:
-            self.topology_file = self.out.with_name(f"{self.out.stem}_topology.pdb")
-            self._write_pdb(self.topology_file)
-        self._writer = mda.Writer(str(out), n_atoms=len(atoms))
-
-    def _write_pdb(self, path: Path) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # PDB writer warns about missing optional attributes
-            self._frame.atoms.write(str(path))
-
-    def write(self, positions: np.ndarray, time_ps: float, frame: int) -> None:
-        ts = self._frame.trajectory.ts
-        self._frame.atoms.positions = positions
-        ts.time, ts.frame = float(time_ps), int(frame)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self._writer.write(self._frame.atoms)
-
-    def close(self) -> None:
-        self._writer.close()
-
-    def __enter__(self) -> "FrameWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 def _frame_interval(universe, model: DynamicsModel, source) -> float:
     """ps between the input's frames (MDAnalysis assumes 1 ps for files without times); warn when the model
     was trained at another interval."""
@@ -198,16 +122,29 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
                        start: int = 0, frames: int | None = None, windows: int | None = None, velocity_from=None,
                        reference=None, reference_topology=None, superpose: bool = False, plot=None, summary=None,
                        output_frames: str = "all", include_start: bool = True, restore_bonds: bool = False,
-                       progress: bool = False) -> TrajectoryRollout:
+                       seed: int = 0, progress: bool = False) -> TrajectoryRollout:
     """Roll ``model`` out from a frame of a molecular trajectory and write the predicted trajectory.
 
-    See :func:`geomol.api.rollout` for the arguments. Raises EmptySelectionError (no atom
+    See :func:`geomol.api.rollout` for the arguments. Small-molecule models (``md17``, ``molecule`` kinds) go
+    to :func:`~geomol.inference.molecule_rollout.rollout_molecule`. Raises EmptySelectionError (no atom
     selected), TrajectoryError (unreadable files, too few frames for the start state or for the
-    reference comparison), ConfigError (bad options, a model that is not an MD model).
+    reference comparison), ConfigError (bad options, a model of particles or joints).
     """
     protocol = model.protocol
-    if protocol.kind != "md":
-        raise ConfigError(f"{model!r} is a {protocol.kind} model; file rollouts need an MD model "
+    if system_of(protocol.kind).reads_molecules:
+        unused = [name for name, value in (("selection", selection), ("velocity_from", velocity_from),
+                                           ("superpose", superpose), ("restore_bonds", restore_bonds)) if value]
+        if unused:
+            raise ConfigError(f"{', '.join(unused)}: not for small-molecule models, which take the file's heavy "
+                              "atoms and the velocity they were trained on")
+        from geomol.inference.molecule_rollout import rollout_molecule
+
+        return rollout_molecule(model, topology, trajectory, out=out, start=start, frames=frames, windows=windows,
+                                reference=reference, reference_topology=reference_topology, plot=plot,
+                                summary=summary, output_frames=output_frames, include_start=include_start, seed=seed,
+                                progress=progress)
+    if not system_of(protocol.kind).reads_selections:
+        raise ConfigError(f"{model!r} is a {protocol.kind} model; file rollouts need a molecular model "
                           "(use geomol.rollout_arrays for N-body and Mocap states)")
     if plot is not None and reference is None:
         raise ConfigError("a plot needs a reference trajectory to compare with")
@@ -241,7 +178,8 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
         if include_start:
             writer.write(x, t0, start)
             written.append(start), times.append(t0)
-        for window in iter_windows(model, x, v, total, charges, constrain=restoring):
+        generator = torch.Generator(model.device).manual_seed(seed)
+        for window in iter_windows(model, x, v, total, charges, constrain=restoring, generator=generator):
             for i in kept_frames(window, output_frames, horizon):
                 frame, positions = start + int(window.frame_offsets[i]), window.positions[i].float().cpu().numpy()
                 writer.write(positions, t0 + (frame - start) * dt, frame)

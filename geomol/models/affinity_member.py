@@ -21,7 +21,7 @@ Every kind of affinity model that a shipped ensemble can hold — GET with any r
 
 :class:`~geomol.inference.affinity_model.AffinityModel` resolves a manifest's ``architecture`` through
 :data:`MEMBER_KINDS` (:func:`member_kind`); nothing else branches on the kind. A kind registers itself when its
-module is imported (:func:`register_member_kind`); the loader imports the built-in ones.
+module is imported (:func:`register_member_kind`); :func:`registered_kinds` imports the built-in ones.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ from torch import nn
 
 from geomol.errors import ModelLoadError
 
-__all__ = ["AffinityMember", "MEMBER_KINDS", "member_kind", "register_member_kind", "seeded", "renamed_config"]
+__all__ = ["AffinityMember", "MEMBER_KINDS", "BUILT_IN_KINDS", "registered_kinds", "member_kind",
+           "register_member_kind", "seeded", "renamed_config"]
 
 
 class AffinityMember:
@@ -158,13 +159,26 @@ def register_member_kind(cls: type) -> type:
     return cls
 
 
+BUILT_IN_KINDS = ("geomol.models.get", "geomol.models.contact_scorer", "geomol.models.ligand_trees")
+"""The modules of the member kinds geomol ships (each registers its kind when imported)."""
+
+
+def registered_kinds() -> dict[str, type]:
+    """:data:`MEMBER_KINDS` with the built-in kinds imported (and so registered)."""
+    from importlib import import_module
+
+    for module in BUILT_IN_KINDS:
+        import_module(module)
+    return MEMBER_KINDS
+
+
 def member_kind(architecture: str, source=None) -> type:
     """The member class of a manifest's ``architecture``.
 
     Raises:
         ModelLoadError: an architecture no registered kind has, naming the registered ones.
     """
-    if architecture not in MEMBER_KINDS:
+    if architecture not in registered_kinds():
         raise ModelLoadError(f"architecture {architecture!r} is no affinity member kind (known: "
                              f"{sorted(MEMBER_KINDS)})", source=source)
     return MEMBER_KINDS[architecture]

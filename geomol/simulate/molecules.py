@@ -15,7 +15,8 @@ import numpy as np
 
 from geomol.errors import ConfigError, InvalidSmilesError, EmbeddingError
 
-__all__ = ["MD17_MOLECULES", "StartingStructure", "molecule_smiles", "starting_structure"]
+__all__ = ["MD17_MOLECULES", "DRUG_LIKE_MOLECULES", "MOLECULES", "StartingStructure", "molecule_smiles",
+           "starting_structure"]
 
 MD17_MOLECULES: dict[str, str] = {
     "aspirin": "[cH:1]1[cH:3][cH:10][c:12]([O:13][C:11]([CH3:5])=[O:8])[c:6]([C:2](=[O:4])[OH:9])[cH:7]1",
@@ -28,6 +29,33 @@ MD17_MOLECULES: dict[str, str] = {
     "uracil": "O=C1C=CNC(=O)N1",
 }
 """name (as in ``md17_<name>.npz``) → SMILES in the stick-compatible atom order."""
+
+DRUG_LIKE_MOLECULES: dict[str, str] = {
+    # the training set of egno-molecules beside the eight MD17 molecules: rings (benzene, pyridine, thiophene,
+    # imidazole), their common substituents (OH, OMe, F, Cl, NH2, CHO, COOH, acetamido) and small chains
+    # (acid, ester, amide); neutral closed-shell molecules of C, N, O, F, S, Cl
+    "phenol": "Oc1ccccc1",
+    "pyridine": "c1ccncc1",
+    "benzoic_acid": "OC(=O)c1ccccc1",
+    "acetanilide": "CC(=O)Nc1ccccc1",
+    "anisole": "COc1ccccc1",
+    "fluorobenzene": "Fc1ccccc1",
+    "chlorobenzene": "Clc1ccccc1",
+    "thiophene": "c1ccsc1",
+    "n_methylacetamide": "CNC(C)=O",
+    "acetic_acid": "CC(=O)O",
+    "imidazole": "c1cnc[nH]1",
+    "methyl_acetate": "COC(C)=O",
+    "benzaldehyde": "O=Cc1ccccc1",
+    "aniline": "Nc1ccccc1",
+    # held out from egno-molecules' training, for its zero-shot test
+    "paracetamol": "CC(=O)Nc1ccc(O)cc1",
+    "methyl_salicylate": "COC(=O)c1ccccc1O",
+}
+"""name → SMILES of further small drug-like molecules (``geomol simulate molecule paracetamol``)."""
+
+MOLECULES: dict[str, str] = {**MD17_MOLECULES, **DRUG_LIKE_MOLECULES}
+"""Every molecule ``geomol simulate`` knows by name."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +76,8 @@ class StartingStructure:
 
 
 def molecule_smiles(molecule: str) -> str:
-    """SMILES of an MD17 molecule name; any other string is taken as a SMILES itself."""
-    return MD17_MOLECULES.get(molecule, molecule)
+    """SMILES of a molecule name (:data:`MOLECULES`); any other string is taken as a SMILES itself."""
+    return MOLECULES.get(molecule, molecule)
 
 
 def _ordered_molecule(smiles: str):

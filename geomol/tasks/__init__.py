@@ -19,10 +19,11 @@ from geomol.tasks.dynamics_data import (
     NBodyDataModule,
     TrajectoryDataModule,
 )
+from geomol.tasks.molecule_data import MoleculeDataModule
 
 __all__ = [
     "AffinityModule", "PairClassificationModule", "DynamicsModule",
     "AffinityDataModule", "BenchmarkAffinityDataModule", "PLBDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
     "PPADataModule", "ProteinAffinityDataModule", "CorpusDataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
-    "MDTrajectoryDataModule",
+    "MDTrajectoryDataModule", "MoleculeDataModule",
 ]

@@ -118,7 +118,7 @@ class AffinityModule(_GETTask):
         """Whether this epoch belongs to the pre-training stage."""
         return self.pretraining_stage is not None and self.pretraining_stage.active(self.current_epoch)
 
-    def compute(self, batch):
+    def compute(self, batch, batch_idx: int = 0):
         if self.training and self.pretraining:
             return self.pretraining_stage.loss(self.model, batch), batch.num_graphs, None
         pred = self(batch)
@@ -170,7 +170,7 @@ class PairClassificationModule(_GETTask):
         """[P, 2] logits (class 1 = active)."""
         return self.model(batch)
 
-    def compute(self, batch):
+    def compute(self, batch, batch_idx: int = 0):
         logits = self(batch)
         labels = batch.y.view(-1)[0::2]
         return GETPairClassifier.loss(logits, labels), logits.size(0), (logits, labels)

@@ -185,12 +185,10 @@ class BenchmarkAffinityDataModule(AffinityDataModule):
                                test_fraction=test_fraction)
 
     def make_dataset(self, num_workers: int) -> ProcessedDataset:
-        from geomol.data.datasets.combined import CombinedAffinityDataset
+        from geomol.data.datasets.sources import BenchmarkSource
 
-        name = "+".join(n for n, root in (("plb", self.plb_root), ("fep_benchmark", self.fep_root)) if root)
-        return CombinedAffinityDataset(self.plb_root, self.fep_root, plb_targets=self.targets, name=name,
-                                       fep_series=self.series, recipe=self.recipe, num_workers=num_workers,
-                                       **self._dataset_kwargs())
+        return BenchmarkSource(self.recipe, plb_root=self.plb_root, fep_root=self.fep_root, targets=self.targets,
+                               series=self.series, **self._dataset_kwargs()).make_dataset(num_workers)
 
     def build_splits(self) -> dict[str, ProcessedDataset]:
         dataset = self.load_dataset()

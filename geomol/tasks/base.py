@@ -13,7 +13,7 @@ import torch
 from geomol.tasks.callbacks import (EpochLength, FinalCheckpoint, PredictionWriter, RandomStateCheckpoint,
                                     ValidationReport)
 from geomol.tasks.gather import EpochCollector
-from geomol.tasks.optim import adam_with_decay
+from geomol.training.optim import adam_with_decay
 
 __all__ = ["GeomolModule"]
 
@@ -24,7 +24,7 @@ class GeomolModule(pl.LightningModule):
     Subclasses call ``super().__init__()`` and ``self.save_hyperparameters()`` with ``lr``,
     ``final_lr`` and ``weight_decay`` among their arguments, build ``self.model``, and implement
 
-    * ``compute(batch) -> (loss, batch_size, output)`` — one forward pass;
+    * ``compute(batch, batch_idx) -> (loss, batch_size, output)`` — one forward pass;
     * ``collect(batch, output)`` — add per-item columns to ``self.collector`` during evaluation;
     * ``epoch_metrics(columns) -> dict`` — metrics over the whole evaluation epoch.
 
@@ -66,23 +66,23 @@ class GeomolModule(pl.LightningModule):
         return "test" if self.trainer.testing else "val"
 
     def training_step(self, batch, batch_idx):
-        loss, size, _ = self.compute(batch)
+        loss, size, _ = self.compute(batch, batch_idx)
         if not torch.isfinite(loss):
             self.print(f"skipping step {self.global_step}: non-finite loss")
             return None
         self.log("train/loss", loss, batch_size=size, prog_bar=True)
         return loss
 
-    def _evaluate(self, batch) -> None:
-        loss, size, output = self.compute(batch)
+    def _evaluate(self, batch, batch_idx: int) -> None:
+        loss, size, output = self.compute(batch, batch_idx)
         self.log(f"{self.stage}/loss", loss, batch_size=size, sync_dist=True)
         self.collect(batch, output)
 
     def validation_step(self, batch, batch_idx):
-        self._evaluate(batch)
+        self._evaluate(batch, batch_idx)
 
     def test_step(self, batch, batch_idx):
-        self._evaluate(batch)
+        self._evaluate(batch, batch_idx)
 
     def _finish_epoch(self) -> None:
         columns = self.collector.pop()

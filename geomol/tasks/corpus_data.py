@@ -15,13 +15,11 @@ from typing import Any, Literal
 
 from geomol.data.splits.corpus import (check_corpus_split, corpus_split, format_split_summary, item_clusters,
                                      leave_cluster_out_folds)
-from geomol.data.datasets.corpus import read_corpus, select_series
 from geomol.data.datasets.corpus_dataset import CorpusDataset
-from geomol.data.datasets.corpus_items import SOURCES, Corpus
+from geomol.data.datasets.corpus_items import Corpus
 from geomol.data.datasets.processed import ProcessedDataset
-from geomol.data.paths import shared_data_dir
-from geomol.data.posing.poses import PoseParameters
-from geomol.data.splits.protein_clusters import ProteinClusters, load_protein_clusters
+from geomol.data.datasets.sources import CorpusSource
+from geomol.data.splits.protein_clusters import ProteinClusters
 from geomol.errors import ConfigError
 from geomol.tasks.affinity_data import AffinityDataModule
 
@@ -60,35 +58,33 @@ class CorpusDataModule(AffinityDataModule):
         super().__init__(**kwargs)
         if split not in ("cluster_kfold", "cluster_random"):
             raise ConfigError(f"unknown split {split!r} (cluster_kfold | cluster_random)")
-        self.root = str(shared_data_dir()) if root is None else root
-        self.sources = list(SOURCES) if sources is None else list(sources)
-        self.series, self.max_series_per_source = series, max_series_per_source
+        self.source_options = dict(root=root, sources=sources, series=series,
+                                   max_series_per_source=max_series_per_source, pose_parameters=pose_parameters)
         self.split_args = dict(method=split, n_folds=n_folds, fold=fold, valid_fraction=valid_fraction,
                                test_fraction=test_fraction, seed=split_seed)
-        self.pose_parameters = PoseParameters.from_dict(pose_parameters or {})
 
     # ------------------------------------------------------------------ records
+    @cached_property
+    def source(self) -> CorpusSource:
+        """The corpus as the data layer reads it (records, clusters, complexes): what this module splits."""
+        return CorpusSource(self.recipe, cache_dir=self.cache_dir, **self.source_options)
+
     @property
     def is_slice(self) -> bool:
-        return self.series is not None or self.max_series_per_source is not None
+        return self.source.is_slice
 
-    @cached_property
+    @property
     def corpus(self) -> Corpus:
         """The corpus records of the chosen sources and series (read once per data module)."""
-        chosen = select_series(self.root, self.sources, series=self.series,
-                               max_series_per_source=self.max_series_per_source)
-        return read_corpus(self.root, list(chosen), chosen)
+        return self.source.corpus
 
-    @cached_property
+    @property
     def clusters(self) -> ProteinClusters:
         """Protein clusters of the corpus' receptors (cached as JSON beside the processed store)."""
-        clusters, _ = load_protein_clusters(self.corpus.receptors, cache_dir=self.cache_dir, progress=True)
-        return clusters
+        return self.source.clusters
 
     def make_dataset(self, num_workers: int) -> CorpusDataset:
-        name = "corpus-slice" if self.is_slice else "corpus"
-        return CorpusDataset(self.corpus, self.clusters, recipe=self.recipe, pose_parameters=self.pose_parameters,
-                             num_workers=num_workers, name=name, **self._dataset_kwargs())
+        return self.source.make_dataset(num_workers)
 
     # ------------------------------------------------------------------ splits
     def split_indices(self, dataset: CorpusDataset) -> dict[str, list[int]]:

@@ -6,8 +6,9 @@ last batch, as the reference trainers do.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 from torch.utils.data import Dataset
 
 from geomol.data.batching.sampler import FixedBatchSampler
@@ -147,32 +148,43 @@ class MD17DataModule(TrajectoryDataModule):
         split_file: the reference ``<mol>_split.pkl``-style split (optional; else generated).
         max_train: training samples (reference 500).
         margin: frames excluded at both ends when generating a split (reference 10000).
+        velocity_span, velocity_direction: the input velocity (see :class:`~geomol.data.datasets.md17.MD17Dataset`):
+            the reference's forward one-frame difference, or ``backward`` over ``velocity_span`` frames (with the
+            spacing of the last two targets, Δ/P, every rollout window then starts in distribution).
     """
 
     def __init__(self, path: str, split_file: str | None = None, delta: int = 3000, max_train: int = 500,
-                 margin: int = 10000, num_timesteps: int = 8, **kwargs):
+                 margin: int = 10000, num_timesteps: int = 8, velocity_span: int = 1,
+                 velocity_direction: Literal["forward", "backward"] = "forward", **kwargs):
         super().__init__(num_timesteps=num_timesteps, **kwargs)
         self.path, self.split_file, self.delta, self.max_train = path, split_file, delta, max_train
-        self.margin = margin
+        self.margin, self.velocity = margin, dict(velocity_span=velocity_span, velocity_direction=velocity_direction)
 
     def make_split(self, stage: str) -> Dataset:
         from geomol.data.datasets.md17 import MD17Dataset
 
         return MD17Dataset(self.path, stage, delta=self.delta, num_timesteps=self.num_timesteps,
                            split_file=self.split_file, margin=self.margin,
-                           max_samples=self.max_train if stage == "train" else None)
+                           max_samples=self.max_train if stage == "train" else None, **self.velocity)
 
     @property
     def protocol(self) -> TrajectoryProtocol:
         dataset = self._train_split()
         hop, (row, col) = dataset.edge_attr[:, 2], dataset.edge_index
         bonds = sorted({(int(min(i, j)), int(max(i, j))) for i, j, k in zip(row, col, hop) if k == 1})
-        sticks = dataset.sticks
+        sticks, span = dataset.sticks, dataset.velocity_span
+        x = dataset.positions[dataset.starts]
+        lengths = np.linalg.norm(x[:, [b[0] for b in bonds]] - x[:, [b[1] for b in bonds]], axis=-1).mean(0)
+        if dataset.velocity_direction == "forward":
+            velocity = "x[t+1] − x[t] (Å per frame)" if span == 1 else f"(x[t+{span}] − x[t]) / {span} (Å per frame)"
+        else:
+            velocity = f"(x[t] − x[t−{span}]) / {span} (Å per frame)"
         return TrajectoryProtocol(
             "md17", tuple(int(o) for o in dataset.offsets), num_nodes=len(dataset.z), bonds=tuple(bonds),
             atomic_numbers=tuple(int(z) for z in dataset.z), sticks=sticks, frame_time=1.0,
-            frame_interval=dataset.frame_interval_ps, time_unit="ps", length_unit="Å",
-            velocity="x[t+1] − x[t] (Å per frame)", node_features=("|v|", "z / max z"),
+            frame_interval=dataset.frame_interval_ps, time_unit="ps", length_unit="Å", velocity=velocity,
+            velocity_span=span, velocity_direction=dataset.velocity_direction,
+            bond_lengths=tuple(float(d) for d in lengths), molecule=dataset.molecule, node_features=("|v|", "z / max z"),
             edge_features=("z_i", "z_j", "hop (1 bond, 2 two-hop)", "stick", "d²"))
 
 

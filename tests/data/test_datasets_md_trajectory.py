@@ -104,3 +104,21 @@ def test_residues_as_particles(adk):
     net = np.add.reduceat(adk.charges, np.flatnonzero(np.diff(adk.residue_block, prepend=-1)))
     assert net.max() < 0  # backbone-only residue charges are all negative: scaled by the largest magnitude
     assert torch.allclose(g.node_attr[:, 0].double(), torch.from_numpy(net / np.abs(net).max()), atol=1e-6)
+
+
+@pytest.mark.parametrize("content", [None, b"not a trajectory at all"], ids=["missing", "unreadable"])
+@pytest.mark.parametrize("suffix", [".xtc", ".dcd"])
+def test_a_missing_or_unreadable_trajectory_is_one_error_and_nothing_else(tmp_path, monkeypatch, suffix, content):
+    """MDAnalysis' half-made reader used to print a second traceback ("Exception ignored in ReaderBase.__del__")."""
+    import gc
+    import sys
+
+    trajectory = tmp_path / f"run{suffix}"
+    if content is not None:
+        trajectory.write_bytes(content)
+    ignored = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    with pytest.raises(TrajectoryError, match="file not found" if content is None else "cannot open"):
+        MDTrajectory(datafiles.PSF, trajectory, stop=2)
+    gc.collect()
+    assert ignored == []

@@ -60,16 +60,15 @@ def _starts(model) -> list[int]:
 def stretched(model, atom: int, neighbour: int, by: float = 0.5):
     """A copy of ``model`` whose every predicted frame moves ``atom`` ``by`` Å further from ``neighbour``."""
     broken = copy.deepcopy(model)
-    predict = broken.predict
+    predict = broken.predict_states
 
-    def predict_stretched(x, v, charges=None):
-        out = predict(x, v, charges)
-        positions = out.x.clone()  # [N, P, 3]
-        bond = positions[atom] - positions[neighbour]
-        positions[atom] += by * bond / bond.norm(dim=-1, keepdim=True)
-        return out._replace(x=positions)
+    def predict_stretched(x, v, charges=None, **kwargs):
+        positions = predict(x, v, charges, **kwargs).clone()  # [S, P, N, 3]
+        bond = positions[..., atom, :] - positions[..., neighbour, :]
+        positions[..., atom, :] += by * bond / bond.norm(dim=-1, keepdim=True)
+        return positions
 
-    broken.predict = predict_stretched
+    broken.predict_states = predict_stretched
     return broken
 
 

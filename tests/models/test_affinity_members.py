@@ -7,7 +7,6 @@ from functools import lru_cache
 
 import torch
 
-import geomol.inference.affinity_model  # noqa: F401 (the built-in member kinds register)
 from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.data.io import read_ligands
 from geomol.models.affinity_member import MEMBER_KINDS

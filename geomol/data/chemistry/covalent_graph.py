@@ -29,7 +29,7 @@ from geomol.data.vocab import ELEMENTS
 from geomol.errors import ConfigError
 from geomol.nn.neighbors import radius_search
 
-__all__ = ["COVALENT_RADII", "BOND_TOLERANCE", "CovalentGraph", "perceive_bonds", "selection_bonds"]
+__all__ = ["COVALENT_RADII", "BOND_TOLERANCE", "CovalentGraph", "angle_triplets", "perceive_bonds", "selection_bonds"]
 
 COVALENT_RADII = {"H": 0.31, "C": 0.76, "N": 0.71, "O": 0.66, "S": 1.05, "P": 1.07, "F": 0.57, "CL": 1.02,
                   "BR": 1.20, "I": 1.39, "SE": 1.20, "B": 0.84, "SI": 1.11}
@@ -76,7 +76,7 @@ def selection_bonds(atoms) -> np.ndarray | None:
     return np.unique(rows, axis=0) if len(rows) else np.zeros((0, 2), dtype=np.int64)
 
 
-def _angles(bonds: np.ndarray) -> np.ndarray:
+def angle_triplets(bonds: np.ndarray) -> np.ndarray:
     """[A, 3] (i, j, k), i < k, of every two bonds i–j, j–k sharing the vertex j."""
     directed = np.concatenate([bonds, bonds[:, ::-1]])  # (vertex, neighbour)
     directed = directed[np.lexsort((directed[:, 1], directed[:, 0]))]
@@ -118,7 +118,7 @@ class CovalentGraph:
         if len(bonds) and (bonds.min() < 0 or bonds.max() >= n or (bonds[:, 0] == bonds[:, 1]).any()):
             raise ConfigError(f"bonds must pair two different atoms among {n}")
         bonds = np.unique(bonds, axis=0)
-        angles = _angles(bonds)
+        angles = angle_triplets(bonds)
         pairs = np.concatenate([bonds, angles[:, [0, 2]]])
         heavy = np.array([e != "H" for e in _symbols(elements)], dtype=bool)
         return cls(bonds, angles, heavy, np.unique(pairs[:, 0] * n + pairs[:, 1]), source)

@@ -2,7 +2,9 @@
 
 The user supplies the file (e.g. ``md17_aspirin.npz``). Reference protocol:
 
-* x_t = R_t and v_t = R_{t+1} − R_t (Å per frame) for t < F − 1;
+* x_t = R_t and v_t = R_{t+1} − R_t (Å per frame) for t < F − 1; optionally (not the reference) the backward
+  difference over s frames, v_t = (R_t − R_{t−s}) / s, which a rollout knows exactly at the end of each
+  predicted window when s is the spacing of the last two targets (``velocity_span``, ``velocity_direction``);
 * split: frame indices drawn without replacement from [margin, F − 1 − margin) with NumPy's
   legacy ``RandomState(100)``: 10 % train, then 5 % valid and 5 % test from the rest (the
   reference algorithm, so the indices equal the shipped ``<mol>_split.pkl``); or a split file;
@@ -28,8 +30,10 @@ import torch
 
 from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
+from geomol.data.io.npz import open_npz
 from geomol.data.vocab import ELEMENTS, VOCAB, atom_index, element_block_symbol
-from geomol.data.datasets.trajectory import bond_and_two_hop_edges, even_offsets, trajectory_graph
+from geomol.data.datasets.trajectory import even_offsets, trajectory_graph
+from geomol.data.graph_edges import bond_and_two_hop_edges, md17_edge_features
 
 __all__ = ["MD17Dataset", "STICK_PAIRS", "md17_split"]
 
@@ -121,6 +125,8 @@ class MD17Dataset(torch.utils.data.Dataset):
             reference's ``<molecule>_split.pkl`` next to ``path`` when it exists).
         split_seed, fractions, margin: split generation when there is no split file.
         bond_cutoff: Å, bonds in frame 0.
+        velocity_span, velocity_direction: v_t = (R_{t+s} − R_t) / s ("forward", the reference with s = 1) or
+            (R_t − R_{t−s}) / s ("backward"), Å per frame either way.
 
     Attributes:
         sticks: the stick pairs used. frame_interval_ps: time between frames where the file records it
@@ -130,7 +136,8 @@ class MD17Dataset(torch.utils.data.Dataset):
     def __init__(self, path: str | os.PathLike, split: str = "train", *, molecule: str | None = None,
                  delta: int = 3000, num_timesteps: int = 8, max_samples: int | None = None,
                  split_file: str | os.PathLike | None = None, split_seed: int = 100,
-                 fractions=(0.1, 0.05, 0.05), margin: int = 10000, bond_cutoff: float = 1.6):
+                 fractions=(0.1, 0.05, 0.05), margin: int = 10000, bond_cutoff: float = 1.6,
+                 velocity_span: int = 1, velocity_direction: str = "forward"):
         if split not in _SPLITS:
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         path = Path(path)
@@ -138,8 +145,16 @@ class MD17Dataset(torch.utils.data.Dataset):
         self.frame_interval_ps = _frame_interval_ps(path)
         self.split, self.molecule = split, _molecule_name(path, molecule)
         heavy = z > 1
+        if velocity_span < 1 or velocity_direction not in ("forward", "backward"):
+            raise DatasetError(f"velocity_span {velocity_span} must be ≥ 1 and velocity_direction forward or backward")
         self.positions = R[:-1][:, heavy]  # x_t
-        self.velocities = (R[1:] - R[:-1])[:, heavy]  # v_t = R_{t+1} − R_t
+        s = velocity_span
+        self.velocities = np.full_like(self.positions, np.nan)  # v_t; NaN where frame t ∓ s does not exist
+        if velocity_direction == "forward":
+            self.velocities[:len(R) - s] = ((R[s:] - R[:-s]) / s)[:, heavy][:len(self.positions)]
+        else:
+            self.velocities[s:] = ((R[s:-1] - R[:-1 - s]) / s)[:, heavy]
+        self.velocity_span, self.velocity_direction = s, velocity_direction
         self.z = z[heavy]
         split_file = Path(split_file) if split_file else _official_split_file(path, self.molecule)
         splits = _load_split_file(split_file) if split_file else md17_split(len(R) - 1, split_seed, fractions, margin)
@@ -147,6 +162,9 @@ class MD17Dataset(torch.utils.data.Dataset):
         self.starts = splits[_SPLITS.index(split)][:max_samples or _DEFAULT_MAX_SAMPLES[split]]
         if len(self.starts) and (self.starts.min() < 0 or self.starts.max() + delta >= len(self.positions)):
             raise DatasetError(f"split starts + Δ={delta} run past the {len(self.positions)} frames", source=path)
+        if len(self.starts) and not np.isfinite(self.velocities[self.starts]).all():
+            raise DatasetError(f"a split start is within {velocity_span} frames of the trajectory's end: no "
+                               f"{velocity_direction} velocity there", source=path)
         self.edge_index, self.edge_attr = self._graph(bond_cutoff)
         self.atom_types = np.array([atom_index(ELEMENTS[a - 1]) for a in self.z])
         self.block_types = np.array([VOCAB.index(element_block_symbol(ELEMENTS[a - 1])) for a in self.z])
@@ -154,7 +172,7 @@ class MD17Dataset(torch.utils.data.Dataset):
     @staticmethod
     def _read(path: Path):
         try:
-            with np.load(path) as data:
+            with open_npz(path) as data:
                 R, z = np.asarray(data["R"], dtype=np.float64), np.asarray(data["z"], dtype=np.int64)
         except (OSError, ValueError, KeyError) as exc:
             raise DatasetError(f"not an sGDML npz with 'R' and 'z' ({exc})", source=path) from exc
@@ -173,10 +191,7 @@ class MD17Dataset(torch.utils.data.Dataset):
         if sticks is None:
             warnings.warn(f"MD17 molecule {self.molecule!r} has no stick table; stick feature set to 0 "
                           f"on all {edge_index.shape[1]} edges")
-        stick_set = {p for a, b in (sticks or ()) for p in ((a, b), (b, a))}
-        stick = np.array([(i, j) in stick_set for i, j in edge_index.T.tolist()], dtype=np.float64)
-        zi, zj = self.z[edge_index[0]], self.z[edge_index[1]]
-        return edge_index, np.stack([zi, zj, hop, stick], axis=1).astype(np.float32)
+        return edge_index, md17_edge_features(self.z, edge_index, hop, self.sticks)
 
     def __len__(self) -> int:
         return len(self.starts)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from geomol.data.blocks import BlockGraph
+from geomol.data.graph_edges import bond_and_two_hop_edges, complete_graph  # noqa: F401 (re-exported)
 from geomol.data.vocab import ATOM_UNK, BLOCK_UNK, POS_UNK
 
 __all__ = ["trajectory_graph", "complete_graph", "bond_and_two_hop_edges", "even_offsets", "last_offsets"]
@@ -64,28 +65,6 @@ def trajectory_graph(x, v, x_target, edge_index, edge_attr, *, node_attr=None, a
     if name is not None:
         graph.name = name
     return graph
-
-
-def complete_graph(n: int) -> np.ndarray:
-    """[2, n(n−1)] all directed pairs i ≠ j, i outer and j inner (the reference order)."""
-    i, j = np.nonzero(~np.eye(n, dtype=bool))
-    return np.stack([i, j]).astype(np.int64)
-
-
-def bond_and_two_hop_edges(adjacency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges of bonded pairs (hop 1) and pairs with a common neighbour but no bond (hop 2).
-
-    Args:
-        adjacency: [n, n] symmetric bool bond matrix (diagonal ignored).
-
-    Returns:
-        edge_index [2, M] in the reference order (i outer, j inner, i ≠ j) and hop [M] ∈ {1, 2}.
-    """
-    bonds = adjacency.astype(bool) & ~np.eye(len(adjacency), dtype=bool)
-    two_hop = ((bonds.astype(np.int64) @ bonds.astype(np.int64)) > 0) & ~bonds & ~np.eye(len(bonds), dtype=bool)
-    hop = np.where(bonds, 1, np.where(two_hop, 2, 0))
-    i, j = np.nonzero(hop)
-    return np.stack([i, j]).astype(np.int64), hop[i, j]
 
 
 def even_offsets(delta: int, num_timesteps: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Optimiser and learning-rate schedule shared by the tasks.
+"""Optimiser and learning-rate schedule shared by the Lightning tasks and the Lightning-free trainers.
 
 The reference recipes (GET: Adam, weight decay, learning rate decayed exponentially *per step*
 from ``lr`` to ``final_lr``; EGNO: Adam with a constant rate) are both expressed by
@@ -22,7 +22,8 @@ def decay_gamma(lr: float, final_lr: float | None, total_steps: int) -> float:
 
 def adam_with_decay(params: Iterable[torch.nn.Parameter], lr: float, weight_decay: float,
                     final_lr: float | None, total_steps: int) -> dict:
-    """Lightning ``configure_optimizers`` return value: Adam + per-step exponential decay."""
+    """Adam + per-step exponential decay, as Lightning's ``configure_optimizers`` returns them (the plain loops read
+    ``["optimizer"]`` and ``["lr_scheduler"]["scheduler"]``)."""
     optimizer = torch.optim.Adam([p for p in params if p.requires_grad], lr=lr, weight_decay=weight_decay)
     gamma = decay_gamma(lr, final_lr, total_steps)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=gamma)

@@ -1,0 +1,185 @@
+"""A generative EGNO: samples the next window of a trajectory by conditional flow matching.
+
+A deterministic trajectory model trained on the squared error predicts the mean of the futures that one state
+can have; for a molecule at 500 K over a picosecond that mean is an average of conformations, not a
+conformation, and rolled out window after window it collapses. :class:`EGNOFlow` instead learns the distribution
+of the window's P frames given the state and draws one future from it, so each window is a physically valid
+continuation and a long rollout samples the molecule's ensemble (the idea of GeoTDM, with EGNO as the backbone).
+
+Flow matching (Lipman et al. 2023) with an equivariant prior. For a state (x₀ [N, 3], v [N, 3]) and the true
+window X¹ [N, P, 3]:
+
+* prior: Z_p = x₀ + σ_p ε_p, ε ~ N(0, I) with each graph's mean over atoms removed (isotropic, so the model's
+  distribution is E(3)-equivariant; its centroid stays with the state's). σ_p (Å) is the spread of the true
+  displacement at slice p (``prior_scale``, measured on the training data);
+* path: X^τ = (1 − τ) Z + τ X¹, τ ∈ [0, 1]; velocity u = X¹ − Z;
+* the network predicts the clean window X̂¹(X^τ, τ, x₀, v) (positions, as EGNO does), so that its velocity is
+  û = (X̂¹ − X^τ) / (1 − τ); the loss is the velocity error per slice in units of σ_p,
+  ‖(X̂¹ − X¹) / (σ_p · max(1 − τ, τ_floor))‖², averaged over atoms, slices and xyz;
+* sampling: Euler steps of the ODE dX/dτ = û from τ = 0 to 1 (``sampling_steps``); the last step lands on X̂¹.
+  A ``torch.Generator`` makes a sample repeat.
+
+The backbone is EGNO's: the state and the window share the time axis as P + 2 slices — the previous frame
+x₀ − s·v (s = ``velocity_span`` frames), the state x₀, then the P noisy frames — each with its slice embedding and
+a flow-time embedding (τ = 1 for the two clean slices); each layer applies EGNO's temporal Fourier convolutions
+along that axis and an EGNN layer on every slice, the velocity v as its vector input. Distances in the state enter
+every edge as a feature. So a noisy frame learns from the clean ones what the molecule is doing.
+
+Shapes: N atoms (all graphs of a batch), M directed edges, P frames, H hidden channels, S = P + 2 slices.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from geomol.errors import ConfigError
+from geomol.models.dynamics import NodeAttrNorm, TrajectoryPrediction, dynamics_inputs
+from geomol.nn.egnn import EGNNLayer, in_degree
+from geomol.nn.scatter import scatter_mean
+from geomol.nn.temporal import ScalarTimeConv, VectorTimeConv, timestep_embedding
+
+__all__ = ["EGNOFlow", "centred_noise"]
+
+CLEAN_SLICES = 2  # the previous frame and the state
+
+
+def centred_noise(shape: Sequence[int], batch: torch.Tensor, num_graphs: int, generator=None, dtype=None,
+                  device=None) -> torch.Tensor:
+    """[N, P, 3] standard normal noise with each graph's mean over its atoms removed (per slice)."""
+    noise = torch.randn(*shape, generator=generator, dtype=dtype, device=device)
+    flat = noise.reshape(noise.size(0), -1)
+    return (flat - scatter_mean(flat, batch, num_graphs)[batch]).view_as(noise)
+
+
+def _flow_time_embedding(tau: torch.Tensor, dim: int) -> torch.Tensor:
+    """[..., dim] sinusoidal embedding of flow times τ ∈ [0, 1] (scaled by 1000, as diffusion models do)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=tau.dtype, device=tau.device) / max(half - 1, 1))
+    angles = 1000.0 * tau.unsqueeze(-1) * freqs
+    return torch.cat([torch.sin(angles), torch.cos(angles)], -1)
+
+
+class EGNOFlow(nn.Module):
+    """Conditional flow-matching EGNO (module docstring).
+
+    Args:
+        node_features: F, invariant node features including |v| (as :func:`dynamics_inputs` builds them).
+        edge_features: E, edge features including the squared distance in the state.
+        hidden: H. num_layers: L. num_timesteps: P frames per window. num_modes: temporal Fourier modes.
+        time_embedding_dim: width of the slice and flow-time embeddings.
+        prior_scale: [P] σ_p in the data's length unit (one value: the same for every slice; None: 1, to be set
+            from the training data or loaded with the weights, where it is a buffer).
+        velocity_span: s, frames between the two frames whose difference is the velocity (the previous slice is
+            x₀ − s·v).
+        sampling_steps: Euler steps of a sample. tau_floor: smallest 1 − τ in the loss weight.
+        node_attr_norm: see :func:`~geomol.models.dynamics.dynamics_inputs`.
+    """
+
+    generative = True
+
+    def __init__(self, node_features: int = 2, edge_features: int = 2, hidden: int = 64, num_layers: int = 4,
+                 num_timesteps: int = 8, num_modes: int = 3, time_embedding_dim: int = 32,
+                 prior_scale: float | Sequence[float] | None = None, velocity_span: float = 1.0, sampling_steps: int = 10,
+                 tau_floor: float = 0.05, node_attr_norm: NodeAttrNorm = "dataset"):
+        super().__init__()
+        slices = num_timesteps + CLEAN_SLICES
+        if num_timesteps < 1 or num_layers < 1 or hidden < 1 or sampling_steps < 1:
+            raise ConfigError("num_timesteps, num_layers, hidden and sampling_steps must be ≥ 1")
+        if num_modes > slices // 2 + 1:
+            raise ConfigError(f"num_modes={num_modes} exceeds the {slices // 2 + 1} Fourier bins of {slices} slices")
+        prior_scale = 1.0 if prior_scale is None else prior_scale
+        scale = [float(prior_scale)] * num_timesteps if isinstance(prior_scale, (int, float)) else list(prior_scale)
+        if len(scale) != num_timesteps or min(scale) <= 0:
+            raise ConfigError(f"prior_scale needs {num_timesteps} positive values, got {scale}")
+        self.node_features, self.edge_features, self.hidden = node_features, edge_features, hidden
+        self.num_timesteps, self.num_modes, self.time_embedding_dim = num_timesteps, num_modes, time_embedding_dim
+        self.velocity_span, self.sampling_steps, self.tau_floor = float(velocity_span), sampling_steps, tau_floor
+        self.node_attr_norm = node_attr_norm
+        self.register_buffer("prior_scale", torch.tensor(scale, dtype=torch.float32))
+        self.embedding = nn.Linear(node_features + 2 * time_embedding_dim, hidden)
+        self.layers = nn.ModuleList(EGNNLayer(hidden, edge_features) for _ in range(num_layers))
+        self.time_convs = nn.ModuleList(ScalarTimeConv(hidden, num_modes) for _ in range(num_layers))
+        self.vector_convs = nn.ModuleList(VectorTimeConv(num_modes) for _ in range(num_layers))
+
+    # ------------------------------------------------------------------ the network
+    def denoise(self, inputs, window: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        """X̂¹ [N, P, 3]: the clean window predicted from the noisy one.
+
+        Args:
+            inputs: :class:`~geomol.models.dynamics.DynamicsInputs` of the state.
+            window: [N, P, 3] X^τ. tau: [B] flow time of each graph.
+        """
+        P, S = self.num_timesteps, self.num_timesteps + CLEAN_SLICES
+        x0, v = inputs.x, inputs.v
+        x = torch.cat([(x0 - self.velocity_span * v).unsqueeze(1), x0.unsqueeze(1), window], 1)  # [N, S, 3]
+        node_tau = tau[inputs.batch]
+        slice_tau = torch.cat([torch.ones_like(node_tau).unsqueeze(1).expand(-1, CLEAN_SLICES),
+                               node_tau.unsqueeze(1).expand(-1, P)], 1)  # [N, S]
+        d = self.time_embedding_dim
+        slice_emb = timestep_embedding(S, d, dtype=x0.dtype, device=x0.device)  # [S, d]
+        features = torch.cat([inputs.h.unsqueeze(1).expand(-1, S, -1), slice_emb.unsqueeze(0).expand(x.size(0), -1, -1),
+                              _flow_time_embedding(slice_tau, d)], -1)
+        h = self.embedding(features)  # [N, S, H]
+        velocity = v.unsqueeze(1).expand(-1, S, -1)
+        center = inputs.center.unsqueeze(1)
+        degree = in_degree(inputs.edge_index[0], x.size(0), x.dtype)
+        for time_conv, vector_conv, layer in zip(self.time_convs, self.vector_convs, self.layers):
+            h = time_conv(h)
+            x, velocity = vector_conv(x, velocity, center)
+            x, h = layer(x, h, velocity, inputs.edge_index, inputs.edge_attr, degree)
+        return x[:, CLEAN_SLICES:]
+
+    def _scale(self, like: torch.Tensor) -> torch.Tensor:
+        return self.prior_scale.to(like).view(1, -1, 1)
+
+    def prior(self, inputs, generator=None) -> torch.Tensor:
+        """[N, P, 3] a draw Z of the prior around the state."""
+        noise = centred_noise((inputs.x.size(0), self.num_timesteps, 3), inputs.batch, inputs.num_graphs,
+                              generator=generator, dtype=inputs.x.dtype, device=inputs.x.device)
+        return inputs.x.unsqueeze(1) + self._scale(inputs.x) * noise
+
+    # ------------------------------------------------------------------ training
+    def loss(self, graph, generator=None) -> torch.Tensor:
+        """Flow-matching loss of a batch with targets ``X_target`` [N, P, 3] (module docstring)."""
+        inputs = dynamics_inputs(graph, self.node_attr_norm)
+        self._check(inputs)
+        target = graph.X_target.to(inputs.x.dtype)
+        tau = torch.rand(inputs.num_graphs, generator=generator, dtype=target.dtype, device=target.device)
+        z = self.prior(inputs, generator)
+        t = tau[inputs.batch].view(-1, 1, 1)
+        predicted = self.denoise(inputs, (1 - t) * z + t * target, tau)
+        weight = 1.0 / (self._scale(target) * (1 - t).clamp(min=self.tau_floor))
+        return ((predicted - target) * weight).pow(2).mean()
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, graph, generator=None, steps: int | None = None, prior: torch.Tensor | None = None) -> torch.Tensor:
+        """[N, P, 3] one window drawn for each state of the batch (Euler integration of the flow).
+
+        ``prior``: the start Z of the integration [N, P, 3] instead of a draw from ``generator`` (the sample is then
+        a deterministic, E(3)-equivariant function of the state and Z).
+        """
+        inputs = dynamics_inputs(graph, self.node_attr_norm)
+        self._check(inputs)
+        steps = steps or self.sampling_steps
+        window = self.prior(inputs, generator) if prior is None else prior.to(inputs.x)
+        for k in range(steps):
+            tau = torch.full((inputs.num_graphs,), k / steps, dtype=window.dtype, device=window.device)
+            clean = self.denoise(inputs, window, tau)
+            window = window + (clean - window) / (steps - k)  # Δτ · û with û = (X̂¹ − X^τ) / (1 − τ)
+        return window
+
+    def forward(self, graph, generator=None) -> TrajectoryPrediction:
+        """One sampled window as a :class:`~geomol.models.dynamics.TrajectoryPrediction` (x [N, P, 3]; v: the
+        input velocity; h: empty)."""
+        x = self.sample(graph, generator)
+        v = graph.V.to(x.dtype).unsqueeze(1).expand_as(x)
+        return TrajectoryPrediction(x, v, x.new_zeros(x.size(0), x.size(1), 0))
+
+    def _check(self, inputs) -> None:
+        if inputs.h.size(-1) != self.node_features or inputs.edge_attr.size(-1) != self.edge_features:
+            raise ConfigError(f"batch has {inputs.h.size(-1)} node and {inputs.edge_attr.size(-1)} edge features "
+                              f"(|v| and d² included), the model expects {self.node_features} and "
+                              f"{self.edge_features}")
