@@ -22,7 +22,8 @@ from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixt
 from tests.conftest import REPO, SHARED_DATA
 
 RECORDED = dict(np.load(Path(__file__).parent / "shipped_predictions.npz", allow_pickle=False))
-ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "contact-corpus/pK", "contact-corpus/pK_std", "egno-nbody/positions")
+ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "contact-corpus/pK", "contact-corpus/pK_std", "egno-nbody/positions",
+                  "ppa-affinity/pK_and_std")
 WITH_SHARED_DATA = ("egno-mocap-run/positions", "egno-fkbp12/positions")
 WITH_RDKIT = ("egno-md17-aspirin/positions", "egno-md17-ethanol/positions")
 SAME_MACHINE = str(RECORDED.pop(shipped_predictions.MACHINE, "")) == shipped_predictions.machine_signature()
