@@ -133,7 +133,14 @@ def nucleic() -> np.ndarray | None:
     return _values([r.pK for r in records] + [r.pK_std for r in records])
 
 
-PREDICTIONS = {"egno-nbody/positions": nbody, "na-affinity/pK_and_spread": nucleic, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12,
+def ppa() -> np.ndarray:
+    """ppa-affinity on the bundled 1ACB complex (chymotrypsin E, eglin c I): pK and its ensemble spread."""
+    [record] = geomol.predict_complex_affinity(EXAMPLE / "1acb_complex.pdb.gz", "E:I", model="ppa-affinity")
+    return _values([record.pK, record.pK_std])
+
+
+PREDICTIONS = {"ppa-affinity/pK_and_std": ppa, "na-affinity/pK_and_spread": nucleic,
+               "egno-nbody/positions": nbody, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12,
                "egno-md17-aspirin/positions": lambda: md17("aspirin"),
                "egno-md17-ethanol/positions": lambda: md17("ethanol")}
 
