@@ -290,19 +290,13 @@ def _typical_error(model) -> str:
 
 def _default_model(args: argparse.Namespace, complexes: bool, console) -> str:
     """The shipped model used without ``--model``: ppa-affinity for complexes; for one receptor file, the model
-    trained on pockets of its kind (:func:`~geomol.inference.model_choice.model_for_receptor_file`: protein, the
-    default; RNA or DNA, the model that saw them, said on the terminal); else the default."""
-    from geomol.inference.model_choice import model_for_receptor_file
+    trained on pockets of its kind (:func:`~geomol.inference.model_choice.announced_model_for_receptor_file`:
+    protein, the default; RNA or DNA, the model that saw them, said on the terminal); else the default."""
+    from geomol.inference.model_choice import announced_model_for_receptor_file
 
     if complexes:
         return "ppa-affinity"
-    if not args.receptor:
-        return "default"
-    name, kind = model_for_receptor_file(args.receptor)
-    if name != "default":
-        console.print(f"{kind} receptor: using {name}, the shipped model trained on {kind} pockets (--model to "
-                      "choose another)")
-    return name
+    return announced_model_for_receptor_file(args.receptor, console.print) if args.receptor else "default"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -87,16 +87,10 @@ def check_inputs(args: argparse.Namespace) -> None:
 
 def _model(args: argparse.Namespace, console) -> str:
     """``--model``, else the shipped model trained on the receptor's kind (said on the terminal when it is not the
-    default; :func:`~geomol.inference.model_choice.model_for_receptor_file`)."""
-    from geomol.inference.model_choice import model_for_receptor_file
+    default; :func:`~geomol.inference.model_choice.announced_model_for_receptor_file`)."""
+    from geomol.inference.model_choice import announced_model_for_receptor_file
 
-    if args.model:
-        return args.model
-    name, kind = model_for_receptor_file(args.receptor)
-    if name != "default":
-        console.print(f"{kind} receptor: scoring with {name}, the shipped model trained on {kind} pockets (--model to "
-                      "choose another)")
-    return name
+    return args.model or announced_model_for_receptor_file(args.receptor, console.print)
 
 
 def resume_hint(args: argparse.Namespace) -> str:

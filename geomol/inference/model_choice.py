@@ -12,7 +12,7 @@ from geomol.data.chemistry.receptor_kind import pdb_file_receptor_kind
 from geomol.errors import GeomolError
 from geomol.inference.model_files import ALIASES, list_shipped_models
 
-__all__ = ["models_for_kind", "model_for_receptor", "model_for_receptor_file"]
+__all__ = ["models_for_kind", "model_for_receptor", "model_for_receptor_file", "announced_model_for_receptor_file"]
 
 
 def models_for_kind(kind: str) -> list[str]:
@@ -38,3 +38,13 @@ def model_for_receptor_file(path) -> tuple[str, str | None]:
     except GeomolError:
         return "default", None
     return (model_for_receptor(kind) if kind else "default"), kind
+
+
+def announced_model_for_receptor_file(path, say) -> str:
+    """:func:`model_for_receptor_file`'s model; when it is not the default, ``say(line)`` is called with the reason
+    (``"RNA receptor: using na-affinity, the shipped model trained on RNA pockets (--model to choose another)"``), so
+    that a command never switches models silently."""
+    name, kind = model_for_receptor_file(path)
+    if name != "default":
+        say(f"{kind} receptor: using {name}, the shipped model trained on {kind} pockets (--model to choose another)")
+    return name

@@ -25,7 +25,7 @@ def test_a_riboswitch_screen_uses_the_nucleic_acid_model(cluster, tmp_path, caps
             "--conformers", "1", "--shard-size", "3", "--top", "5", "--no-plot"]
     assert main(argv) == 0
     printed = capsys.readouterr()
-    assert "RNA receptor: scoring with na-affinity" in printed.err
+    assert "RNA receptor: using na-affinity" in printed.err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["counts"]["ligands"] == 5 and summary["counts"]["scored"] >= 3
     with open(tmp_path / "out" / "top.csv", newline="") as handle:
