@@ -1,7 +1,8 @@
 """Ship the nucleic-acid affinity model (na-affinity), with its card written from the cross-validation's result file.
 
-The model is built by the library (:func:`geomol.evaluation.nucleic_ship.build_nucleic_model`: member ``k`` is
-fold ``k``'s model of the cross-validation variant the config names); before anything is written, every member's
+The model is built exactly as ``geomol train-affinity --config models/na-affinity.yaml`` builds it
+(:func:`geomol.commands.train_affinity.build`; member ``k`` is fold ``k``'s model of the cross-validation variant
+with the config's settings, :mod:`geomol.evaluation.nucleic_ship`); before anything is written, every member's
 predictions of its fold's held-out complexes are compared with that variant's recorded out-of-fold predictions, so
 the card's figures are the shipped members' own. Nothing in the card is typed in: the data counts, the folds, the
 side-by-side table and the shipped row come from the files::
@@ -15,14 +16,17 @@ import argparse
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from geomol.commands.train_affinity import build
+from geomol.data.datasets.sources import affinity_source
 from geomol.evaluation.nucleic_cv import format_table, read_variant, variant_predictions
-from geomol.evaluation.nucleic_ship import build_nucleic_model, read_ship_config
+from geomol.evaluation.nucleic_set import nucleic_set_of
+from geomol.evaluation.nucleic_ship import tree_settings
+from geomol.training.ensemble_config import read_ensemble_config
 
 
 ALGORITHMS = {"rf": "random forests", "et": "extremely randomised trees", "gbm": "gradient-boosted trees"}
@@ -63,7 +67,7 @@ def card(args, model, data, cv: dict, worst: float, cpu_minutes: float) -> str:
     row, hac = rows[args.row], rows.get("hac")
     low, high = row["spearman_interval"]
     origins = model.origins
-    settings = read_ship_config(args.config)["members"]
+    settings, _ = tree_settings(read_ensemble_config(args.config))
     tier_b = [o["tier_b"] for o in origins]
     scored = sorted((r for r in cv["rows"] if r.get("selection_spearman") is not None and r["kind"] == "trees"),
                     key=lambda r: -r["selection_spearman"])
@@ -91,7 +95,8 @@ does not test. Its trees' settings (a grid of leaf sizes and feature shares) and
 (0, 0.3 or 1) were chosen by an inner 4-fold leave-cluster-out cross-validation inside those clusters (chosen
 tier-B weights {tier_b}; settings {[o['params'] for o in origins]}), never on the tested clusters; then the
 trees were refitted on all of them. Every cluster was in the training data of 4 of the 5 members. Settings:
-`{json.dumps(settings)}` ({cpu_minutes:.1f} CPU minutes, one thread: `{args.command}`). Before shipping,
+`{json.dumps(settings)}` ({cpu_minutes:.1f} CPU minutes, one thread: `{args.command}`; the model alone:
+`geomol train-affinity --config models/na-affinity.yaml --out models/na-affinity --overwrite`). Before shipping,
 each member's predictions of its fold's held-out complexes were checked against the cross-validation's
 (largest difference {worst:.1g} pK).
 
@@ -147,9 +152,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
     torch.set_num_threads(1)
-    clock = time.process_time()
-    model, data = build_nucleic_model(args.config, args.cache_dir)
-    cpu_minutes = (time.process_time() - clock) / 60
+    model, cpu_minutes = build(args.config, args.cache_dir)
+    config = read_ensemble_config(args.config)
+    _, protocol = tree_settings(config)
+    dataset = affinity_source(config.data, config.recipe, cache_dir=args.cache_dir).make_dataset()
+    data = nucleic_set_of(dataset, config.recipe, **protocol)
     worst = _check_members(model, data, args.cv_dir, args.row)
     cv = json.loads(Path(args.cv).read_text())
     row = {r["variant"]: r for r in cv["rows"]}[args.row]

@@ -19,7 +19,7 @@ from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.data.splits.nucleic import nucleic_cluster_folds
 from geomol.training.contact_scorer import ContactData, contact_views
 
-__all__ = ["FOLD_PROTOCOL", "NucleicSet", "nucleic_set", "tier_weights"]
+__all__ = ["FOLD_PROTOCOL", "NucleicSet", "nucleic_set", "nucleic_set_of", "tier_weights"]
 
 FOLD_PROTOCOL = {"n_folds": 5, "seed": 0, "valid_fraction": 0.2}
 """The folds every model of the nucleic-acid table is measured on (docs/evaluation.md)."""
@@ -87,6 +87,14 @@ def nucleic_set(root: str, *, recipe: ComplexRecipe | None = None, cache_dir: st
 
     recipe = recipe or ComplexRecipe()
     dataset = NucleicAffinityDataset(root, recipe=recipe, cache_dir=cache_dir, num_workers=workers, progress=False)
+    return nucleic_set_of(dataset, recipe, n_folds=n_folds, seed=seed, valid_fraction=valid_fraction)
+
+
+def nucleic_set_of(dataset, recipe: ComplexRecipe, *, n_folds: int = FOLD_PROTOCOL["n_folds"],
+                   seed: int = FOLD_PROTOCOL["seed"],
+                   valid_fraction: float = FOLD_PROTOCOL["valid_fraction"]) -> NucleicSet:
+    """:func:`nucleic_set` of an already built :class:`~geomol.data.datasets.nucleic_affinity.NucleicAffinityDataset`
+    (its graphs built with ``recipe``)."""
     graphs = [dataset[i] for i in range(len(dataset))]
     tiers, clusters = np.asarray(dataset.column("tier")), np.asarray(dataset.column("cluster"))
     folds = nucleic_cluster_folds(clusters.tolist(), tiers.tolist(), n_folds=n_folds, seed=seed,

@@ -1,60 +1,40 @@
-"""Build the shipped nucleic-acid affinity model from its config, as the cross-validation built its folds' models.
+"""The contact-tree members of a shipped nucleic-acid model, as the cross-validation built its folds' models.
 
-The config (``models/na-affinity.yaml``) names the data and the members' settings, those of a ``trees`` variant of
-the cross-validation (:mod:`geomol.evaluation.nucleic_models`)::
+``geomol train-affinity --config models/na-affinity.yaml`` trains them (the ``ContactTrees`` trainer of
+:mod:`geomol.commands.train_affinity`); the config is in the one format of :mod:`geomol.training.ensemble_config`::
 
-    name: na-affinity
-    description: ...
-    data: {root: ${GEOMOL_SHARED_DATA}/nucleic_affinity, pocket_cutoff: 10.0, n_folds: 5, split_seed: 0,
-           valid_fraction: 0.2}
-    members: {features: {roles: true, nucleic: true}, algorithm: et, tier_b: auto}
+    member: {kind: ContactTrees, model: rf, features: {roles: true, nucleic: true}}
+    recipe: {pocket_cutoff: 10.0}
+    data: {source: nucleic, root: ${GEOMOL_SHARED_DATA}/nucleic_affinity}
+    ensemble: {folds: 5, split_seed: 0, valid_fraction: 0.2}
+    fit: {tier_b: auto}
 
-Member ``k`` is the model of fold ``k`` (:func:`~geomol.evaluation.nucleic_models.fold_trees`: chosen and fitted on
-the clusters fold ``k`` does not test), so every cluster was in the training data of 4 of the 5 members and the
-cross-validation's figures are the members' figures on clusters they never saw. The model carries the complex
-recipe, each member's contact recipe (``hyperparameters.features``) and the applicability domain of all the
-complexes (receptor kinds RNA and DNA).
+Member ``k`` is the model of fold ``k`` of the cross-validation (:func:`~geomol.evaluation.nucleic_models.fold_trees`:
+its settings and tier-B weight chosen by an inner cross-validation of the clusters fold ``k`` does not test, then
+fitted on them), so every cluster was in the training data of 4 of the 5 members and the cross-validation's figures
+are the members' figures on clusters they never saw (``benchmarks/nucleic_affinity_cv.py``, the variant with the
+same ``model``, ``features`` and ``tier_b``).
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
-from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.errors import ConfigError
 from geomol.evaluation.nucleic_models import fold_trees
-from geomol.evaluation.nucleic_set import NucleicSet, nucleic_set
-from geomol.inference.affinity_model import AffinityModel
-from geomol.inference.domain import domain_from_graphs
-from geomol.shipped_configs import expand_shared_data
-from geomol.training.contact_trees import common_members, tree_member
+from geomol.evaluation.nucleic_set import FOLD_PROTOCOL, NucleicSet, nucleic_set_of
+from geomol.training.contact_trees import TREE_GRIDS, common_members, tree_member
+from geomol.training.ensemble_config import check_keys
 
-__all__ = ["SECTIONS", "read_ship_config", "nucleic_members", "build_nucleic_model"]
-
-SECTIONS = {"name", "description", "data", "members"}
-DATA_KEYS = {"root", "pocket_cutoff", "n_folds", "split_seed", "valid_fraction"}
-MEMBER_KEYS = {"features", "algorithm", "tier_b"}
-
-
-def read_ship_config(path: str | Path) -> dict[str, Any]:
-    """The config with ``${GEOMOL_SHARED_DATA}`` expanded; unknown sections or keys are a :class:`ConfigError`."""
-    from geomol.config_files import read_config
-
-    config = read_config(path)
-    data, members = dict(config.get("data") or {}), dict(config.get("members") or {})
-    unknown = sorted(set(config) - SECTIONS) + sorted(set(data) - DATA_KEYS) + sorted(set(members) - MEMBER_KEYS)
-    if unknown or "root" not in data or "features" not in members:
-        raise ConfigError(f"unknown key(s) {unknown} or a missing data.root / members.features (sections "
-                          f"{sorted(SECTIONS)}; data {sorted(DATA_KEYS)}; members {sorted(MEMBER_KEYS)})", path)
-    data["root"] = expand_shared_data(str(data["root"]))
-    return {**config, "data": data, "members": members}
+__all__ = ["nucleic_members", "tree_settings", "tree_ensemble"]
 
 
 def nucleic_members(data: NucleicSet, settings: Mapping[str, Any]) -> tuple[list, list[dict]]:
-    """One :class:`~geomol.models.contact_trees.ContactTrees` member per fold (module notes) and its origin."""
+    """One :class:`~geomol.models.contact_trees.ContactTrees` member per fold (module notes) and its origin.
+
+    Args:
+        settings: a ``trees`` variant's settings (``features``, ``algorithm``, ``tier_b``).
+    """
     recipe = ContactRecipe.from_dict(settings["features"])
     members, origins = [], []
     for k, fold in enumerate(data.folds):
@@ -69,16 +49,36 @@ def nucleic_members(data: NucleicSet, settings: Mapping[str, Any]) -> tuple[list
     return common_members(members), origins
 
 
-def build_nucleic_model(config_path: str | Path, cache_dir: str | None = None) -> tuple[AffinityModel, NucleicSet]:
-    """The ensemble a config describes (members, recipes, applicability domain) and the data it was built from."""
-    config = read_ship_config(config_path)
-    options = config["data"]
-    data = nucleic_set(options["root"], recipe=ComplexRecipe(options.get("pocket_cutoff", 10.0)), cache_dir=cache_dir,
-                       n_folds=options.get("n_folds", 5), seed=options.get("split_seed", 0),
-                       valid_fraction=options.get("valid_fraction", 0.2))
-    members, origins = nucleic_members(data, config["members"])
-    model = AffinityModel(members, members[0].to_config(), data.recipe, origins=origins, name=config.get("name", ""),
-                          description=config.get("description", ""))
-    tiers = ", ".join(f"{int(np.sum(data.tiers == t))} tier {t}" for t in ("A", "B"))
-    model.domain = domain_from_graphs(model, data.graphs, origin=f"the {len(data)} nucleic-acid complexes ({tiers})")
-    return model, data
+def tree_settings(config) -> tuple[dict, dict]:
+    """``(trees variant settings, fold protocol)`` of a train-affinity config whose members are ContactTrees.
+
+    Raises:
+        ConfigError: an unknown key in ``member``, ``ensemble`` or ``fit``, or an unknown tree model, naming the config.
+    """
+    check_keys("member", config.member, ("model", "features"), config.source, " of ContactTrees")
+    check_keys("ensemble", config.ensemble, ("folds", "split_seed", "valid_fraction"), config.source)
+    check_keys("fit", config.fit, ("tier_b",), config.source)
+    if config.member.get("model", "rf") not in TREE_GRIDS or "features" not in config.member:
+        raise ConfigError(f"member: ContactTrees needs features (a contact recipe) and model one of "
+                          f"{sorted(TREE_GRIDS)}", config.source)
+    settings = {"features": dict(config.member["features"]), "algorithm": config.member.get("model", "rf"),
+                "tier_b": config.fit.get("tier_b", "auto")}
+    protocol = {"n_folds": config.ensemble.get("folds", FOLD_PROTOCOL["n_folds"]),
+                "seed": config.ensemble.get("split_seed", FOLD_PROTOCOL["seed"]),
+                "valid_fraction": config.ensemble.get("valid_fraction", FOLD_PROTOCOL["valid_fraction"])}
+    return settings, protocol
+
+
+def tree_ensemble(config, source, dataset) -> tuple[list, list[dict]]:
+    """The members a train-affinity config describes (module notes) from the complexes of ``dataset``.
+
+    Raises:
+        ConfigError: a bad section (:func:`tree_settings`) or a source that is not the nucleic-acid set.
+    """
+    from geomol.data.datasets.sources import NucleicSource
+
+    if not isinstance(source, NucleicSource):
+        raise ConfigError("contact-tree members are the fold members of the nucleic-acid set: data.source must be "
+                          "'nucleic'", config.source)
+    settings, protocol = tree_settings(config)
+    return nucleic_members(nucleic_set_of(dataset, config.recipe, **protocol), settings)

@@ -86,3 +86,34 @@ def test_a_shipped_tree_member_predicts_what_the_fold_model_predicted(data, monk
         with torch.inference_mode():
             got = member(member.inputs(graphs)).numpy()
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_train_affinity_builds_the_fold_members_from_the_one_config_format(tmp_path, monkeypatch):
+    import yaml
+
+    import geomol
+    import geomol.training.contact_trees as contact_trees
+    from geomol.commands.train_affinity import build
+
+    monkeypatch.setitem(contact_trees.TREE_GRIDS, "rf", [{"n_estimators": 25, "min_samples_leaf": 2,
+                                                          "max_features": 0.5}])
+    root = tmp_path / "data"
+    root.mkdir()
+    _copy_subset(root, IDS)
+    config = {"name": "na-tiny", "member": {"kind": "ContactTrees", "model": "rf",
+                                            "features": {"roles": True, "nucleic": True}},
+              "recipe": {"pocket_cutoff": 10.0}, "data": {"source": "nucleic", "root": str(root)},
+              "ensemble": {"folds": 2, "valid_fraction": 0.2}, "fit": {"tier_b": "auto"}}
+    path = tmp_path / "na-tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    model, _ = build(path, cache_dir=str(tmp_path / "cache"))
+    assert model.architecture == "ContactTrees" and len(model.members) == 2
+    assert model.arguments["features"]["nucleic"] and model.domain.receptor_kinds == ("DNA", "RNA")
+    assert [o["fold"] for o in model.origins] == [0, 1]
+    loaded = geomol.load_model(model.save(tmp_path / "model"))
+    folder = root / "2B57"
+    [record] = geomol.predict_affinity(folder / "receptor.pdb", folder / "ligand.sdf", model=loaded)
+    assert record.ok and not any(f.code == "receptor_kind_unseen" for f in record.findings)
+    path.write_text(yaml.safe_dump({**config, "fit": {"tier_b": "auto", "epochs": 3}}))
+    with pytest.raises(ConfigError, match="fit: unknown key"):
+        build(path, cache_dir=str(tmp_path / "cache"))
