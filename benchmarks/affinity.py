@@ -163,16 +163,16 @@ def cross_validation(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="part", required=True)
-    run = sub.add_parser("speed", help="seconds per ligand of predict_affinity on one CPU thread")
+    run = sub.add_parser("speed", allow_abbrev=False, help="seconds per ligand of predict_affinity on one CPU thread")
     run.add_argument("--targets", nargs="+", default=["all"], help="PLB targets (default: all)")
     run.add_argument("--model", default="default", help="model name or path (default: the shipped default)")
     run.add_argument("--members", type=int, default=5, help="ensemble size when timing random weights (default 5)")
     run.add_argument("--batch-size", type=int, default=32)
     run.add_argument("--repeats", type=int, default=3)
     run.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "affinity_speed.json"))
-    cv = sub.add_parser("cv", help="print the cross-validation table")
+    cv = sub.add_parser("cv", allow_abbrev=False, help="print the cross-validation table")
     cv.add_argument("--results", default=str(REPO / "benchmarks" / "results" / "affinity_cv.json"))
     args = parser.parse_args()
     if args.part == "speed":

@@ -30,7 +30,7 @@ from geomol.training.finetune import FinetuneSettings
 
 
 def build_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=None, help="shared data folder (default $GEOMOL_SHARED_DATA)")
     parser.add_argument("--sources", nargs="+", default=None, help="corpus sources (default all four)")
     parser.add_argument("--series", nargs="+", default=None, help="only these series (a quick slice)")

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def build_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=None, help="shared data folder (default $GEOMOL_SHARED_DATA)")
     parser.add_argument("--sources", nargs="+", default=list(SOURCES), choices=SOURCES)
     parser.add_argument("--series", nargs="+", default=None, help="only these series (a quick slice)")

@@ -25,7 +25,7 @@ from geomol.evaluation.get_variants import VARIANTS, GETFold
 
 
 def build_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--fold", type=int, required=True)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="base")

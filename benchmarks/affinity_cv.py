@@ -39,9 +39,9 @@ from geomol.evaluation.get_variants import DEFAULT_SEED, VARIANTS, GETFold
 
 
 def build_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train")
+    train = sub.add_parser("train", allow_abbrev=False)
     train.add_argument("--fold", type=int, required=True)
     train.add_argument("--folds", type=int, default=5)
     train.add_argument("--epochs", type=int, default=12)
@@ -50,11 +50,11 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     train.add_argument("--out-dir", required=True)
     train.add_argument("--cache-dir", default=None)
     train.add_argument("--fragment-vocab", default=None, help="fragment vocabulary JSON (fragments variant)")
-    summary = sub.add_parser("summarise")
+    summary = sub.add_parser("summarise", allow_abbrev=False)
     summary.add_argument("--out-dir", required=True)
     summary.add_argument("--summary", required=True)
     summary.add_argument("--min-ligands", type=int, default=5)
-    table = sub.add_parser("compare", help="one table over variant summaries, plus their ensemble")
+    table = sub.add_parser("compare", allow_abbrev=False, help="one table over variant summaries, plus their ensemble")
     table.add_argument("summaries", nargs="+", help="summary JSON files of `summarise`")
     table.add_argument("--out", help="JSON to write the table to")
     table.add_argument("--min-ligands", type=int, default=5)

@@ -56,7 +56,7 @@ def load_epoch(data: CombinedAffinityDataset, workers: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "affinity_datasets.json"))
     args = parser.parse_args()
     torch.set_num_threads(1)

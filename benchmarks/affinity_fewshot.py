@@ -39,7 +39,7 @@ def run(args) -> dict:
 
 
 def build_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--cv-dir", type=Path, required=True, help="output folder of affinity_corpus_get.py")
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="base", help="the variant trained there")
     parser.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="which folds to score")

@@ -207,7 +207,7 @@ def adoption(summary: list[dict], weak_budgets: tuple[int, ...] = (5, 10), kept:
 
 
 def build_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=REPO / "models" / "contact-corpus.yaml")
     parser.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--k", type=int, nargs="+", default=[3, 5, 10])

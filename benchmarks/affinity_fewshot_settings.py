@@ -46,7 +46,7 @@ def run(args) -> dict:
 
 
 def build_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--chemistry", action="store_true", help="scorers read the atoms' interaction roles")
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--anchors", type=float, nargs="+", default=[0.1, 1.0, 10.0])

@@ -75,7 +75,7 @@ def _commit() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=SHARED)
     parser.add_argument("--cache-dir", type=Path, default=None, help="processed-data directory (default $GEOMOL_CACHE)")
     parser.add_argument("--sequence-only", action="store_true",

@@ -263,7 +263,7 @@ def print_table(dataset: str, rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.strip().splitlines()[0])
     parser.add_argument("--dataset", choices=list(CONFIGS), default="nbody")
     parser.add_argument("--molecule", default="aspirin", help="MD17: the molecule (md17_<molecule>.npz)")
     parser.add_argument("--data-dir", type=Path, default=MD17["data_dir"],

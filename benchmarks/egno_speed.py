@@ -230,7 +230,7 @@ def row_line(row: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--official", help="checkout of github.com/MinkaiXu/EGNO (default: $GEOMOL_OFFICIAL_EGNO "
                                            "or ../shared/reference/official_egno)")
     parser.add_argument("--quick", action="store_true", help="skip the 10,000-node graph")

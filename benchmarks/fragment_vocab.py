@@ -72,7 +72,7 @@ def run(mols: list[Chem.Mol], size: int, max_atoms: int | None) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=300, help="fragment types to learn")
     parser.add_argument("--max-atoms", type=int, default=12, help="heavy-atom cap for the second row")
     args = parser.parse_args()

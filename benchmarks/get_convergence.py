@@ -54,13 +54,14 @@ def run_predict(args: argparse.Namespace) -> dict:
 
 
 def build_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     steps = parser.add_subparsers(dest="step", required=True)
-    curve = steps.add_parser("curve", help="the learning curve of a run folder (its metrics.csv)")
+    curve = steps.add_parser("curve", allow_abbrev=False, help="the learning curve of a run folder (its metrics.csv)")
     curve.add_argument("run", type=Path, help="the run's version folder, e.g. runs/get_affinity_corpus_long/fold0")
     curve.add_argument("--output", type=Path, default=None, help="JSON of the curve")
     curve.add_argument("--plot", type=Path, default=None, help="PNG of the curve")
-    predict = steps.add_parser("predict", help="a checkpoint's predictions on the fold's test complexes")
+    predict = steps.add_parser("predict", allow_abbrev=False,
+                               help="a checkpoint's predictions on the fold's test complexes")
     predict.add_argument("--config", type=Path, required=True, help="the run's geomol fit config (data and fold)")
     predict.add_argument("--checkpoint", type=Path, required=True)
     predict.add_argument("--out-dir", type=Path, required=True, help="writes fold{k}.csv and fold{k}.json")

@@ -258,7 +258,7 @@ FOOTER = ("per step (batch16/forward16: 16 complexes); seconds: wall medians, bo
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--official", help="checkout of the official GET code (default: $GEOMOL_OFFICIAL_GET "
                                            "or ../shared/reference/official_get)")
     parser.add_argument("--only", nargs="*", choices=CASES, help="cases to run")

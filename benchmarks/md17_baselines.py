@@ -108,7 +108,7 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("md_data/md17"), help="md17_<molecule>.npz files")
     parser.add_argument("--runs", type=Path, default=Path("runs/egno_accuracy"), help="egno_accuracy.py run dirs")
     parser.add_argument("--molecules", nargs="+", default=list(MOLECULES))

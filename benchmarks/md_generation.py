@@ -76,7 +76,7 @@ def protein_rows(folder: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.strip().splitlines()[0])
     parser.add_argument("--md17", type=Path, default=REPO / "md_data" / "md17")
     parser.add_argument("--protein", type=Path, nargs="*", default=[REPO / "md_data" / "fkbp12"])
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "md_generation.json")

@@ -92,7 +92,7 @@ def _portable(message: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, help="only this many receptors, evenly spaced in sorted order")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "mol2_receptors.json")
     args = parser.parse_args()

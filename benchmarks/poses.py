@@ -342,7 +342,7 @@ def _parameters(args) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--series", nargs="+", metavar="SCHEME", help="series by file naming scheme (cdk2: every "
                         "group's) or group/scheme (jacs_set/cdk2)")
     parser.add_argument("--limit", type=int, help="this many series, evenly spaced over the metadata order")

@@ -107,7 +107,7 @@ def cpu_model() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over all complexes per pipeline")
     parser.add_argument("--profile-complexes", type=int, default=60, help="complexes in the profiled pass")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks/results/preprocess.json")

@@ -58,7 +58,7 @@ def weight_difference(a: torch.nn.Module, b: torch.nn.Module) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="the shipped model (name or directory)")
     parser.add_argument("--rebuilt", required=True, help="the rebuilt model's directory")
     parser.add_argument("--shipped-members", type=int, nargs="+", default=None,

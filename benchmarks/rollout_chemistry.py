@@ -102,9 +102,10 @@ def speed(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("evaluate", help="models and baselines on the windows of a held-out trajectory")
+    run = commands.add_parser("evaluate", allow_abbrev=False,
+                              help="models and baselines on the windows of a held-out trajectory")
     run.add_argument("--model", action="append", required=True, metavar="[NAME=]MODEL",
                      help="a trajectory model (shipped name, directory or checkpoint); repeat for several")
     run.add_argument("--topology", required=True, help="held-out trajectory's topology (with partial charges)")
@@ -116,7 +117,8 @@ def main() -> None:
     run.add_argument("--horizon", type=int, help="frames after each start (default: the first model's o_P)")
     run.add_argument("--restore-bonds", action="store_true", help="also each model with the bond-restoring projection")
     run.add_argument("--name", help="result name (default: the first model's)")
-    timing = commands.add_parser("speed", help="time the chemistry metrics on all 3,341 atoms of AdK")
+    timing = commands.add_parser("speed", allow_abbrev=False,
+                                 help="time the chemistry metrics on all 3,341 atoms of AdK")
     timing.add_argument("--frames", type=int, default=300)
     timing.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

@@ -215,7 +215,7 @@ def _save(path: Path, name: str, result: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("section", choices=[*SECTIONS, "all", "_stream"])
     parser.add_argument("--ligands", type=int, default=600, help="library size of throughput and profile")
     parser.add_argument("--profile-ligands", type=int, default=100)

@@ -247,7 +247,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--seconds", type=float, default=45.0, help=f"load per level (≤ {MAX_LEVEL_SECONDS:g})")
     parser.add_argument("--workers", type=int, default=2)

@@ -97,7 +97,7 @@ def time_molecule(name: str, steps: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.strip().splitlines()[0])
     parser.add_argument("--pdb", type=Path, help="protein to time (PDB or .pdb.gz)")
     parser.add_argument("--platform", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="OpenMM CPU threads (default 1)")

@@ -81,7 +81,7 @@ def imported_modules(argv: list[str], extra_env: dict[str, str]) -> dict[str, bo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--receptor", default="data/example/tnks2_protein.pdb")
     parser.add_argument("--ligands", default="data/example/tnks2_ligands.sdf")

@@ -13,6 +13,8 @@ Every subcommand takes ``--threads N`` (default: :mod:`geomol.commands.threads`)
 heavy work. A :class:`~geomol.errors.GeomolError` ends the command with one line on stderr (what is
 wrong and, where known, which option to pass) and exit status 1, never a traceback; warnings that
 geomol itself emits (e.g. skipped records) are one ``geomol <command>: warning: ...`` line each.
+Ctrl-C ends a command with one line too (exit status 130): ``geomol <command>: interrupted``, and how to
+resume where the command can (its module's ``resume_hint(args)``).
 """
 from __future__ import annotations
 
@@ -54,14 +56,15 @@ THREADS_HELP = ("every command takes --threads N: CPU threads for torch (default
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="geomol", description="Geometric deep learning on 3D molecular systems: "
+    parser = argparse.ArgumentParser(allow_abbrev=False,
+                                     prog="geomol", description="Geometric deep learning on 3D molecular systems: "
                                      "GET (binding affinity) and EGNO (trajectories) on a graph of sets.",
                                      epilog=THREADS_HELP)
     sub = parser.add_subparsers(dest="command", metavar="command")
     for name, text in LIGHTNING_SUBCOMMANDS.items():
-        sub.add_parser(name, help=f"{text} (see 'geomol {name} --help')", add_help=False)
+        sub.add_parser(name, allow_abbrev=False, help=f"{text} (see 'geomol {name} --help')", add_help=False)
     for name, (_, text) in COMMANDS.items():
-        sub.add_parser(name, help=text)
+        sub.add_parser(name, allow_abbrev=False, help=text)
     return parser
 
 
@@ -146,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"geomol.commands.{COMMANDS[name][0]}")
     # a command may define --threads itself (with its own help); "resolve" lets it replace this one
     description = module.__doc__.strip().splitlines()[0].replace("``", "")  # reST quotes read as noise in a terminal
-    parser = argparse.ArgumentParser(prog=f"geomol {name}", description=description, conflict_handler="resolve")
+    parser = argparse.ArgumentParser(allow_abbrev=False,
+                                     prog=f"geomol {name}", description=description, conflict_handler="resolve")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: see 'geomol --help')")
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
@@ -160,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     except GeomolError as err:
         print(_error_line(name, err), file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        hint = getattr(module, "resume_hint", None)
+        print(f"geomol {name}: interrupted" + (f"; {hint(args)}" if hint else ""), file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":

@@ -69,12 +69,13 @@ def readme_block(readme: str, sentence: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    data = sub.add_parser("data", help="copy a PLB target's ligands and measured pK into data/example")
+    data = sub.add_parser("data", allow_abbrev=False,
+                          help="copy a PLB target's ligands and measured pK into data/example")
     data.add_argument("--target", default=TARGET)
     data.add_argument("--shared", default=None, help="shared data folder (default: $GEOMOL_SHARED_DATA)")
-    readme = sub.add_parser("readme", help="write the cross-validation sentence into README.md")
+    readme = sub.add_parser("readme", allow_abbrev=False, help="write the cross-validation sentence into README.md")
     readme.add_argument("--check", action="store_true", help="only compare; exit 1 when the README differs")
     args = parser.parse_args()
     if args.command == "data":

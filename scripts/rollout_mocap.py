@@ -29,7 +29,7 @@ SHARED = shared_data_dir()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.strip().splitlines()[0])
     parser.add_argument("--model", default="egno-mocap-run", help="shipped model name, directory or checkpoint")
     parser.add_argument("--data", help="cmu_subject09_run.npz (default ../shared/data/mocap_run/...)")
     parser.add_argument("--starts-per-trial", type=int, default=10, help="test start frames per trial (default 10)")

@@ -26,7 +26,7 @@ from geomol.inference.dynamics.rollout_error import report, score_rollouts
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.strip().splitlines()[0])
     parser.add_argument("--model", default="egno-nbody", help="shipped model name, directory or checkpoint")
     parser.add_argument("--systems", type=int, default=100, help="simulations to roll out (default 100)")
     parser.add_argument("--steps", type=int, default=10000, help="integration steps (default 10000: 99 saved frames)")

@@ -123,7 +123,7 @@ Reference points on five other PLB targets (`../shared/BENCHMARKS.md`): a publis
 
 
 def main(argv=None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "models" / "contact-corpus.yaml"), help="the model's config")
     parser.add_argument("--row", default="contact", help="this variant's row name in the --cv table")
     parser.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_corpus_cv.json"))

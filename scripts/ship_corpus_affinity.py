@@ -96,7 +96,7 @@ def main(argv=None) -> None:
 
     from geomol.api import load_model
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--from-cv", required=True, help="folder of affinity_corpus_get.py (fold*_checkpoint/best.ckpt)")
     parser.add_argument("--row", required=True, help="this variant's row name in the --cv table")
     parser.add_argument("--cv", default=str(REPO / "benchmarks" / "results" / "affinity_corpus_cv.json"))

@@ -178,7 +178,7 @@ def _export(args, name: str, text: str, table, facts: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.strip().splitlines()[0])
     parser.add_argument("kind", choices=["md17", "protein"])
     parser.add_argument("--molecule", default="aspirin", help="md17: the molecule")
     parser.add_argument("--data-dir", type=Path, help="md_data/md17 or md_data/fkbp12_4fs (default by kind)")

@@ -236,10 +236,10 @@ def export(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("card", help="write the card of a model built by geomol train-affinity")
-    e = sub.add_parser("export", help="ship the cross-validation's fold models instead")
+    c = sub.add_parser("card", allow_abbrev=False, help="write the card of a model built by geomol train-affinity")
+    e = sub.add_parser("export", allow_abbrev=False, help="ship the cross-validation's fold models instead")
     e.add_argument("--from-cv", required=True, help="a cross-validation run (fold*/best.ckpt)")
     for command in (c, e):
         command.add_argument("--model-dir", default=str(MODEL_DIR), help="model directory")
@@ -249,7 +249,8 @@ def main() -> None:
         command.add_argument("--agreement",
                              default=str(REPO / "benchmarks" / "results" / "rebuild_agreement_get-plb.json"),
                              help="benchmarks/rebuild_agreement.py result of a rebuild (skipped when absent)")
-    for command in (e, sub.add_parser("domain", help="recompute the applicability domain of the exported model")):
+    for command in (e, sub.add_parser("domain", allow_abbrev=False,
+                                      help="recompute the applicability domain of the exported model")):
         command.add_argument("--spread-every", type=int, default=1,
                              help="measure the ensemble spread on every k-th training complex (default 1: all)")
         command.add_argument("--cache-dir", default=None, help="processed-data cache (default: geomol's)")

@@ -376,7 +376,7 @@ def _export(spec: ModelSpec, args, checkpoint: Path, training: dict, curve: list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.strip().splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=list(SPECS), default=list(SPECS), help="which models")
     parser.add_argument("--epochs", type=int, help="max epochs for every model (default: each reference protocol's)")
     parser.add_argument("--out-dir", default=str(REPO / "models"), help="where model directories go (default models/)")

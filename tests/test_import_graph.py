@@ -14,7 +14,7 @@ from tests.conftest import REPO
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("geomol.errors", "geomol.version", "geomol.units", "geomol.timing", "geomol.provenance",
      "geomol.deferred_imports", "geomol.shipped_configs", "geomol.config_files", "geomol.data.vocab", "geomol.data.blocks",
-     "geomol.data.paths"),
+     "geomol.data.paths", "geomol.terminal"),
     ("geomol.nn",),
     ("geomol.benchmarking", "geomol.metrics"),
     ("geomol.data.io",),

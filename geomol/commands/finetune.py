@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from geomol.terminal import console as plain_console
 
     model = args.model[0] if len(args.model) == 1 else args.model
     if len(args.model) > 1 and not all(m.endswith(".ckpt") for m in args.model):
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                               name=args.name, steps=args.steps, lr=args.lr, anchor=args.anchor,
                               receptor_chains=args.receptor_chains, overwrite=args.overwrite)
     fit = tuned.metrics["finetune"]
-    console = Console()
+    console = plain_console()
     console.print(f"fine-tuned {fit['base_model']} on {fit['ligands']} measured ligands: RMSE "
                   f"{fit['rmse_before']} → {fit['rmse_after']} pK, Spearman {fit['spearman_before']} → "
                   f"{fit['spearman_after']} (on those ligands, a fit, not a test); wrote {args.out}")

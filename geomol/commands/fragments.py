@@ -21,13 +21,13 @@ from geomol.errors import GeomolError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
-    learn = sub.add_parser("learn", help="learn a vocabulary from molecules")
+    learn = sub.add_parser("learn", allow_abbrev=False, help="learn a vocabulary from molecules")
     learn.add_argument("inputs", nargs="+", help="SDF / MOL2 files or ATOM3D LMDB folders")
     learn.add_argument("--out", required=True, help="vocabulary JSON to write")
     learn.add_argument("--size", type=int, default=300, help="number of fragment types (default 300)")
     learn.add_argument("--min-frequency", type=int, default=2, help="stop when pairs get rarer (default 2)")
     learn.add_argument("--max-atoms", type=int, help="largest fragment in heavy atoms (default: no limit)")
-    show = sub.add_parser("show", help="list the fragment types of a vocabulary")
+    show = sub.add_parser("show", allow_abbrev=False, help="list the fragment types of a vocabulary")
     show.add_argument("vocab")
 
 

@@ -57,11 +57,12 @@ def summarise(graph: BlockGraph, k: int = 9) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from geomol.terminal import console as plain_console
+
     summary = summarise(build(args), args.k_neighbors)
-    console = Console()
+    console = plain_console()
     table = Table(title=f"graph of sets: {summary['name']}")
     for column in ("segment", "blocks", "atoms", "most common block types"):
         table.add_column(column, justify="left" if column.startswith(("segment", "most")) else "right")

@@ -64,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")
     inputs.add_argument("--no-refine", action="store_true", help="with --reference: keep each pose as embedded on the "
                         "reference core, without relaxing it in the pocket (docs/predict.md)")
+    inputs.add_argument("--min-core-fraction", type=float, default=0.0, metavar="F",
+                        help="with --reference: refuse a ligand whose common core with the reference is less than F "
+                             "of the larger molecule's heavy atoms (default 0: any core of 5 atoms; a core under "
+                             "40 %% is posed with a 'small core' warning)")
     inputs.add_argument("--pairs", metavar="CSV", help="many receptor–ligand pairs: CSV with columns receptor, "
                         "ligands and optional ligand (index or title) and name; paths relative to the CSV")
     complexes = parser.add_argument_group("protein–protein complexes (instead of --receptor or --pairs)")
@@ -161,6 +165,10 @@ def check_inputs(args: argparse.Namespace) -> None:
         raise ConfigError("--plot needs --measured")
     if args.no_refine and not args.reference:
         raise ConfigError("--no-refine needs --reference (it concerns poses made from SMILES)")
+    if args.min_core_fraction and not args.reference:
+        raise ConfigError("--min-core-fraction needs --reference (it concerns poses made from SMILES)")
+    if not 0 <= args.min_core_fraction <= 1:
+        raise ConfigError(f"--min-core-fraction must be between 0 and 1, got {args.min_core_fraction}")
     if args.smiles_column and not args.reference:
         raise ConfigError("--smiles-column needs --reference (SMILES lists are posed on a reference ligand)")
     if args.smiles and args.reference:
@@ -202,7 +210,8 @@ def _plan(args: argparse.Namespace, model) -> list[tuple[str, list["LigandInput"
         receptor = read_receptor(args.receptor, model)
         inputs, posed = posed_inputs(receptor, args.ligands, args.reference, receptor_chains=args.receptor_chains,
                                      smiles_column=args.smiles_column,
-                                     parameters=PoseParameters(refinement=None) if args.no_refine else None)
+                                     parameters=PoseParameters(min_core_fraction=args.min_core_fraction,
+                                                               **({"refinement": None} if args.no_refine else {})))
         if args.write_poses:
             write_poses(args.write_poses, posed)
         return [(receptor, inputs)]
@@ -258,8 +267,8 @@ def _compare(records, args, console, model_name: str) -> None:
     measured = read_measured(args.measured)
     pairs = [(r.pK, measured[r.name]) for r in records if r.ok and r.name in measured]
     if len(pairs) < 2:
-        console.print(f"[yellow]only {len(pairs)} predicted ligand(s) match a name in {args.measured}: "
-                      "no comparison[/yellow]")
+        console.print(f"only {len(pairs)} predicted ligand(s) match a name in {args.measured}: no comparison",
+                      style="yellow", markup=False)
         return
     pred, true = zip(*pairs)
     report = regression_report(pred, true)
@@ -267,7 +276,7 @@ def _compare(records, args, console, model_name: str) -> None:
                   f"{report['spearman']:.3f}, RMSE {report['rmse']:.2f} pK")
     if args.plot:
         plot_predicted_vs_measured(records, measured, args.plot, title=" · ".join(filter(None, (_target(args), model_name))))
-        console.print(f"plot written to {args.plot}")
+        console.print(f"plot written to {args.plot}", markup=False)
 
 
 def _typical_error(model) -> str:
@@ -277,6 +286,17 @@ def _typical_error(model) -> str:
     if held_out:
         text += f"; on held-out sequence clusters the RMSE was {held_out:.1f} kcal/mol (model card)"
     return text
+
+
+def _default_model(args: argparse.Namespace, complexes: bool, console) -> str:
+    """The shipped model used without ``--model``: ppa-affinity for complexes; for one receptor file, the model
+    trained on pockets of its kind (:func:`~geomol.inference.model_choice.announced_model_for_receptor_file`:
+    protein, the default; RNA or DNA, the model that saw them, said on the terminal); else the default."""
+    from geomol.inference.model_choice import announced_model_for_receptor_file
+
+    if complexes:
+        return "ppa-affinity"
+    return announced_model_for_receptor_file(args.receptor, console.print) if args.receptor else "default"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -297,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     console = Console(stderr=True)
     complexes = bool(args.complex or args.complexes)
-    names = args.model or ["ppa-affinity" if complexes else "default"]
+    names = args.model or [_default_model(args, complexes, console)]
     model = load_model(names[0] if len(names) == 1 else names, device=args.device)
     records = (_complex_records(args, model, console) if complexes
                else _predict_all(_plan(args, model), model, args, console))

@@ -36,7 +36,7 @@ def data_module_from_config(path: str | Path, **overrides):
     data = dict(config["data"])
     data["init_args"] = {**data.get("init_args", {}), **{k: v for k, v in overrides.items() if v is not None}}
     expand_shared_data_paths(data)
-    parser = ArgumentParser(exit_on_error=False)
+    parser = ArgumentParser(allow_abbrev=False, exit_on_error=False)
     parser.add_subclass_arguments(pl.LightningDataModule, "data")
     try:
         namespace = parser.parse_object({"data": data})

@@ -84,9 +84,8 @@ def _velocity_from(value: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from geomol.api import load_model, rollout
+    from geomol.terminal import console
     from geomol.errors import ConfigError
 
     if args.reference and args.compare:
@@ -109,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                      include_start=not args.no_start, restore_bonds=args.restore_bonds, seed=args.seed,
                      device=args.device, progress=not args.quiet)
     if not args.quiet:
-        _report(result, Console())
+        _report(result, console())
     return 0
 
 
@@ -120,7 +119,7 @@ def _report(result, console) -> None:
     console.print(f"{len(frames)} frames ({frames[0]} … {frames[-1]}, {result.windows} window(s)) written to "
                   f"{result.out}" + (f" with topology {result.topology_file}" if result.topology_file else ""))
     if result.summary["diverged"]:
-        console.print(f"[yellow]the rollout diverged (non-finite positions) after {result.windows} window(s)[/yellow]")
+        console.print(f"the rollout diverged (non-finite positions) after {result.windows} window(s)", style="yellow")
     reference = result.summary.get("reference")
     if reference and reference["rmsd_A"]:
         line = (f"RMSD to {reference['file']}: mean {reference['mean_rmsd_A']:.2f} Å, "

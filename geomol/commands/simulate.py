@@ -28,7 +28,8 @@ def _optional_float(text: str) -> float | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     kinds = parser.add_subparsers(dest="kind", metavar="kind", required=True)
-    molecule = kinds.add_parser("molecule", help="small molecules with GFN2-xTB (tblite), MD17 protocol")
+    molecule = kinds.add_parser("molecule", allow_abbrev=False,
+                                help="small molecules with GFN2-xTB (tblite), MD17 protocol")
     molecule.add_argument("molecules", nargs="+", metavar="NAME|SMILES",
                           help="known names (the MD17 eight: aspirin, benzene_old, ethanol, malonaldehyde, "
                                "naphthalene, salicylic, toluene, uracil; drug-like ones such as paracetamol, phenol, "
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     molecule.add_argument("--friction", type=float, default=0.002, help="Langevin γ in 1/fs (default 0.002)")
     molecule.add_argument("--save-every", type=int, default=1, help="steps per frame (default 1)")
     molecule.add_argument("--checkpoint-every", type=int, default=1000, help="frames between checkpoints")
-    protein = kinds.add_parser("protein", help="a protein with OpenMM in implicit solvent")
+    protein = kinds.add_parser("protein", allow_abbrev=False, help="a protein with OpenMM in implicit solvent")
     protein.add_argument("pdb", help="protein structure (PDB, optionally .gz); PDBFixer adds missing atoms")
     length = protein.add_mutually_exclusive_group(required=True)
     length.add_argument("--frames", type=int, help="frames in the trajectory (frame 0: end of equilibration)")
@@ -63,13 +64,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         sub.add_argument("--out", required=True, help="output folder")
         sub.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
         sub.add_argument("--threads", type=int, help="CPU threads (tblite's OpenMP or OpenMM's CPU platform; default: "
-                         "OMP_NUM_THREADS, else the free physical cores)")
+                         "a resumed protein run's own, else OMP_NUM_THREADS, else the free physical cores)")
         sub.add_argument("--quiet", action="store_true", help="no progress bar or report")
+
+
+def resume_hint(args: argparse.Namespace) -> str:
+    """What Ctrl-C leaves behind (the CLI prints it after 'interrupted')."""
+    return f"the frames up to the last checkpoint are kept in {args.out}: the same command continues from there"
 
 
 def check_inputs(args: argparse.Namespace) -> None:
     if args.kind == "protein" and not Path(args.pdb).is_file():
         raise StructureReadError("file not found", source=args.pdb)
+    if args.kind == "molecule":
+        for molecule in args.molecules:
+            _check_molecule(molecule)
+
+
+def _check_molecule(molecule: str) -> None:
+    """A known name or a SMILES RDKit reads; else the names it may be a typo of."""
+    import difflib
+
+    from rdkit import Chem
+
+    from geomol.data.io._source import rdkit_messages
+    from geomol.simulate.molecules import MD17_MOLECULES, MOLECULES
+
+    if molecule in MOLECULES:
+        return
+    with rdkit_messages():
+        if Chem.MolFromSmiles(molecule) is not None:
+            return
+    close = difflib.get_close_matches(molecule.lower(), MOLECULES, n=3, cutoff=0.6)
+    raise ConfigError(f"{molecule!r} is neither a molecule name geomol knows nor a SMILES RDKit can read"
+                      + (f"; did you mean {' or '.join(close)}?" if close else "")
+                      + f" (names: the MD17 {', '.join(MD17_MOLECULES)} and {len(MOLECULES) - len(MD17_MOLECULES)} "
+                        "more in geomol.simulate.molecules.MOLECULES; any other molecule as a SMILES, e.g. 'CCO')")
 
 
 def _protein_frames(args: argparse.Namespace) -> int:
@@ -82,6 +112,8 @@ def _protein_frames(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from geomol.simulate.summary import simulated_time, speed
+
     if args.kind == "molecule":
         from geomol.simulate import SmallMoleculeSettings, simulate_small_molecule
 
@@ -93,9 +125,9 @@ def run(args: argparse.Namespace) -> int:
                                              save_every=args.save_every, label=args.name or "")
             summary = simulate_small_molecule(settings, args.out, args.frames, checkpoint_every=args.checkpoint_every,
                                               progress=not args.quiet)
-            _report(args, f"{summary['molecule']}: {summary['frames']} frames ({summary['simulated_ps']:.2f} ps) in "
-                          f"{Path(args.out) / summary['file']}, {summary['ms_per_step']} ms per step, mean kinetic "
-                          f"temperature {summary['mean_kinetic_temperature_K']:.0f} K")
+            _report(args, f"{summary['molecule']}: {summary['frames']} frames "
+                          f"({simulated_time(summary['simulated_ps'])}) in {Path(args.out) / summary['file']}, "
+                          f"{summary['ms_per_step']} ms per step; {_temperature(summary)}")
         return 0
     from geomol.simulate import ProteinSettings, simulate_protein
 
@@ -106,12 +138,30 @@ def run(args: argparse.Namespace) -> int:
                                frame_interval_ps=args.frame_interval, equilibration_ps=args.equilibration)
     from geomol.commands.threads import resolve_threads
 
+    from geomol.simulate.protein import checkpoint_threads
+
+    # a resumed run keeps its thread count unless told otherwise: OpenMM's CPU sums depend on it (bit for bit)
+    threads = args.threads or checkpoint_threads(args.out) or resolve_threads(None)
     summary = simulate_protein(args.pdb, args.out, _protein_frames(args), settings, platform=args.platform,
-                               threads=resolve_threads(args.threads), checkpoint_every=args.checkpoint_every, progress=not args.quiet)
-    _report(args, f"{summary['frames']} frames ({summary['produced_ns']:.3f} ns, {summary['atoms']} atoms) in "
-                  f"{Path(args.out) / 'trajectory.dcd'} with topology.pdb / topology.pqr; {summary['ns_per_day']} "
-                  f"ns/day on {summary['platform']}")
+                               threads=threads, checkpoint_every=args.checkpoint_every, progress=not args.quiet)
+    _report(args, f"{summary['frames']} frames ({simulated_time(summary['produced_ns'] * 1e3)} produced, "
+                  f"{summary['atoms']} atoms) in {Path(args.out) / 'trajectory.dcd'} with topology.pdb / topology.pqr; "
+                  f"{speed(summary['produced_ns'] * 1e3, summary['wall_seconds'])} on {summary['platform']}")
     return 0
+
+
+def _temperature(summary: dict) -> str:
+    """The kinetic temperature after the thermostat's heat-up, or why a short run has none."""
+    from geomol.simulate.summary import simulated_time
+
+    target, heat_up = summary["settings"]["temperature"], summary["heat_up_ps"]
+    if summary.get("kinetic_temperature_after_heat_up_K") is not None:
+        return (f"kinetic temperature {summary['kinetic_temperature_after_heat_up_K']:.0f} K (target {target:.0f} K) "
+                f"after the thermostat's {simulated_time(heat_up)} heat-up")
+    return (f"mean kinetic temperature {summary['mean_kinetic_temperature_K']:.0f} K (target {target:.0f} K) over a "
+            f"run shorter than the thermostat's heat-up ({simulated_time(heat_up)} = 5/friction): the velocities drawn "
+            "at the target give about half their energy to the potential at once, and the thermostat warms the run "
+            "back up from there")
 
 
 def _report(args: argparse.Namespace, line: str) -> None:

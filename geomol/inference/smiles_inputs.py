@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from os import PathLike
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rdkit import Chem
 
@@ -93,17 +93,20 @@ def _posed_input(posed: PosedLigand) -> LigandInput:
     findings = [Finding(ERROR, error_code(posed.error_kind or "PoseError"), posed.error)] if posed.error else []
     if posed.core_relaxation is not None:  # the pose is not held exactly on the reference: the chemist should know
         findings.append(Finding(WARNING, "core_relaxed", posed.core_relaxation.message()))
+    if posed.small_core:  # another series matched on a ring or two: the score rests on a guessed pose
+        findings.append(Finding(WARNING, "small_core", posed.small_core))
     return LigandInput(posed.name, posed.source, molecule=posed.molecule, error=posed.error, extra=posed.report(),
                        findings=findings)
 
 
 def posed_inputs(receptor: str | PathLike | Structure, ligands: Any, reference: str | PathLike | Chem.Mol, *,
                  receptor_chains: Sequence[str] | None = None, parameters: PoseParameters | None = None,
-                 smiles_column: str | None = None, name_column: str | None = None
-                 ) -> tuple[list[LigandInput], list[PosedLigand]]:
+                 smiles_column: str | None = None, name_column: str | None = None,
+                 progress: Callable[[int], None] | None = None) -> tuple[list[LigandInput], list[PosedLigand]]:
     """Pose every SMILES on the reference in the receptor; the prediction inputs and the pose reports.
 
     ``smiles_column`` / ``name_column``: the columns of CSV files (see :func:`smiles_entries`).
+    ``progress``: called with the ligands posed so far after each one.
 
     Raises:
         GeomolError subclasses: the receptor, the reference or a SMILES file cannot be read (a bad
@@ -115,7 +118,7 @@ def posed_inputs(receptor: str | PathLike | Structure, ligands: Any, reference: 
     entries = [entry._replace(name=name) for entry, name in zip(entries, unique)]
     template = PoseTemplate(_reference_molecule(reference), _receptor_heavy_atoms(receptor, receptor_chains),
                             parameters)
-    posed = template.pose_all(entries)
+    posed = template.pose_all(entries, progress)
     inputs = [_posed_input(p) for p in posed]
     mark_renamed(inputs, names, unique, renamed)
     return inputs, posed

@@ -12,11 +12,20 @@ Three ways to get workers, one code path after that (a :class:`dask.distributed.
 Each shard is one task (:func:`~geomol.screen.worker.score_shard`); Dask places tasks on workers,
 reruns the task of a worker that dies (up to ``distributed.scheduler.allowed-failures`` times) and
 retries a task that raised (``retries``). The code here only keeps a bounded number of shards in
-flight (so the library streams through in constant memory) and hands each finished result to the
-caller; it never chooses a worker.
+flight (so the library streams through in constant memory), hands each finished result to the
+caller, and passes on the workers' progress events (ligands posed so far in a running shard,
+:data:`~geomol.screen.worker.PROGRESS_TOPIC`); it never chooses a worker.
+
+Ctrl-C stops the driver only: the local workers are started with SIGINT ignored (a terminal sends it to
+the whole process group, and each worker would print its own traceback); the driver cancels the shards in
+flight and closes the cluster, whose messages about stopping busy workers are not shown (stopping them
+is the point).
 """
 from __future__ import annotations
 
+import logging
+import signal
+import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,9 +34,9 @@ from typing import Callable, Iterable, Iterator
 from geomol.errors import ConfigError
 from geomol.screen.library import Shard
 from geomol.screen.settings import ScreenInputs
-from geomol.screen.worker import ShardResult, score_shard
+from geomol.screen.worker import PROGRESS_TOPIC, ShardResult, score_shard
 
-__all__ = ["JobQueueSpec", "dask_client", "run_shards"]
+__all__ = ["JobQueueSpec", "dask_client", "run_shards", "worker_threads"]
 
 TASK_RETRIES = 2
 """Reruns of a shard task that raised (a worker that died is handled by the scheduler itself)."""
@@ -84,6 +93,36 @@ def _require_dask():
 
 
 @contextmanager
+def _interrupts_for_the_driver_only() -> Iterator[None]:
+    """Processes started inside ignore Ctrl-C (SIGINT: ignored stays ignored across exec); the driver's own
+    handling is back afterwards. Only the main thread may change signal handling: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _distributed_logs_restored() -> Iterator[logging.Logger]:
+    """Dask's logger, its level restored on leaving (after the cluster inside has closed)."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    try:
+        yield logger
+    finally:
+        logger.setLevel(level)
+
+
+def worker_threads(client) -> int:
+    """Worker threads the cluster has now (at least 1)."""
+    return max(1, sum(client.nthreads().values()))
+
+
+@contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None,
                 jobqueue: JobQueueSpec | None = None) -> Iterator:
     """A Dask client on a local cluster of ``workers`` processes, an existing ``scheduler``, or a ``jobqueue`` cluster.
@@ -108,28 +147,43 @@ def dask_client(workers: int | None = None, scheduler: str | None = None,
         cluster = jobqueue.cluster()
         cluster.scale(jobs=jobqueue.jobs)
     else:
-        cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               env=_WORKER_ENV)
-    with cluster, Client(cluster) as client:
-        yield client
+        with _interrupts_for_the_driver_only():
+            cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", env=_WORKER_ENV)
+    with _distributed_logs_restored() as logs, cluster, Client(cluster) as client:
+        try:
+            yield client
+        except KeyboardInterrupt:
+            logs.setLevel(logging.CRITICAL)  # busy workers are stopped on purpose: no word about it
+            raise
+        finally:  # the screen is over: a worker slow to exit (a loaded machine) is killed without a warning
+            logs.setLevel(max(logs.level, logging.ERROR))
 
 
 def _window(client) -> int:
     """Shards in flight: two per worker thread (one running, one queued), at least 4."""
-    return max(4, 2 * sum(client.nthreads().values()))
+    return max(4, 2 * worker_threads(client))
 
 
 def run_shards(client, inputs: ScreenInputs, shards: Iterable[Shard], on_result: Callable[[ShardResult], None],
-               on_error: Callable[[Shard, BaseException], None]) -> None:
+               on_error: Callable[[Shard, BaseException], None],
+               on_progress: Callable[[int, int], None] | None = None) -> None:
     """Run :func:`~geomol.screen.worker.score_shard` on every shard, a bounded number at a time.
 
     ``on_result`` gets each finished shard's result (in completion order); ``on_error`` gets a shard
-    whose task failed even after retries and reruns (with the exception). On an interruption
+    whose task failed even after retries and reruns (with the exception); ``on_progress`` gets
+    (shard number, ligands posed so far) while a shard runs (from another thread). On an interruption
     (KeyboardInterrupt) the shards still in flight are cancelled before it propagates.
     """
     from distributed import as_completed
 
+    from geomol.screen.dask_plugins import QuietCancellations
+
     key = f"{inputs.fingerprint[:12]}-{uuid.uuid4().hex[:8]}"  # per run: a rerun never meets a released key
+    topic = f"{PROGRESS_TOPIC}-{key}"
+    if on_progress is not None:
+        client.subscribe_topic(topic, lambda event: on_progress(event[1]["shard"], event[1]["posed"]))
+    client.register_plugin(QuietCancellations())
     shared = client.submit(_identity, inputs, key=f"screen-inputs-{key}", pure=False)
     queue = iter(shards)
     by_key: dict[str, Shard] = {}
@@ -140,8 +194,8 @@ def run_shards(client, inputs: ScreenInputs, shards: Iterable[Shard], on_result:
             shard = next(queue, None)
             if shard is None:
                 return
-            future = client.submit(score_shard, shared, shard, key=f"screen-shard-{key}-{shard.number:06d}",
-                                   retries=TASK_RETRIES, pure=False)
+            future = client.submit(score_shard, shared, shard, topic if on_progress else None,
+                                   key=f"screen-shard-{key}-{shard.number:06d}", retries=TASK_RETRIES, pure=False)
             by_key[future.key] = shard
             running.add(future)
 
@@ -162,6 +216,8 @@ def run_shards(client, inputs: ScreenInputs, shards: Iterable[Shard], on_result:
         raise
     finally:
         shared.release()
+        if on_progress is not None:
+            client.unsubscribe_topic(topic)
 
 
 def _identity(value):

@@ -11,7 +11,10 @@ from rich.table import Table
 
 from geomol.screen.merge import PK_BINS
 
-__all__ = ["summary_table", "top_table", "plot_screen"]
+__all__ = ["summary_table", "top_table", "plot_screen", "SHOWN_HITS"]
+
+SHOWN_HITS = 20
+"""Ranked hits printed in the terminal and drawn in the plot (the same rows); ``top.csv`` has all ``--top``."""
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -38,13 +41,17 @@ def _number(value, digits: int = 2) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def top_table(rows: list[dict], shown: int = 10) -> Table:
-    """The first ``shown`` ranked hits."""
-    table = Table(title=f"top {min(shown, len(rows))} by predicted pK", title_justify="left")
+def _top_title(shown: int, written: int) -> str:
+    return f"top {shown} by predicted pK" + (f" (of the {written} in top.csv)" if written > shown else "")
+
+
+def top_table(rows: list[dict], written: int | None = None) -> Table:
+    """The ranked hits ``rows`` (``written``: how many ``top.csv`` holds, said in the title when more)."""
+    table = Table(title=_top_title(len(rows), written or len(rows)), title_justify="left")
     for column, justify in (("rank", "right"), ("name", "left"), ("pK", "right"), ("± std", "right"),
                             ("pose", "left"), ("core RMSD Å", "right"), ("SMILES", "left")):
         table.add_column(column, justify=justify, overflow="fold")
-    for row in rows[:shown]:
+    for row in rows:
         table.add_row(str(row["rank"]), row["name"], _number(row["pK"]), _number(row["pK_std"]), row["pose_method"],
                       _number(row["core_rmsd"]), row["smiles"])
     return table
@@ -65,8 +72,11 @@ def _depiction(smiles: str, size: int = 300) -> np.ndarray | None:
     return mpimg.imread(io.BytesIO(drawer.GetDrawingText()), format="png")
 
 
-def plot_screen(path: str | Path, histogram: np.ndarray, top: list[dict], title: str, hits: int = 8) -> None:
-    """PNG: the distribution of predicted pK over the scored ligands, and the ``hits`` best with their 2D depictions."""
+def plot_screen(path: str | Path, histogram: np.ndarray, top: list[dict], title: str, written: int | None = None
+                ) -> None:
+    """PNG: the distribution of predicted pK over the scored ligands, and the ranked hits ``top`` with their 2D
+    depictions (``written``: how many ``top.csv`` holds, said in the title when more)."""
+    hits = len(top)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,7 +94,7 @@ def plot_screen(path: str | Path, histogram: np.ndarray, top: list[dict], title:
         axis.bar(centres[lo:hi], histogram[lo:hi], width=PK_BINS[1] - PK_BINS[0], color="#4477aa")
     axis.set_xlabel("predicted pK")
     axis.set_ylabel("ligands")
-    axis.set_title(f"{title}: {int(histogram.sum())} scored ligands")
+    axis.set_title(f"{title}: {int(histogram.sum())} scored ligands; below, the {_top_title(hits, written or hits)}")
     for k, row in enumerate(top[:hits]):
         ax = figure.add_subplot(grid[1 + k // columns, k % columns])
         image = _depiction(row["smiles"])

@@ -1,6 +1,7 @@
 """``screen_library``: a compound library against one pocket, on a Dask cluster, resumable.
 
-The driver (this process) checks the inputs, counts the library, opens or creates the manifest,
+The driver (this process) checks the inputs, counts the library, starts or joins the cluster, sizes
+the shards (:func:`auto_shard_size`, unless given or resumed), opens or creates the manifest,
 streams the library's shards to the engine (:mod:`geomol.screen.engine`), writes each finished shard's
 files atomically and records it, and at the end merges the shards (:mod:`geomol.screen.merge`) and
 writes the summary and the plot. The driver holds a bounded number of shards at a time; the workers
@@ -9,6 +10,7 @@ hold one shard each.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import replace
 from os import PathLike
@@ -19,17 +21,39 @@ from rich.console import Console
 
 from geomol.data.store.cache import atomic_write_bytes, atomic_write_text
 from geomol.errors import ConfigError, StructureReadError
-from geomol.screen.engine import JobQueueSpec, dask_client, run_shards
+from geomol.screen.engine import JobQueueSpec, dask_client, run_shards, worker_threads
 from geomol.screen.library import Shard, count_library, iter_shards, library_format
 from geomol.screen.manifest import Manifest, ShardRecord
 from geomol.screen.merge import merge_shards
 from geomol.screen.outputs import OutputFolder, table_bytes
 from geomol.screen.progress import ScreenProgress
-from geomol.screen.report import plot_screen
+from geomol.screen.report import SHOWN_HITS, plot_screen
 from geomol.screen.settings import ScreenInputs, ScreenSettings, model_digest
 from geomol.screen.worker import ShardResult
 
-__all__ = ["screen_library"]
+__all__ = ["screen_library", "auto_shard_size"]
+
+SHARDS_PER_THREAD = 4
+"""Shards per worker thread when the size is chosen: the last round leaves a thread idle for at most a quarter
+of its share (one 500-ligand shard per thread left one of two workers idle for the last third of a screen)."""
+SHARD_SIZE_BOUNDS = (25, 500)
+"""Fewest ligands per shard (a task's overhead: a worker that joins a screen loads the model first) and most (a
+shard's memory)."""
+
+
+def auto_shard_size(ligands: int, threads: int) -> int:
+    """Ligands per shard for a library of ``ligands`` on ``threads`` worker threads: about
+    :data:`SHARDS_PER_THREAD` shards per thread, within :data:`SHARD_SIZE_BOUNDS`."""
+    low, high = SHARD_SIZE_BOUNDS
+    return min(high, max(low, math.ceil(ligands / (max(1, threads) * SHARDS_PER_THREAD))))
+
+
+def _earlier_shard_size(folder: OutputFolder) -> int | None:
+    """The shard size of the screen recorded in ``folder`` (a resumed screen keeps it), or None."""
+    try:
+        return int(json.loads(folder.manifest.read_text())["library"]["shard_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _checked_inputs(library: Path, receptor, reference, settings: ScreenSettings) -> ScreenInputs:
@@ -88,14 +112,14 @@ class _Driver:
         atomic_write_bytes(self.folder.shard_poses(result.number), result.poses)
         self.manifest.add(ShardRecord(result.number, result.digest, result.ligands, result.scored, result.failed,
                                       result.docked, result.seconds, result.worker, result.peak_rss_mb))
-        self.progress.advance(result.ligands, result.failed)
+        self.progress.advance(result.ligands, result.failed, result.number)
         if self.on_shard is not None:
             self.on_shard(result)
 
     def failed(self, shard: Shard, exc: BaseException) -> None:
         atomic_write_bytes(self.folder.shard_table(shard.number), table_bytes(_failed_shard_rows(shard, exc)))
         self.failed_shards.append(shard.number)
-        self.progress.advance(len(shard.entries), len(shard.entries))
+        self.progress.advance(len(shard.entries), len(shard.entries), shard.number)
 
 
 def _stage_seconds(records) -> dict[str, float]:
@@ -140,22 +164,28 @@ def screen_library(library: str | PathLike, receptor: str | PathLike, reference:
     inputs = _checked_inputs(library, receptor, reference, settings)
     ligand_count = count_library(library)
     folder = OutputFolder(out)
-    library_record = {"name": library.name, "ligands": ligand_count, "shard_size": settings.shard_size}
-    manifest = Manifest(folder, {**inputs.describe(), "library": library_record})
-    shard_count = -(-ligand_count // settings.shard_size)
     started = time.monotonic()
-    with ScreenProgress(ligand_count, console, quiet) as progress:
-        driver = _Driver(folder, manifest, progress, on_shard)
-        with dask_client(workers if scheduler is None and jobqueue is None else None, scheduler, jobqueue) as client:
-            run_shards(client, inputs, driver.pending(iter_shards(library, settings.shard_size)), driver.finished,
-                       driver.failed)
-            threads = sum(client.nthreads().values())
+    with dask_client(workers if scheduler is None and jobqueue is None else None, scheduler, jobqueue) as client:
+        threads = (worker_threads(client) if scheduler is not None else
+                   jobqueue.jobs * jobqueue.cores if jobqueue is not None else workers or 1)
+        shard_size = settings.shard_size or _earlier_shard_size(folder) or auto_shard_size(ligand_count, threads)
+        settings = replace(settings, shard_size=shard_size)
+        inputs = replace(inputs, settings=settings)
+        library_record = {"name": library.name, "ligands": ligand_count, "shard_size": shard_size}
+        manifest = Manifest(folder, {**inputs.describe(), "library": library_record})
+        with ScreenProgress(ligand_count, console, quiet) as progress:
+            driver = _Driver(folder, manifest, progress, on_shard)
+            run_shards(client, inputs, driver.pending(iter_shards(library, shard_size)), driver.finished,
+                       driver.failed, progress.partial)
+        threads = worker_threads(client)
+    shard_count = -(-ligand_count // shard_size)
     wall = time.monotonic() - started
     merged = merge_shards(folder, shard_count, ligand_count, settings.top)
-    if plot and merged.top:
-        plot_screen(folder.plot, merged.histogram, merged.top, Path(receptor).name)
     records = list(manifest.completed.values())
     screened = ligand_count - progress.skipped
+    shown = merged.top[:SHOWN_HITS]  # the table printed and the hits drawn: the same rows
+    if plot and shown:
+        plot_screen(folder.plot, merged.histogram, shown, Path(receptor).name, written=len(merged.top))
     summary = {
         "counts": {"ligands": merged.ligands, "scored": merged.scored, "failed": merged.failed,
                    "docked": merged.docked_scored},
@@ -166,7 +196,7 @@ def screen_library(library: str | PathLike, receptor: str | PathLike, reference:
                 "worker_threads": threads, "cpu_seconds_by_stage": _stage_seconds(records),
                 "peak_worker_rss_mb": max((r.peak_rss_mb for r in records), default=0.0),
                 "workers": sorted({r.worker for r in records})},
-        "top": merged.top[:10],
+        "top": shown, "top_written": len(merged.top),
         "files": {"top": folder.top_table.name, "top_poses": folder.top_poses.name,
                   "failures": folder.failures.name, "shards": "shards/", "poses": "poses/",
                   "plot": folder.plot.name if plot and merged.top else None},

@@ -53,7 +53,8 @@ class ScreenSettings:
         receptor_chains: use only these receptor chains (None: all).
         pose: :class:`~geomol.data.posing.poses.PoseParameters` of the posing on the reference.
         dock: :class:`DockSettings` to dock ligands without a common core; None reports them as failures.
-        shard_size: ligands per task.
+        shard_size: ligands per task; None: sized when the screen starts from the library and the worker
+            threads (:func:`~geomol.screen.run.auto_shard_size`), or the size of the screen it resumes.
         batch_size: complexes per forward pass of the model.
         top: rows of the merged, ranked table (and poses of the top SDF).
         threads: torch threads per worker process.
@@ -63,13 +64,14 @@ class ScreenSettings:
     receptor_chains: tuple[str, ...] | None = None
     pose: PoseParameters = field(default_factory=PoseParameters)
     dock: DockSettings | None = None
-    shard_size: int = 500
+    shard_size: int | None = None
     batch_size: int = 32
     top: int = 100
     threads: int = 1
 
     def __post_init__(self):
-        if self.shard_size < 1 or self.batch_size < 1 or self.top < 1 or self.threads < 1:
+        if (self.shard_size is not None and self.shard_size < 1) or self.batch_size < 1 or self.top < 1 or \
+                self.threads < 1:
             raise ConfigError("shard size, batch size, top and threads must be ≥ 1")
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Posing and scoring are the library's own (:func:`~geomol.inference.smiles_inputs
 What is expensive to set up — the model, the receptor structure, the reference molecule, Vina's maps —
 is made once per worker process (for the screen's fingerprint) and reused by its later shards.
 A ligand that fails (unreadable record, invalid SMILES, no common core, a failed input check, ...)
-becomes a ``failed`` row with the stage and the reason; the shard goes on.
+becomes a ``failed`` row with the stage and the reason; the shard goes on. While it poses (most of a
+shard's time) the task reports the ligands posed so far as a Dask event, at most every
+:data:`PROGRESS_SECONDS`, so that the driver's progress moves from the first ligand, not the first shard.
 """
 from __future__ import annotations
 
@@ -31,7 +33,11 @@ from geomol.screen.library import LibraryEntry, Shard
 from geomol.screen.outputs import gzip_bytes, table_bytes
 from geomol.screen.settings import ScreenInputs
 
-__all__ = ["ShardResult", "score_shard"]
+__all__ = ["ShardResult", "score_shard", "PROGRESS_TOPIC", "PROGRESS_SECONDS"]
+
+PROGRESS_TOPIC = "geomol-screen-progress"
+"""Prefix of the Dask event topic of a run's progress events ``{"shard": number, "posed": ligands}``."""
+PROGRESS_SECONDS = 1.0
 
 
 @dataclass
@@ -153,8 +159,31 @@ def _docked_input(context: _Context, item, posed, rows: dict[int, dict], entry: 
     return LigandInput(item.name, item.source, molecule=pose, extra=extra)
 
 
-def score_shard(inputs: ScreenInputs, shard: Shard) -> ShardResult:
-    """Pose, (dock,) and score every ligand of ``shard``; see the module notes."""
+def _progress_events(topic: str | None, shard: int):
+    """A callback that sends ``(shard, ligands posed)`` to ``topic`` at most every :data:`PROGRESS_SECONDS`
+    (None outside a Dask worker or without a topic)."""
+    if topic is None:
+        return None
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # run outside a worker (a test calling the task directly)
+        return None
+    last = [time.monotonic()]
+
+    def report(posed: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_SECONDS:
+            last[0] = now
+            worker.log_event(topic, {"shard": shard, "posed": posed})
+
+    return report
+
+
+def score_shard(inputs: ScreenInputs, shard: Shard, progress_topic: str | None = None) -> ShardResult:
+    """Pose, (dock,) and score every ligand of ``shard``; see the module notes (``progress_topic``: where the
+    progress events go, None: nowhere)."""
     from geomol.inference.smiles_inputs import posed_inputs
 
     clock = _Clock()
@@ -174,7 +203,8 @@ def score_shard(inputs: ScreenInputs, shard: Shard) -> ShardResult:
         smiles_entries.append(SmilesEntry(entry.name, smiles, entry.source))
     to_score, scored_entries, docked = [], [], 0
     if smiles_entries:
-        items, posed = posed_inputs(context.receptor, smiles_entries, context.reference, parameters=settings.pose)
+        items, posed = posed_inputs(context.receptor, smiles_entries, context.reference, parameters=settings.pose,
+                                    progress=_progress_events(progress_topic, shard.number))
         start = clock.add("pose", start)
         for entry, item, pose in zip(entries, items, posed):
             if pose.ok:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from geomol.terminal import console, text_column
 
 __all__ = ["SimulationProgress"]
 
@@ -34,9 +35,9 @@ class SimulationProgress:
 
     def __enter__(self) -> "SimulationProgress":
         if self.terminal:
-            self._bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            self._bar = Progress(text_column("{task.description}", style="bold"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("frames, {task.fields[speed]}"), TimeRemainingColumn(),
-                                 console=Console(stderr=True), transient=False)
+                                 console=console(stderr=True), transient=False)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.what, total=self.total, completed=self.start_done, speed="")
         return self

@@ -11,14 +11,27 @@ and then produced with a frame every ``frame_interval_ps`` (Langevin middle inte
 * ``trajectory.dcd`` (frame 0: the end of equilibration) and ``trajectory.json`` (settings, OpenMM
   version, platform, frames, simulated ns, wall time, ns/day);
 * ``trajectory.work/checkpoint.npz``: OpenMM's checkpoint (positions, velocities and the random
-  generator's state, for the platform that wrote it) and the frame count. A killed run continues
-  from its last checkpoint, the trajectory cut back to it; a finished run is extended by asking
-  for more frames.
+  generator's state, for the platform that wrote it), the frame count, the CPU threads and
+  ``checkpoint_every``. A killed run continues from its last checkpoint, the trajectory cut back to
+  it; a finished run is extended by asking for more frames (from its last checkpoint, the frames
+  after it computed again).
+
+Resuming is bit for bit. OpenMM's state alone is not enough: a context started from a checkpoint
+sums forces in another order than the context that wrote it (its neighbour lists and atom order are
+built afresh), so a resumed protein run drifted from the uninterrupted one by 1e-10 Å at once and by
+Å within thousands of frames. So every run restarts its own context from the state it saves
+(``Context.reinitialize(preserveState=True)``) at each checkpoint, at fixed frames (frame 0, then
+every ``checkpoint_every`` frames): an interrupted run, resumed from its last checkpoint, goes through
+exactly the states of the run that was never interrupted. This holds on the same OpenMM platform
+(another is refused), with the same number of CPU threads (the CPU platform's sums depend on it: a
+resumed run keeps the checkpoint's unless told otherwise, and is warned when told otherwise) and the
+same ``checkpoint_every`` (another is refused).
 """
 from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,7 +44,9 @@ from geomol.simulate.progress import SimulationProgress
 from geomol.simulate.protein_system import build_system, openmm_modules, prepare_structure, write_topologies
 from geomol.simulate.summary import write_summary
 
-__all__ = ["ProteinSettings", "simulate_protein", "make_platform", "make_simulation"]
+__all__ = ["ProteinSettings", "simulate_protein", "make_platform", "make_simulation", "checkpoint_threads"]
+
+CHECKPOINT = Path("trajectory.work") / "checkpoint.npz"
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,15 @@ def _positions_angstrom(simulation) -> np.ndarray:
     return np.asarray(state.getPositions(asNumpy=True)._value) * 10.0
 
 
+def checkpoint_threads(out_dir: str | Path) -> int | None:
+    """The CPU threads of the run checkpointed in ``out_dir`` (None: no checkpoint, or not recorded)."""
+    try:
+        with np.load(Path(out_dir) / CHECKPOINT) as saved:
+            return int(saved["threads"]) if "threads" in saved.files and int(saved["threads"]) > 0 else None
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def simulate_protein(pdb: str | Path, out_dir: str | Path, frames: int, settings: ProteinSettings = ProteinSettings(),
                      *, platform: str = "auto", threads: int | None = None, checkpoint_every: int = 50,
                      progress: bool = True) -> dict:
@@ -114,8 +138,9 @@ def simulate_protein(pdb: str | Path, out_dir: str | Path, frames: int, settings
     Args:
         pdb: the protein (PDB, optionally gzip). out_dir: where the files go (see the module notes).
         frames: frames wanted (frame 0 is the end of equilibration).
-        platform: OpenMM platform name or "auto". threads: CPU platform threads (None: OpenMM's default).
-        checkpoint_every: frames between checkpoints.
+        platform: OpenMM platform name or "auto". threads: CPU platform threads (None: a resumed run's own,
+            else OpenMM's default).
+        checkpoint_every: frames between checkpoints (a resumed run must use its run's).
 
     Raises:
         ConfigError: bad settings, a missing engine, or a run in ``out_dir`` with other settings.
@@ -127,14 +152,17 @@ def simulate_protein(pdb: str | Path, out_dir: str | Path, frames: int, settings
     steps_per_frame = settings.steps_per_frame
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    dcd_path, checkpoint_file = out_dir / "trajectory.dcd", out_dir / "trajectory.work" / "checkpoint.npz"
+    dcd_path, checkpoint_file = out_dir / "trajectory.dcd", out_dir / CHECKPOINT
+    resumed = checkpoint_file.exists()
+    threads = threads or (checkpoint_threads(out_dir) if resumed else None)
     topology, positions = prepare_structure(pdb, settings.ph)
     system = build_system(topology, settings.force_field, settings.cutoff_nm, settings.constraints,
                           settings.hydrogen_mass)
     simulation = make_simulation(topology, system, settings, platform, threads)
     platform_name = simulation.context.getPlatform().getName()
-    if checkpoint_file.exists():
-        done, wall, equilibration_seconds = _restore(simulation, checkpoint_file, settings, platform_name)
+    if resumed:
+        done, wall, equilibration_seconds = _restore(simulation, checkpoint_file, settings, platform_name,
+                                                     checkpoint_every, threads)
         handle = open_dcd_for_append(dcd_path, done)
     else:
         started = time.perf_counter()
@@ -144,18 +172,21 @@ def simulate_protein(pdb: str | Path, out_dir: str | Path, frames: int, settings
         equilibration_seconds = time.perf_counter() - started
     dt = settings.timestep_fs * unit.femtosecond
     dcd = app.DCDFile(handle, topology, dt, 0, steps_per_frame, append=done > 0)
-    session_start, last_saved = time.perf_counter(), done
+    session_start = time.perf_counter()
 
     def checkpoint() -> None:
-        nonlocal wall, session_start, last_saved
+        """Restart the context from its own state (as a resumed run starts), then save that state."""
+        nonlocal wall, session_start
         handle.flush()
+        simulation.context.reinitialize(preserveState=True)
         now = time.perf_counter()
-        wall, session_start, last_saved = wall + now - session_start, now, done
+        wall, session_start = wall + now - session_start, now
         save_npz_atomic(checkpoint_file, {"openmm_checkpoint": np.frombuffer(simulation.context.createCheckpoint(),
                                                                              dtype=np.uint8),
                                           "frames": np.array(done), "wall_seconds": np.array(wall),
                                           "equilibration_seconds": np.array(equilibration_seconds),
-                                          "platform": np.array(platform_name),
+                                          "platform": np.array(platform_name), "threads": np.array(threads or 0),
+                                          "checkpoint_every": np.array(checkpoint_every),
                                           "settings": np.array(json.dumps(asdict(settings)))})
 
     with SimulationProgress(f"protein seed {settings.seed}", done, frames, settings.frame_interval_ps,
@@ -169,28 +200,36 @@ def simulate_protein(pdb: str | Path, out_dir: str | Path, frames: int, settings
                     raise SimulationError(f"positions became non-finite before frame {done}", source=dcd_path)
                 dcd.writeModel(x * 0.1 * unit.nanometer)
                 done += 1
-                if done - last_saved >= checkpoint_every or done == frames:
+                if (done - 1) % checkpoint_every == 0:  # fixed frames, whatever frame a session began at
                     checkpoint()
                 bar.update(done)
         finally:
             handle.close()
+    wall += time.perf_counter() - session_start
     summary = _summary(settings, topology, done, wall, platform_name, threads)
     summary["equilibration_wall_seconds"] = round(equilibration_seconds, 1)
     write_summary(out_dir / "trajectory.json", summary)
     return summary
 
 
-def _restore(simulation, checkpoint_file: Path, settings: ProteinSettings,
-             platform_name: str) -> tuple[int, float, float]:
+def _restore(simulation, checkpoint_file: Path, settings: ProteinSettings, platform_name: str,
+             checkpoint_every: int, threads: int | None) -> tuple[int, float, float]:
     with np.load(checkpoint_file) as saved:
         old = json.loads(str(saved["settings"]))
         differ = {k: (old.get(k), v) for k, v in asdict(settings).items() if old.get(k) != v}
+        if "checkpoint_every" in saved.files and int(saved["checkpoint_every"]) != checkpoint_every:
+            differ["checkpoint_every"] = (int(saved["checkpoint_every"]), checkpoint_every)
         if differ:
             text = ", ".join(f"{k}: {a!r} there, {b!r} asked" for k, (a, b) in differ.items())
             raise ConfigError(f"the run to continue has other settings ({text})", source=checkpoint_file)
         if str(saved["platform"]) != platform_name:
             raise ConfigError(f"the checkpoint was written on the {saved['platform']} platform; continue it there "
                               f"(--platform {saved['platform']})", source=checkpoint_file)
+        before = int(saved["threads"]) if "threads" in saved.files else 0
+        if platform_name == "CPU" and before and threads != before:
+            warnings.warn(f"{checkpoint_file}: the run began with {before} CPU threads and continues with "
+                          f"{threads}: OpenMM's CPU sums depend on them, so the continuation is not bit for bit "
+                          f"the run that was never interrupted (--threads {before} would be)", stacklevel=3)
         simulation.context.loadCheckpoint(saved["openmm_checkpoint"].tobytes())
         return int(saved["frames"]), float(saved["wall_seconds"]), float(saved["equilibration_seconds"])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -36,20 +37,45 @@ def openmm_modules():
     return openmm, app, unit
 
 
-def prepare_structure(pdb: str | Path, ph: float = 7.0):
-    """(topology, positions) of the protein in ``pdb`` with missing atoms and hydrogens added.
+def _structure_text(path: Path) -> tuple[str, str]:
+    """(text, ``'pdb'`` or ``'cif'``) of a protein structure file, plain or gzip.
 
     Raises:
-        StructureReadError: unreadable file, or no protein residue in it.
+        StructureReadError: unreadable, not text, or another kind of file (an SD file of a small molecule, ...).
+    """
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:
+            text = handle.read()
+    except UnicodeDecodeError:
+        raise StructureReadError("not a text file (a protein structure is a PDB or mmCIF file)", source=path) from None
+    except OSError as exc:
+        raise StructureReadError(f"cannot read it ({exc.strerror or exc})", source=path) from None
+    if text.lstrip().startswith("data_") and "_atom_site." in text:
+        return text, "cif"
+    if re.search(r"^(ATOM  |HETATM)", text, re.M):
+        return text, "pdb"
+    if re.search(r"^M  END|^\$\$\$\$|V[23]000", text, re.M):
+        raise StructureReadError("an SD/MOL file (a small molecule), not a protein structure: 'geomol simulate "
+                                 "protein' takes a PDB or mmCIF file; a small molecule runs with 'geomol simulate "
+                                 "molecule SMILES'", source=path)
+    raise StructureReadError("no ATOM or HETATM record: not a PDB (or mmCIF) protein structure", source=path)
+
+
+def prepare_structure(pdb: str | Path, ph: float = 7.0):
+    """(topology, positions) of the protein in ``pdb`` (PDB or mmCIF, plain or gzip) with missing atoms and
+    hydrogens added.
+
+    Raises:
+        StructureReadError: unreadable file, another kind of file, or no protein residue in it.
     """
     openmm_modules()
     from pdbfixer import PDBFixer
 
     pdb = Path(pdb)
+    text, kind = _structure_text(pdb)
     try:
-        opener = gzip.open if pdb.suffix == ".gz" else open
-        with opener(pdb, "rt") as handle:
-            fixer = PDBFixer(pdbfile=io.StringIO(handle.read()))
+        fixer = PDBFixer(**{"pdbfile" if kind == "pdb" else "pdbxfile": io.StringIO(text)})
     except (OSError, ValueError, KeyError, IndexError) as exc:
         raise StructureReadError(f"PDBFixer cannot read it ({exc})", source=pdb) from exc
     fixer.findMissingResidues()

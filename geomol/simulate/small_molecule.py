@@ -11,7 +11,10 @@ and forces (``tblite``) instead of DFT, starting from an RDKit conformer of the 
 
 plus ``name``, ``theory``, ``smiles``, ``bonds`` [b, 2] (the SMILES' bonds) and ``settings`` (JSON:
 temperature, timestep, friction, seed, engine and version). A summary JSON (``md17_<name>.json``)
-records frames, simulated time, wall time and speed. Working files live in ``md17_<name>.work/``:
+records frames, simulated time, wall time and speed, and the mean kinetic temperature (of the internal
+degrees of freedom) over the run and after the thermostat's heat-up
+(:func:`~geomol.simulate.langevin.heat_up_fs`: a run starts well below its target, so a short run's mean
+is not the target's). Working files live in ``md17_<name>.work/``:
 a checkpoint (the whole integrator state, :class:`~geomol.simulate.langevin.LangevinState`) and frame
 chunks, so a killed run continues where its last checkpoint was, and a finished run is extended by
 asking for more frames.
@@ -27,7 +30,7 @@ import numpy as np
 
 from geomol.errors import ConfigError, SimulationError
 from geomol.simulate.frame_chunks import FrameChunks, save_npz_atomic
-from geomol.simulate.langevin import (LangevinIntegrator, LangevinState, internal_degrees_of_freedom,
+from geomol.simulate.langevin import (LangevinIntegrator, LangevinState, heat_up_fs, internal_degrees_of_freedom,
                                       kinetic_temperature)
 from geomol.simulate.molecules import MOLECULES, starting_structure
 from geomol.simulate.progress import SimulationProgress
@@ -37,6 +40,8 @@ from geomol.simulate.xtb import XTBForceField, tblite_version
 __all__ = ["SmallMoleculeSettings", "simulate_small_molecule"]
 
 PER_FRAME = ("R", "E", "F")
+_STATS = ("wall_seconds", "temperature_sum", "temperature_count", "warm_temperature_sum", "warm_temperature_count")
+"""What a checkpoint keeps of a run's bookkeeping (the kinetic temperature over the run and after the heat-up)."""
 MAX_BOND_STRETCH = 2.0
 """A bond longer than this many times its starting length means the molecule broke apart."""
 
@@ -125,11 +130,12 @@ def simulate_small_molecule(settings: SmallMoleculeSettings, out_dir: str | Path
         with np.load(checkpoint_file) as saved:
             _check_settings(json.loads(str(saved["settings"])), settings, checkpoint_file)
             state, done = LangevinState.from_arrays(saved), int(saved["frames"])
-            stats = {k: float(saved[k]) for k in ("wall_seconds", "temperature_sum", "temperature_count")}
+            stats = {k: float(saved[k]) if k in saved.files else 0.0 for k in _STATS}  # older runs: fewer
         chunks.drop_after(done)
     else:
         state, done = integrator.initial_state(structure.positions, settings.seed), 0
-        stats = {"wall_seconds": 0.0, "temperature_sum": 0.0, "temperature_count": 0.0}
+        stats = dict.fromkeys(_STATS, 0.0)
+    heat_up = heat_up_fs(settings.friction)
     bonds = np.array(structure.bonds, dtype=np.int64)
     start_lengths = np.linalg.norm(structure.positions[bonds[:, 0]] - structure.positions[bonds[:, 1]], axis=1)
     buffer = {key: [] for key in PER_FRAME}
@@ -168,6 +174,9 @@ def simulate_small_molecule(settings: SmallMoleculeSettings, out_dir: str | Path
                 _check_intact(state.positions, bonds, start_lengths, state.step)
                 stats["temperature_sum"] += sum(temperatures)
                 stats["temperature_count"] += len(temperatures)
+                if state.step * settings.timestep >= heat_up:  # the thermostat has brought the run to temperature
+                    stats["warm_temperature_sum"] += sum(temperatures)
+                    stats["warm_temperature_count"] += len(temperatures)
                 record()
                 done += 1
                 if done - first >= checkpoint_every:
@@ -182,6 +191,9 @@ def simulate_small_molecule(settings: SmallMoleculeSettings, out_dir: str | Path
                "simulated_ps": round(state.step * settings.timestep * 1e-3, 6),
                "frame_interval_fs": settings.timestep * settings.save_every,
                "mean_kinetic_temperature_K": round(stats["temperature_sum"] / max(stats["temperature_count"], 1), 2),
+               "heat_up_ps": heat_up * 1e-3, "kinetic_temperature_after_heat_up_K":
+                   round(stats["warm_temperature_sum"] / stats["warm_temperature_count"], 2)
+                   if stats["warm_temperature_count"] else None,
                "wall_seconds": round(stats["wall_seconds"], 1),
                "ms_per_step": round(1e3 * stats["wall_seconds"] / max(state.step, 1), 2),
                "frames_per_hour": round(3600 * (done - 1) / max(stats["wall_seconds"], 1e-9)),

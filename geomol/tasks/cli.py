@@ -36,7 +36,7 @@ from geomol.config_files import expand_shared_data_paths
 from geomol.tasks.quiet import quiet_lightning, replace_model_summary
 from geomol.tasks.resume import continue_run
 
-__all__ = ["GeomolCLI", "CLI_OPTIONS", "run_lightning"]
+__all__ = ["GeomolCLI", "CLI_OPTIONS", "PARSER_OPTIONS", "run_lightning"]
 
 EVALUATION_SUBCOMMANDS = ("validate", "test", "predict")
 
@@ -168,6 +168,10 @@ def _evaluation_outputs(trainer, ckpt_path, subcommand: str) -> None:
             init_args["version"] = f"{checkpoint.parent.parent.name}/{subcommand}"
 
 
+PARSER_OPTIONS = {"prog": "geomol", "allow_abbrev": False,
+                  **{sub: {"allow_abbrev": False} for sub in ("fit", "validate", "test", "predict")}}
+"""jsonargparse's parsers, the main one and each subcommand's: no abbreviated options (``--trainer.max_epoch`` is an
+error, not ``--trainer.max_epochs``)."""
 CLI_OPTIONS = dict(subclass_mode_model=True, subclass_mode_data=True,
                     trainer_defaults={"use_distributed_sampler": False}, save_config_kwargs={"overwrite": True})
 
@@ -182,7 +186,7 @@ def run_lightning(argv: list[str]) -> int:
     saved = sys.argv
     sys.argv = [saved[0], *argv]
     try:
-        GeomolCLI(pl.LightningModule, pl.LightningDataModule, parser_kwargs={"prog": "geomol"}, **CLI_OPTIONS)
+        GeomolCLI(pl.LightningModule, pl.LightningDataModule, parser_kwargs=PARSER_OPTIONS, **CLI_OPTIONS)
     finally:
         sys.argv = saved
     return 0

@@ -46,8 +46,9 @@ class ModelSummary(LightningModelSummary):
     def summarize(summary_data: list[tuple[str, list[str]]], total_parameters: int, trainable_parameters: int,
                   model_size: float, total_training_modes: dict[str, int], total_flops: int,
                   **summarize_kwargs: Any) -> None:
-        from rich import get_console
         from rich.table import Table
+
+        from geomol.terminal import console as plain_console
 
         columns = [(name, values) for name, values in summary_data if name != "FLOPs" or total_flops]
         table = Table(header_style=summarize_kwargs.get("header_style", "bold"))
@@ -55,7 +56,7 @@ class ModelSummary(LightningModelSummary):
             table.add_column(name, justify="right" if name in ("Params", "FLOPs") else "left")
         for row in zip(*(values for _, values in columns)):
             table.add_row(*row)
-        console = get_console()
+        console = plain_console()
         console.print(table)
         totals = [f"Trainable params: {get_human_readable_count(trainable_parameters)}",
                   f"Non-trainable params: {get_human_readable_count(total_parameters - trainable_parameters)}",

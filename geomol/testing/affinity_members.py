@@ -140,7 +140,8 @@ class AffinityMemberContract(ModelContract):
         with torch.no_grad():
             inputs = model.inputs(graphs)
             pk = model(inputs)
-            assert torch.equal(model.head(model.frozen(inputs)), pk)
+            # the same function, summed in another order (a frozen part summed per ligand): float64 round-off
+            torch.testing.assert_close(model.head(model.frozen(inputs)), pk, rtol=0, atol=1e-9)
         start = model.finetune_start().eval()
         assert start is not model and type(start) is self.kind
         own = {id(p) for p in start.parameters()}
@@ -165,8 +166,8 @@ class AffinityMemberContract(ModelContract):
         assert loaded.recipe == ComplexRecipe()
         mean, std = loaded.predict(graphs)
         expected = torch.stack([self.run(m, graphs)["pK"] for m in members])
-        torch.testing.assert_close(mean, expected.mean(0).float(), rtol=0, atol=1e-5)
-        torch.testing.assert_close(std, expected.std(0).float(), rtol=0, atol=1e-5)
+        torch.testing.assert_close(mean, expected.mean(0).float(), rtol=1e-6, atol=1e-5)  # float32 round-off
+        torch.testing.assert_close(std, expected.std(0).float(), rtol=1e-5, atol=1e-5)
 
 
 def contract_classes(base: type, kinds: Sequence[str] | None = None) -> dict[str, type]:

@@ -53,3 +53,14 @@ def test_split_file_and_errors(ethanol_npz, tmp_path):
         MD17Dataset(bad)
     with pytest.raises(DatasetError, match="margin"):
         MD17Dataset(ethanol_npz)  # the reference margins need > 20000 frames
+
+
+@pytest.mark.parametrize("content, what", [(b'{"R": [[0, 0, 0]], "z": [6]}', "looks like JSON"),
+                                           (b"R z\n1 2 3\n", "a text file"),
+                                           (b"\x93NUMPY\x01\x00v\x00", "a single NumPy array")])
+def test_a_file_that_is_not_an_npz_says_what_it_is(tmp_path, content, what):
+    path = tmp_path / "md17_ethanol.npz"
+    path.write_bytes(content)
+    with pytest.raises(DatasetError, match="not an .npz archive") as raised:
+        MD17Dataset(path)
+    assert what in str(raised.value) and "pickle" not in str(raised.value)

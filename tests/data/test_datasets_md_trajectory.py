@@ -124,3 +124,21 @@ def test_a_backward_velocity_over_the_target_spacing(adk):
         MDTrajectoryDataset(adk, split="train", velocity_span=3, velocity_direction="forward")
     scale = data.displacement_scale(samples=20)
     assert scale.shape == (4,) and (np.diff(scale) > 0).all()  # further targets move further
+
+
+@pytest.mark.parametrize("content", [None, b"not a trajectory at all"], ids=["missing", "unreadable"])
+@pytest.mark.parametrize("suffix", [".xtc", ".dcd"])
+def test_a_missing_or_unreadable_trajectory_is_one_error_and_nothing_else(tmp_path, monkeypatch, suffix, content):
+    """MDAnalysis' half-made reader used to print a second traceback ("Exception ignored in ReaderBase.__del__")."""
+    import gc
+    import sys
+
+    trajectory = tmp_path / f"run{suffix}"
+    if content is not None:
+        trajectory.write_bytes(content)
+    ignored = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    with pytest.raises(TrajectoryError, match="file not found" if content is None else "cannot open"):
+        MDTrajectory(datafiles.PSF, trajectory, stop=2)
+    gc.collect()
+    assert ignored == []

@@ -49,3 +49,11 @@ def test_bad_file(tmp_path):
     np.savez(bad, bones=np.zeros((2, 2), dtype=np.int64))
     with pytest.raises(DatasetError, match="bad.npz"):
         MocapDataset("train", bad)
+
+
+def test_json_named_npz_says_what_it_is(tmp_path):
+    bad = tmp_path / "cmu_subject09_run.npz"
+    bad.write_text('{"bones": [[0, 1]]}')
+    with pytest.raises(DatasetError, match="not an .npz archive: it is text that looks like JSON") as raised:
+        MocapDataset("train", bad)
+    assert "pickle" not in str(raised.value)

@@ -1,6 +1,7 @@
-"""The contact scorer keeps the model contract every geomol model keeps: invariant pK under rotations, reflections
-and translations of the complex, independent of atom and block order, a batch equal to its members one by one,
-trainable, and a state_dict that is the whole model. Its input is what its contact recipe reads from the graph,
+"""The contact scorer keeps the contract every affinity member keeps (:mod:`geomol.testing.affinity_members`):
+invariant pK under rotations, reflections and translations of the complex, independent of atom and block order, a
+batch equal to its members one by one, trainable, a state_dict that is the whole model, its configuration and
+fine-tuning hooks. Its input is what its contact recipe reads from the graph,
 so the contract runs through :meth:`ContactScorer.inputs` on real complexes (the tankyrase-2 example)."""
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ from geomol.data import complex_from_structure, read_ligands, read_structure
 from geomol.data.chemistry.contact_features import ligand_heavy_atoms
 from geomol.data.chemistry.contact_recipe import ContactRecipe
 from geomol.models.contact_scorer import ContactScorer
-from geomol.testing import INVARIANT, POSITION
+from geomol.testing.affinity_members import AffinityMemberContract, permuted_complex
 from tests.conftest import REPO
-from geomol.testing.affinity_members import permuted_complex
-from geomol.testing.model_contract import ModelContract
 
 EXAMPLE = REPO / "data" / "example"
 
@@ -29,12 +28,13 @@ def _complexes(indices, dtype=torch.float64):
     return graphs
 
 
-class ContactScorerContract(ModelContract):
-    """A scorer with the role columns, messages along the ligand's bonds, a pooled term and moved pose views."""
+class ContactScorerContract(AffinityMemberContract):
+    """A scorer with the role columns, messages along the ligand's bonds, a pooled term and moved pose views (the
+    member contract of every kind, on a richer scorer than the kind's example)."""
 
-    outputs = {"pK": INVARIANT}
+    kind = ContactScorer
     recipe = ContactRecipe(roles=True, near=3.5, shell=5.5, cutoff=7.0, moves=1, pose_views="augment")
-    train_steps, lr, loss_drop = 15, 1e-2, 0.5
+    train_steps, lr, loss_drop, train_dtype = 15, 1e-2, 0.5, torch.float64
 
     def make_model(self, seed):
         torch.manual_seed(seed)
@@ -43,26 +43,11 @@ class ContactScorerContract(ModelContract):
         model.fit_normalisation(batch.atoms.double(), batch.descriptors.double())
         return model.eval()
 
-    def make_graphs(self):
+    def complexes(self):
         return _complexes([0, 3])
 
-    def run(self, model, graphs):
-        return {"pK": model(model.inputs(graphs))}
-
-    def geometry(self, graph):
-        return {"X": (graph.X, POSITION)}
-
-    def with_geometry(self, graph, X):
-        moved = graph.clone()
-        moved.X = X
-        return moved
-
-    def permuted(self, graph, generator):
-        return permuted_complex(graph, generator)[0], {"pK": None}
-
-    def loss(self, model, graphs):
-        pred = model(model.inputs(graphs))
-        return torch.nn.functional.mse_loss(pred, torch.cat([g.y for g in graphs]).to(pred.dtype))
+    def training_graphs(self):
+        return self.make_graphs()
 
 
 class TestContactScorer(ContactScorerContract):

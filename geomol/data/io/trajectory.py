@@ -5,8 +5,12 @@ Used by the MD datasets (:mod:`geomol.data.datasets.trajectories.md_trajectory`)
 """
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import warnings
+from contextlib import contextmanager
+from typing import Iterator
 
 from geomol.errors import EmptySelectionError, TrajectoryError
 
@@ -31,17 +35,41 @@ def open_selection(topology, trajectory=None, selection: str = "backbone"):
     import MDAnalysis as mda
 
     files = trajectory_files(topology, trajectory)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # MDAnalysis warns about guessed masses, missing dt ...
-            universe = mda.Universe(*files)
-            atoms = universe.select_atoms(selection)
-    except Exception as exc:  # MDAnalysis raises many types for unreadable, mismatched files or bad selections
-        raise TrajectoryError(f"cannot open or select {selection!r} with MDAnalysis: {exc}",
-                              source=" + ".join(files)) from exc
+    for file in files:
+        if not os.path.isfile(file):  # before MDAnalysis: its half-made reader would print a second traceback
+            raise TrajectoryError("file not found" if not os.path.exists(file) else "not a file", source=file)
+    error = None
+    with _readers_closed_quietly():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # MDAnalysis warns about guessed masses, missing dt ...
+                universe = mda.Universe(*files)
+                atoms = universe.select_atoms(selection)
+        except Exception as exc:  # MDAnalysis raises many types for unreadable, mismatched files or bad selections
+            error = f"cannot open or select {selection!r} with MDAnalysis: {exc}"
+    if error is not None:
+        raise TrajectoryError(error, source=" + ".join(files))
     if len(atoms) == 0:
         raise EmptySelectionError(f"selection {selection!r} matched no atom", source=topology)
     return universe, atoms
+
+
+@contextmanager
+def _readers_closed_quietly() -> Iterator[None]:
+    """Collect, inside, the readers MDAnalysis left half-made when a file could not be read, without the
+    "Exception ignored in ReaderBase.__del__" traceback their ``close`` prints (they had nothing to close)."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if "ReaderBase.__del__" not in getattr(unraisable.object, "__qualname__", ""):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
 
 
 def atom_elements(atoms) -> list[str]:

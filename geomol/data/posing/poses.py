@@ -51,7 +51,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 from rdkit import Chem
@@ -67,10 +67,12 @@ from geomol.data.io.structure import Structure
 from geomol.errors import (ConfigError, EmbeddingError, InvalidSmilesError, NoCommonCoreError, PoseClashError,
                            PoseError)
 
-__all__ = ["POSE_COLUMNS", "PoseParameters", "PosedLigand", "PoseTemplate", "write_poses"]
+__all__ = ["POSE_COLUMNS", "PoseParameters", "PosedLigand", "PoseTemplate", "write_poses", "SMALL_CORE_FRACTION"]
 
 MCS_SEEDS = ("rascal", "none")
 """How the common-core search may be seeded (:attr:`PoseParameters.mcs_seed`)."""
+SMALL_CORE_FRACTION = 0.4
+"""A common core under this share of the larger molecule is posed with a ``small_core`` warning."""
 
 POSE_COLUMNS = ("core_atoms", "core_rmsd", "min_receptor_distance", "clashes")
 """Per-ligand pose report columns (see :class:`PosedLigand`)."""
@@ -88,6 +90,11 @@ class PoseParameters:
         mcs_seed: ``'rascal'`` seeds the rdFMCS search with RDKit's RASCAL common edge subgraph
             (fast, and finds larger cores); ``'none'`` runs rdFMCS alone.
         min_core_atoms: fewest heavy atoms of a usable common core.
+        min_core_fraction: smallest share of a usable common core in the larger of the two molecules (its heavy
+            atoms over the ligand's or the reference's, whichever has more): 0 takes any core of
+            ``min_core_atoms``; 0.5 refuses a ligand that shares less than half of itself, or of the reference,
+            with the reference (a drug of another series matched on a benzene ring). Cores under
+            :data:`SMALL_CORE_FRACTION` are posed with a ``small_core`` warning.
         max_mappings: most distinct core mappings tried per ligand.
         embed_hydrogens: embed with explicit hydrogens (slower); by default the heavy atoms are
             embedded and hydrogens placed afterwards.
@@ -110,6 +117,7 @@ class PoseParameters:
     mcs_timeout: float = 2.0
     mcs_seed: str = "rascal"
     min_core_atoms: int = 5
+    min_core_fraction: float = 0.0
     max_mappings: int = 4
     embed_hydrogens: bool = False
     embed_attempts: int = 20
@@ -129,11 +137,15 @@ class PoseParameters:
             raise ConfigError("mcs_timeout must be > 0; distances and weights ≥ 0")
         if self.mcs_seed not in MCS_SEEDS:
             raise ConfigError(f"mcs_seed must be one of {MCS_SEEDS}, not {self.mcs_seed!r}")
+        if not 0 <= self.min_core_fraction <= 1:
+            raise ConfigError(f"min_core_fraction must be between 0 and 1, not {self.min_core_fraction}")
 
     def to_dict(self) -> dict:
         out = asdict(self)
         if self.refinement is None:
             del out["refinement"]
+        if not self.min_core_fraction:  # records written before it existed (cache keys, fingerprints) keep meaning
+            del out["min_core_fraction"]
         return out
 
     @classmethod
@@ -170,6 +182,8 @@ class PosedLigand:
         core_relaxation: how far the core was moved off the reference to clear a receptor contact that the
             reference pose itself has (:class:`~geomol.data.posing.core_clashes.CoreRelaxation`, also the SD
             data item ``core_relaxed``); None when the core was held on the reference.
+        core_share: the core's heavy atoms over those of the larger of the ligand and the reference (NaN when
+            not posed). small_core: below :data:`SMALL_CORE_FRACTION`, why the pose is a guess ('' otherwise).
     """
 
     name: str
@@ -183,6 +197,8 @@ class PosedLigand:
     error: str = ""
     error_kind: str = ""
     core_relaxation: CoreRelaxation | None = None
+    core_share: float = math.nan
+    small_core: str = ""
 
     @property
     def ok(self) -> bool:
@@ -191,6 +207,17 @@ class PosedLigand:
     def report(self) -> dict:
         """The :data:`POSE_COLUMNS` of this ligand."""
         return {c: getattr(self, c) for c in POSE_COLUMNS}
+
+
+def _core_share(core_atoms: int, ligand: Chem.Mol, reference: Chem.Mol) -> float:
+    """The core's heavy atoms over those of the larger of the two molecules."""
+    return core_atoms / max(ligand.GetNumHeavyAtoms(), reference.GetNumHeavyAtoms(), 1)
+
+
+def _core_words(core_atoms: int, ligand: Chem.Mol, reference: Chem.Mol) -> str:
+    return (f"the common core with the reference is {core_atoms} heavy atoms, "
+            f"{_core_share(core_atoms, ligand, reference):.0%} of the larger molecule (the ligand has "
+            f"{ligand.GetNumHeavyAtoms()}, the reference {reference.GetNumHeavyAtoms()})")
 
 
 def _parse_smiles(smiles: str, source: str) -> Chem.Mol:
@@ -265,7 +292,12 @@ class PoseTemplate:
         pose.SetProp("smiles", smiles)
         nearest, close = self._receptor_contacts(pose.GetConformer().GetPositions()[_heavy_atoms(pose)])
         report = PosedLigand(name, smiles, source, pose, len(reference_match), chosen.core_rmsd,
-                             float(nearest.min()) if nearest.size else math.nan, int(close.size))
+                             float(nearest.min()) if nearest.size else math.nan, int(close.size),
+                             core_share=_core_share(len(reference_match), ligand, self.reference))
+        if report.core_share < SMALL_CORE_FRACTION:
+            report.small_core = (f"{_core_words(len(reference_match), ligand, self.reference)}: the pose outside "
+                                 "it, and the prediction, rest on little shared structure (a minimum core share "
+                                 "refuses such ligands: --min-core-fraction)")
         for column, value in report.report().items():
             pose.SetProp(column, f"{value:.4g}" if isinstance(value, float) else str(value))
         if relaxation is not None:
@@ -273,10 +305,14 @@ class PoseTemplate:
             pose.SetProp("core_relaxed", relaxation.message())
         return report
 
-    def pose_all(self, ligands: Iterable[tuple[str, str] | tuple[str, str, str]]) -> list[PosedLigand]:
-        """Pose ``(name, smiles)`` or ``(name, smiles, source)`` items; a failure is recorded, not raised."""
+    def pose_all(self, ligands: Iterable[tuple[str, str] | tuple[str, str, str]],
+                 progress: Callable[[int], None] | None = None) -> list[PosedLigand]:
+        """Pose ``(name, smiles)`` or ``(name, smiles, source)`` items; a failure is recorded, not raised.
+        ``progress`` is called with the ligands done so far after each one."""
         results = []
         for item in ligands:
+            if progress is not None and results:
+                progress(len(results))
             name, smiles = item[0], item[1]
             source = item[2] if len(item) > 2 else ""
             try:
@@ -284,6 +320,8 @@ class PoseTemplate:
             except PoseError as exc:
                 results.append(PosedLigand(name, smiles, source or f"ligand {name!r}", error=str(exc),
                                            error_kind=type(exc).__name__))
+        if progress is not None:
+            progress(len(results))
         return results
 
     # ------------------------------------------------------------------ steps
@@ -305,6 +343,9 @@ class PoseTemplate:
         if result.numAtoms < p.min_core_atoms:
             raise NoCommonCoreError(f"the common core with the reference has {result.numAtoms} heavy atoms "
                                     f"(at least {p.min_core_atoms} needed)", source=source)
+        if _core_share(result.numAtoms, heavy, self.reference) < p.min_core_fraction:
+            raise NoCommonCoreError(f"{_core_words(result.numAtoms, heavy, self.reference)} (at least "
+                                    f"{p.min_core_fraction:.0%} asked)", source=source)
         query = Chem.MolFromSmarts(result.smartsString)
         reference_match = self.reference.GetSubstructMatch(query)
         ligand_matches = ligand.GetSubstructMatches(query, uniquify=False, maxMatches=1000)

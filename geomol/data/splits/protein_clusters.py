@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Sequence
 
 from Bio.Align import PairwiseAligner, substitution_matrices
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from geomol.data.store.cache import FileHasher, atomic_write_text
 from geomol.data.datasets.corpus_items import CorpusReceptor
@@ -41,6 +41,7 @@ from geomol.data.datasets.processed import default_cache_dir
 from geomol.data.io.sequences import chain_sequences
 from geomol.data.splits.grouped import connected_groups
 from geomol.errors import DatasetError
+from geomol.terminal import text_column
 
 __all__ = ["ClusterParams", "ProteinClusters", "receptor_sequence", "identity_of_shorter", "kmer_candidates",
            "cluster_receptors", "load_protein_clusters"]
@@ -138,8 +139,8 @@ class _UnionFind:
 
 
 def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    disable=not enabled)
+    return Progress(text_column("{task.description}", style="bold"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), disable=not enabled)
 
 
 def _read_sequences(receptors: Sequence[CorpusReceptor], progress: Progress) -> list[str]:

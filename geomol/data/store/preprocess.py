@@ -29,6 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from geomol.data.blocks import BlockGraph
 from geomol.data.store.cache import FileHasher, ProcessedStore, Recipe, atomic_write_text, encode_graphs, recipe_key
 from geomol.errors import GeomolError
+from geomol.terminal import text_column
 
 __all__ = ["SkippedItem", "PreprocessReport", "preprocess"]
 
@@ -145,7 +146,7 @@ def _tasks(todo: list[tuple[str, Recipe]], chunk_size: int) -> list[tuple[Callab
 
 
 def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+    return Progress(text_column("{task.description}", style="bold"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), disable=not enabled)
 
 

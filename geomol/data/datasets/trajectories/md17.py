@@ -30,6 +30,7 @@ import torch
 
 from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
+from geomol.data.io.npz import open_npz
 from geomol.data.vocab import ELEMENTS, VOCAB, atom_index, element_block_symbol
 from geomol.data.datasets.trajectories.trajectory import even_offsets, trajectory_graph
 from geomol.data.chemistry.covalent_graph import perceive_bonds
@@ -175,7 +176,7 @@ class MD17Dataset(torch.utils.data.Dataset):
     @staticmethod
     def _read(path: Path):
         try:
-            with np.load(path) as data:
+            with open_npz(path) as data:
                 R, z = np.asarray(data["R"], dtype=np.float64), np.asarray(data["z"], dtype=np.int64)
         except (OSError, ValueError, KeyError) as exc:
             raise DatasetError(f"not an sGDML npz with 'R' and 'z' ({exc})", source=path) from exc

@@ -31,6 +31,7 @@ import torch
 from geomol.data.paths import shared_data
 from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
+from geomol.data.io.npz import open_npz
 from geomol.data.datasets.trajectories.trajectory import bond_and_two_hop_edges, last_offsets, even_offsets, trajectory_graph
 
 __all__ = ["MocapDataset", "MOCAP_FILE"]
@@ -78,7 +79,7 @@ def _read(path: Path, split_file: Path | None = None):
         _check_trials(trials, official)
         return trials, bones, starts
     try:
-        data = np.load(path)
+        data = open_npz(path)
         trial_keys = sorted(k for k in data.files if k.startswith("trial_"))
         trials = [np.asarray(data[k], dtype=np.float64) for k in trial_keys]
         bones = np.asarray(data["bones"], dtype=np.int64)
