@@ -44,16 +44,16 @@ def data_lines(summaries: list[dict]) -> list[str]:
 
 
 def ensemble_lines(record: dict) -> list[str]:
-    lines = ["| run (never trained on) | JS bond / angle / torsion | MD half vs half | frozen start | "
+    lines = ["| model | run (never trained on) | JS bond / angle / torsion | MD half vs half | frozen start | "
              "another MD run | largest bond deviation from the MD mean, Å (MD's own) | frames with a bond > 0.3 Å off |"
-             " frames with a clash | simulated ps per CPU s | GFN2-xTB ps per CPU s | speed-up |", "|---" * 11 + "|"]
+             " frames with a clash | simulated ps per CPU s | GFN2-xTB ps per CPU s | speed-up |", "|---" * 12 + "|"]
     for row in record["rows"]:
         engine = record.get("engine", {}).get(row["run"])
         speed = row["speed"]["simulated_ps_per_cpu_second"]
         other = row.get("other_ensembles", {}).get("independent MD run")
         rate = (f"{engine['simulated_ps_per_cpu_second']:.4f} | {speed / engine['simulated_ps_per_cpu_second']:,.0f}×"
                 if engine else "– | –")
-        lines.append(f"| {row['run']} ({len(row['starts'])} starts × {row['windows']} windows) | "
+        lines.append(f"| {row['model']} | {row['run']} ({len(row['starts'])} starts × {row['windows']} windows) | "
                      f"{_cells(row['js_divergence'])} | {_cells(row['js_floor_half_against_half'])} | "
                      f"{_cells(row['js_frozen_structure'])} | {_cells(other) if other else '–'} | "
                      f"{row['bond_deviation_from_md_mean_max_A']:.2f} ({row['reference_bond_deviation_max_A']:.2f}) | "
@@ -71,13 +71,14 @@ def card(args, model, summaries: list[dict], record: dict) -> str:
     description = (f"Generative EGNO (EGNOFlow, conditional flow matching) for {what} at 500 K: each window samples "
                    f"the positions at +{offsets[0]} … +{offsets[-1]} frames ({interval * 1e3:g} fs each, up to "
                    f"{offsets[-1] * interval:g} ps) given one frame and the velocity over the last {protocol.velocity_span} "
-                   "frames, so a long rollout samples the molecule's ensemble.")
+                   f"frames ({model.network.sampling_steps} Euler steps of the flow per window), so a long rollout "
+                   "samples the molecule's ensemble.")
     settings = record["settings"]
     lines = [f"# {args.name}", "", description, "", "## Data (made here; not shipped)", "", *data_lines(summaries), "",
              "## Training", "", f"- `{args.train_command}`" if args.train_command else "",
              f"- {args.budget}" if args.budget else "",
              "- windows of every frame after the first 1 ps (heat-up) of each run: the first 85 % train, the last 15 % "
-             "validate (the checkpoint with the lowest validation flow-matching loss is shipped); atoms matched to a "
+             "validate; atoms matched to a "
              "user's file by the molecular graph" + ("" if len(molecules) > 1 else " (this molecule only)"), "",
              "## Rollouts on runs it never saw, judged as MD is judged", "",
              f"`{record['meta']['command']}`: {settings['starts']} starts per run, {settings['windows']} windows each "
@@ -105,17 +106,26 @@ def main(argv=None) -> int:
     parser.add_argument("--train-command", default="")
     parser.add_argument("--budget", default="")
     parser.add_argument("--limitation", action="append", default=[])
+    parser.add_argument("--sampling-steps", type=int, default=None,
+                        help="Euler steps per window the shipped model uses (as judged by the ensemble benchmark)")
     parser.add_argument("--out-dir", default=str(REPO / "models"))
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     model = geomol.load_model(args.checkpoint)
-    summaries = [json.loads(Path(p).read_text()) for p in args.data]
+    if args.sampling_steps:
+        model.set_sampling_steps(args.sampling_steps)
     record = json.loads(Path(args.ensembles).read_text())
+    judged_steps = record["settings"].get("sampling_steps")
+    if judged_steps and judged_steps != model.network.sampling_steps:
+        sys.exit(f"the ensemble benchmark sampled with {judged_steps} steps per window, the model has "
+                 f"{model.network.sampling_steps}: give --sampling-steps {judged_steps}")
+    summaries = [json.loads(Path(p).read_text()) for p in args.data]
     text = card(args, model, summaries, record)
     metrics = {"evaluation": _shown(args.ensembles),
-               **{f"js_{kind}_{row['run']}": row["js_divergence"][kind] for row in record["rows"] for kind in KINDS}}
-    target = geomol.export_model(args.checkpoint, Path(args.out_dir) / args.name, card=text, overwrite=args.overwrite,
-                                 description=text.splitlines()[2], metrics=metrics)
+               **{f"js_{kind}_{row['run']}": row["js_divergence"][kind] for row in record["rows"] for kind in KINDS
+                  if row["model"] == args.name}}
+    target = model.save(Path(args.out_dir) / args.name, card=text, name=args.name, overwrite=args.overwrite,
+                        description=text.splitlines()[2], metrics=metrics)
     print(f"{args.name}: exported to {target}")
     return 0
 

@@ -105,16 +105,16 @@ def fkbp12() -> np.ndarray | None:
     return _values(out.positions)
 
 
-def md17(molecule: str) -> np.ndarray | None:
-    """egno-md17-<molecule>, one window from the seeded RDKit conformer of the molecule the generator simulates
-    (heavy atoms, zero velocity); None without RDKit."""
+def molecule_window(model: str, molecule: str) -> np.ndarray | None:
+    """``model`` (a one-molecule model), one window from the seeded RDKit conformer of ``molecule`` as the generator
+    simulates it (heavy atoms, zero velocity; a generative model draws with seed 0); None without RDKit."""
     try:
         from geomol.simulate.molecules import starting_structure
     except ImportError:
         return None
     start = starting_structure(molecule, seed=3)
     x = start.positions[start.numbers > 1].astype(np.float64)
-    out = geomol.rollout_arrays(f"egno-md17-{molecule}", x, np.zeros_like(x), windows=1)
+    out = geomol.rollout_arrays(model, x, np.zeros_like(x), windows=1, seed=0)
     return _values(out.positions)
 
 
@@ -141,8 +141,9 @@ def ppa() -> np.ndarray:
 
 PREDICTIONS = {"ppa-affinity/pK_and_std": ppa, "na-affinity/pK_and_spread": nucleic,
                "egno-nbody/positions": nbody, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12,
-               "egno-md17-aspirin/positions": lambda: md17("aspirin"),
-               "egno-md17-ethanol/positions": lambda: md17("ethanol")}
+               "egno-md17-aspirin/positions": lambda: molecule_window("egno-md17-aspirin", "aspirin"),
+               "egno-md17-ethanol/positions": lambda: molecule_window("egno-md17-ethanol", "ethanol"),
+               "egno-flow-ethanol/positions": lambda: molecule_window("egno-flow-ethanol", "ethanol")}
 
 
 def record(only: str | None = None) -> dict[str, np.ndarray]:

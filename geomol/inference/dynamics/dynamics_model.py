@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from geomol.data.dynamics.protocol import TrajectoryProtocol
-from geomol.errors import ModelLoadError
+from geomol.errors import ConfigError, ModelLoadError
 from geomol.inference.shipped import ShippedModel
 from geomol.models.dynamics import TrajectoryPrediction
 from geomol.models.egnn import EGNNDynamics
@@ -116,6 +116,19 @@ class DynamicsModel(ShippedModel):
     def generative(self) -> bool:
         """Whether each window is drawn from a learned distribution (EGNOFlow) rather than predicted as a mean."""
         return getattr(self.network, "generative", False)
+
+    def set_sampling_steps(self, steps: int) -> None:
+        """Euler steps per window of a generative model (fewer: faster, each window nearer the mean of its futures;
+        a shipped model records the value it was judged with, and saving records a new one).
+
+        Raises:
+            ConfigError: the model is not generative, or ``steps`` < 1.
+        """
+        if not self.generative:
+            raise ConfigError(f"{self.name or self.architecture} predicts each window as a mean: it has no sampling steps")
+        if int(steps) < 1:
+            raise ConfigError(f"sampling steps must be at least 1, got {steps}")
+        self.network.sampling_steps = self.arguments["sampling_steps"] = int(steps)
 
     @torch.inference_mode()
     def predict(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None, *, molecule=None,
