@@ -246,5 +246,7 @@ def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence
             mean, std = model.predict([graphs[i] for i in chosen])
             for i, pk, spread in zip(chosen, mean.tolist(), std.tolist()):
                 records[i].set_pk(pk, spread, model.domain)
+                if model.anchors is not None:  # relative to the series' measured ligands
+                    model.anchors.apply(records[i], graphs[i])
         yield from records
 

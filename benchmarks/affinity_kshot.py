@@ -1,0 +1,143 @@
+"""k measured ligands of an unseen target: every method of the k-shot protocol in the corpus cross-validation.
+
+The base model is the shipped default model, ``contact-corpus``: its member k was trained on fold k's training
+clusters, so on fold k's validation and test series it predicts proteins it has never seen
+(:mod:`geomol.evaluation.kshot_corpus`). Per fold:
+
+1. the methods' settings (the residual model's and the ligand-only Gaussian process's priors, the anchored average's
+   exponent) are fitted on the fold's *validation* series, every source, never on its test series
+   (:func:`~geomol.evaluation.anchor_fit.fit_settings`);
+2. every method (:data:`~geomol.evaluation.kshot.KSHOT_METHODS`) is scored on the same validation series (to choose
+   the method ``predict-affinity --anchors`` uses per budget) and on the fold's *test* series of the data sets asked
+   for (``--sources``): ``--draws`` random draws of k measured ligands per budget ``--k``, Spearman on the rest and
+   the ± 's coverage (:mod:`geomol.evaluation.kshot`).
+
+Then one table per data set (FEP+ benchmark series, Uni-FEP series posed from SMILES, PLB), the method chosen per
+budget on validation series and its test figures, and the settings fitted on every fold's validation series
+together (what ships in the model's manifest, ``metrics.anchoring``, with ``--write-manifest``). The featurised
+corpus, fitted settings and rows are kept under ``--work-dir``: rerun the same command to resume. Usage::
+
+    OMP_NUM_THREADS=1 nice -n 15 python benchmarks/affinity_kshot.py --output benchmarks/results/affinity_kshot.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from geomol.evaluation.anchor_fit import fit_settings
+from geomol.evaluation.fewshot import write_result
+from geomol.evaluation.kshot import KSHOT_METHODS, KShotSettings, series_rows
+from geomol.evaluation.kshot_corpus import fold_series, member_of_fold, read_kshot_corpus
+from geomol.evaluation.kshot_summary import choose_methods, format_kshot, summarise_kshot
+from geomol.inference.anchoring import AnchorKernel
+from geomol.provenance import provenance
+
+REPO = Path(__file__).resolve().parents[1]
+GROUPS = {"FEP+ benchmark (expert poses)": ("fep_benchmark",), "Uni-FEP (posed from SMILES)": ("uni_fep",),
+          "PLB (expert poses)": ("plb",), "BindingDB (docked poses)": ("ddg_bindingdb",)}
+GROUPS_ALL = ("plb", "fep_benchmark", "uni_fep", "ddg_bindingdb")
+CHOICES = ("base", "finetuned", "anchored", "residual")
+"""What ``predict-affinity --anchors`` may use; chosen per budget on validation series."""
+
+
+def _settings(path: Path, series, args) -> tuple[KShotSettings, dict]:
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return KShotSettings(AnchorKernel.from_dict(saved["kernel"]), AnchorKernel.from_dict(saved["ligand_kernel"]),
+                             float(saved["power"])), saved
+    settings, record = fit_settings(series, ks=args.fit_k, draws=args.valid_draws, seed=args.seed)
+    record["power"] = settings.power
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return settings, record
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.open()] if path.exists() else []
+
+
+def run(args) -> dict:
+    from geomol.api import load_model
+
+    clock = time.process_time()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    corpus = read_kshot_corpus(args.config, args.work_dir, args.cache_dir)
+    print(f"corpus: {len(corpus.ids)} complexes, {time.process_time() - clock:.0f} CPU s", flush=True)
+    model = load_model(args.model)
+    rows_path = args.work_dir / "rows.jsonl"
+    rows = _rows(rows_path)
+    done = {(r["phase"], r["fold"], r["target"]) for r in rows}
+    fitted, all_valid = {}, []
+    for fold in args.folds:
+        member = member_of_fold(model, fold)
+        valid = fold_series(corpus, member, fold, "valid")
+        all_valid += valid
+        settings, fitted[fold] = _settings(args.work_dir / f"settings_fold{fold}.json", valid, args)
+        print(f"fold {fold}: {len(valid)} validation series, settings {fitted[fold]}", flush=True)
+        test = fold_series(corpus, member, fold, "test", sources=args.sources)
+        for phase, series in (("valid", valid), ("test", test)):
+            for number, s in enumerate(series):
+                if (phase, fold, s.target) in done:
+                    continue
+                draws = args.valid_draws if phase == "valid" else args.draws
+                new = [{"phase": phase, **row} for row in
+                       series_rows(s, args.k, draws, np.random.default_rng([args.seed, fold, number]), settings)]
+                with rows_path.open("a") as out:
+                    out.writelines(json.dumps(r) + "\n" for r in new)
+                rows += new
+                print(f"fold {fold} {phase} {s.target} ({len(s)} ligands): {time.process_time() - clock:.0f} CPU s",
+                      flush=True)
+    test_rows = [r for r in rows if r["phase"] == "test" and r["fold"] in args.folds]
+    valid_rows = [r for r in rows if r["phase"] == "valid" and r["fold"] in args.folds]
+    chosen = choose_methods(valid_rows, args.k, CHOICES)
+    groups = {name: sources for name, sources in GROUPS.items() if set(sources) & set(args.sources)}
+    summary = summarise_kshot(test_rows, groups, args.k)
+    valid_summary = summarise_kshot(valid_rows, {"validation series (all sources)": tuple(GROUPS_ALL)}, args.k)
+    print("validation series (settings and methods chosen here):\n" + format_kshot(valid_summary))
+    print("method chosen per k on validation series: " + ", ".join(f"k={k}: {m}" for k, m in chosen.items()))
+    print("test series (evaluated once):\n" + format_kshot(summary))
+    shipped, shipped_record = fit_settings(all_valid, ks=args.fit_k, draws=args.valid_draws, seed=args.seed)
+    shipped_record["power"] = shipped.power
+    print(f"settings fitted on every fold's validation series: {shipped_record}")
+    return {"description": "k measured ligands of a series of an unseen protein; every method's Spearman on the "
+                           "rest (mean over draws, then over targets), differences paired per target",
+            "model": args.model, "config": str(args.config), "k": args.k, "draws": args.draws,
+            "valid_draws": args.valid_draws, "sources": args.sources, "folds": args.folds,
+            "settings_per_fold": fitted, "methods": list(KSHOT_METHODS), "chosen_on_validation": chosen,
+            "validation_summary": valid_summary, "summary": summary, "anchoring": {
+                **shipped_record, "methods": {str(k): m for k, m in chosen.items()}},
+            "cpu_seconds": time.process_time() - clock, "rows": rows, "provenance": provenance()}
+
+
+def build_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=REPO / "models" / "contact-corpus.yaml",
+                        help="the base model's train-affinity config (its members' featurisation)")
+    parser.add_argument("--model", default="default", help="the base model: one member per fold of the protocol")
+    parser.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--k", type=int, nargs="+", default=[0, 3, 5, 10, 20])
+    parser.add_argument("--fit-k", type=int, nargs="+", default=[3, 5, 10], help="budgets the exponent is chosen on")
+    parser.add_argument("--draws", type=int, default=5, help="draws of k per test series")
+    parser.add_argument("--valid-draws", type=int, default=2, help="draws of k per validation series")
+    parser.add_argument("--sources", nargs="+", default=["fep_benchmark", "uni_fep", "plb"],
+                        help="data sets whose test series are scored")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--work-dir", type=Path, default=REPO / "runs" / "kshot")
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "affinity_kshot.json")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = build_args(argv)
+    result = run(args)
+    write_result(result, args.output)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main() and 0)
