@@ -7,6 +7,7 @@ Examples::
     geomol predict-affinity --receptor complex.pdb --receptor-chains A --ligands chain:B
     geomol predict-affinity --pairs screen.csv --out screen.json
     geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --measured measured.csv --plot fit.png
+    geomol predict-affinity --receptor protein.pdb --ligands series.sdf --anchors measured.csv --next 5
     geomol predict-affinity --receptor protein.pdb --reference ref.sdf --ligands series.smi --write-poses poses.sdf
     geomol predict-affinity --receptor protein.pdb --ligands vina_out.pdbqt --smiles "CCOc1ccccc1"
     geomol predict-affinity --complex complex.pdb --partners A,B:C
@@ -86,6 +87,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--device", default="cpu", help="torch device (default cpu)")
     model.add_argument("--batch-size", type=int, default=32, help="complexes per forward pass (default 32)")
     model.add_argument("--threads", type=int, help="CPU threads (default: OMP_NUM_THREADS, else the free physical cores)")
+    series = parser.add_argument_group("measured ligands of the series (lead optimisation, docs/predict.md)")
+    series.add_argument("--anchors", metavar="CSV", help="measured values of ligands of this series (columns name and "
+                        "pK or dG_kcal_mol): every prediction is made relative to them by the method the model's "
+                        "k-shot evaluation chose, with a calibrated ±; a measured ligand is predicted without itself")
+    series.add_argument("--anchor-ligands", nargs="+", metavar="LIGANDS", help="poses of the measured ligands when "
+                        "they are not among --ligands (files as for --ligands; SMILES with --reference)")
+    series.add_argument("--next", type=int, metavar="N", help="list the N ligands to make or test next among those "
+                        "not measured (see --select-by)")
+    series.add_argument("--select-by", choices=("ucb", "mean"), default="ucb", help="rank candidates for --next by "
+                        "the upper confidence bound pK + 1 sd (ucb, default: good or uncertain) or by the expected "
+                        "pK (mean)")
     output = parser.add_argument_group("output")
     output.add_argument("--out", metavar="FILE", help="write the results to a .csv or .json file")
     output.add_argument("--write-poses", metavar="SDF", help="with --reference: write the generated poses here")
@@ -132,7 +144,8 @@ def _check_input_files(args: argparse.Namespace) -> None:
                                 ("--complexes", args.complexes, DatasetError),
                                 ("--receptor", args.receptor, StructureReadError),
                                 ("--reference", args.reference, StructureReadError),
-                                ("--pairs", args.pairs, DatasetError), ("--measured", args.measured, DatasetError)):
+                                ("--pairs", args.pairs, DatasetError), ("--measured", args.measured, DatasetError),
+                                ("--anchors", args.anchors, DatasetError)):
         problem = path and _readable_file_problem(path)
         if problem:
             raise error(f"{problem} (given as {option})", source=path)
@@ -163,6 +176,12 @@ def check_inputs(args: argparse.Namespace) -> None:
         raise ConfigError("--write-poses needs --reference")
     if args.plot and not args.measured:
         raise ConfigError("--plot needs --measured")
+    if (args.anchors or args.next is not None) and not args.receptor:
+        raise ConfigError("--anchors and --next concern one series: give --receptor with --ligands")
+    if args.anchor_ligands and not args.anchors:
+        raise ConfigError("--anchor-ligands needs --anchors (the measured values of those ligands)")
+    if args.next is not None and args.next < 1:
+        raise ConfigError(f"--next must be at least 1, got {args.next}")
     if args.no_refine and not args.reference:
         raise ConfigError("--no-refine needs --reference (it concerns poses made from SMILES)")
     if args.min_core_fraction and not args.reference:
@@ -195,6 +214,55 @@ def _complex_records(args: argparse.Namespace, model, console) -> list["Affinity
 
     entries = complex_entries(args.complexes or args.complex, args.partners)
     return list(predict_complexes(entries, model, batch_size=args.batch_size))
+
+
+def _anchored(args: argparse.Namespace, model, plan, console):
+    """The model anchored on the measured ligands of ``--anchors`` (their poses among the planned ligands or in
+    ``--anchor-ligands``), and a line saying how; the model as it is without usable anchors."""
+    from geomol.api import ligand_inputs, posed_inputs
+    from geomol.inference.anchor_ligands import anchor_on_ligands
+    from geomol.inference.tables import read_measured
+
+    measured = read_measured(args.anchors)
+    receptor, inputs = plan[0]
+    extra = []
+    if args.anchor_ligands:
+        extra = (posed_inputs(receptor, args.anchor_ligands, args.reference, receptor_chains=args.receptor_chains,
+                              smiles_column=args.smiles_column)[0] if args.reference
+                 else ligand_inputs(args.anchor_ligands, smiles=args.smiles))
+    named = {item.name: item for item in [*extra, *inputs] if item.name in measured}  # --ligands' poses first
+    anchored = anchor_on_ligands(model, receptor, list(named.values()), measured,
+                                 receptor_chains=args.receptor_chains)
+    series = anchored.anchors
+    if not series.moves_predictions:
+        console.print(f"no measured ligand of {args.anchors} could be used as an anchor: the predictions are the "
+                      f"base model's" if not len(series.anchors) else
+                      f"with {len(series.anchors)} measured ligand(s) the method chosen in the k-shot evaluation is "
+                      f"the base model as it is ({series.method})", markup=False, highlight=False)
+        return anchored
+    words = {"residual": "a Gaussian process on the base model's residuals, the base model as its mean",
+             "anchored": "the base model's differences to each measured ligand, averaged, nearer analogues weighing "
+                         "more"}[series.method]
+    expected = series.settings.expectation(len(series.anchors))
+    console.print(f"anchored on {len(series.anchors)} measured ligand(s) of {args.anchors} by '{series.method}' "
+                  f"({words}); ± is its 68 % interval for a measured pK; a measured ligand is predicted from the "
+                  f"others" + (f". Expected accuracy: {expected}" if expected else ""), markup=False, highlight=False)
+    return anchored
+
+
+def _next_best(records, args, console) -> None:
+    from geomol.inference.anchoring import next_best
+
+    candidates = [r for r in records if r.ok and "measured_pK" not in r.extra]
+    if not candidates:
+        console.print("--next: no unmeasured ligand was predicted", markup=False)
+        return
+    order = next_best([r.pK for r in candidates], [r.pK_std for r in candidates], by=args.select_by)
+    how = ("upper confidence bound, pK + 1 sd" if args.select_by == "ucb" else "expected pK")
+    console.print(f"next best to make or test (by {how}):", markup=False)
+    for rank, i in enumerate(order[:args.next], start=1):
+        r = candidates[i]
+        console.print(f"  {rank}. {r.name}  pK {r.pK:.2f} ± {r.pK_std:.2f}", markup=False, highlight=False)
 
 
 def _plan(args: argparse.Namespace, model) -> list[tuple[str, list["LigandInput"]]]:
@@ -308,8 +376,13 @@ def run(args: argparse.Namespace) -> int:
     complexes = bool(args.complex or args.complexes)
     names = args.model or ["ppa-affinity" if complexes else "default"]
     model = load_model(names[0] if len(names) == 1 else names, device=args.device)
-    records = (_complex_records(args, model, console) if complexes
-               else _predict_all(_plan(args, model), model, args, console))
+    if complexes:
+        records = _complex_records(args, model, console)
+    else:
+        plan = _plan(args, model)
+        if args.anchors:
+            model = _anchored(args, model, plan, console)
+        records = _predict_all(plan, model, args, console)
     if args.out:
         write_predictions(records, args.out, with_receptor=bool(args.pairs) or complexes)
     model_name = model.name or Path(names[0]).name
@@ -330,4 +403,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.measured:
         _compare(records, args, console, model_name)
+    if args.next is not None:
+        _next_best(records, args, console)
     return 0

@@ -63,3 +63,48 @@ def anchor_on_ligands(model: AffinityModel, receptor: str | PathLike | Structure
         base, fingerprints = np.zeros(0), np.zeros((0, 1))
     anchors = Anchors(names, base, fingerprints, [measured[n] for n in names])
     return anchored_model(model, AnchoredSeries(settings, anchors, method))
+
+
+def anchor_report(model: AffinityModel) -> dict:
+    """What the anchors of an anchored model say about it, for its manifest (``metrics.finetune``): every measured
+    ligand predicted from the *other* anchors (leave-one-out: a test on your ligands, not a fit) and the base
+    model's own predictions of them."""
+    from geomol.metrics.scores import rmse, spearman
+
+    series = model.anchors
+    a = series.anchors
+    loo, sd = series.predict(a.base, a.fingerprints, a.names)
+    score = lambda f, p: None if len(a) < 2 or not np.isfinite(f(p, a.measured)) else round(f(p, a.measured), 4)  # noqa: E731
+    return {"method": series.method, "ligands": len(a), "measured": dict(zip(a.names, a.measured.tolist())),
+            "base": dict(zip(a.names, a.base.tolist())), "left_out": dict(zip(a.names, loo.tolist())),
+            "left_out_sd": dict(zip(a.names, sd.tolist())),
+            "spearman_left_out": score(spearman, loo), "rmse_left_out": score(rmse, loo),
+            "spearman_base": score(spearman, a.base), "rmse_base": score(rmse, a.base),
+            "expected": series.settings.expectation(len(a))}
+
+
+def anchored_card(model: AffinityModel, report: dict, base_name: str, receptor: str) -> str:
+    """The model card of a model anchored on measured ligands (``geomol finetune``)."""
+    words = {"residual": "a Gaussian process on the base model's residuals (the base model as its mean, a kernel "
+                         "on the ligands' Morgan counts), with a calibrated ±",
+             "anchored": "the base model's differences to each measured ligand, averaged, nearer analogues weighing "
+                         "more", "base": "the base model as it is (with so few measured ligands nothing else "
+                                         "helped in the k-shot evaluation)"}.get(report["method"], report["method"])
+    lines = [f"# {model.name}", "",
+             f"`{base_name}` anchored on {report['ligands']} measured ligands of one series (receptor `{receptor}`) "
+             f"with `geomol finetune`: its weights are the base model's; every prediction is made relative to the "
+             f"measured ligands by '{report['method']}': {words}. A measured ligand is predicted from the others.", ""]
+    if report["expected"]:
+        lines += ["## What to expect", "", report["expected"][0].upper() + report["expected"][1:] + ".", ""]
+    lines += ["## Measured ligands (each predicted without itself)", "",
+              "| ligand | measured pK | base model | anchored on the others | ± |", "|---|---|---|---|---|"]
+    lines += [f"| {n} | {y:.2f} | {report['base'][n]:.2f} | {report['left_out'][n]:.2f} | {report['left_out_sd'][n]:.2f} |"
+              for n, y in report["measured"].items()]
+    if report["spearman_left_out"] is not None:
+        lines += ["", f"On them: Spearman {report['spearman_left_out']} (base model {report['spearman_base']}), RMSE "
+                      f"{report['rmse_left_out']} pK (base model {report['rmse_base']})."]
+    lines += ["", "## Limitations", "",
+              "- for this receptor and chemical series only (anchors of another series mislead); elsewhere use the "
+              "base model;", "- the manifest's `anchors` hold the measured values; `metrics.finetune` this table;",
+              *model.card_facts(model.manifest())[1:]]
+    return "\n".join(lines) + "\n"

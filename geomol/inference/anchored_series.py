@@ -82,7 +82,7 @@ class AnchoringSettings:
         figures = self.expected.get(budget)
         if not figures:
             return ""
-        text = (f"on held-out series with {budget} measured ligands ({figures.get('targets', '?')} series of proteins "
+        text = (f"on held-out series with {budget} measured ligands ({int(figures.get('targets', 0))} series of proteins "
                 f"the model never saw) this gave a mean Spearman of {figures['spearman']:.2f} on the other ligands "
                 f"(the base model alone {figures['base']:.2f})")
         if "coverage" in figures and math.isfinite(figures["coverage"]):
