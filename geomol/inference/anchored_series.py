@@ -22,10 +22,14 @@ from geomol.errors import ConfigError
 from geomol.inference.anchoring import AnchorKernel, Anchors, anchored_average, residual_predictions
 from geomol.units import dg_from_pk
 
-__all__ = ["ANCHOR_METHODS", "AnchoringSettings", "AnchoredSeries", "graph_fingerprint"]
+__all__ = ["ANCHOR_METHODS", "ANCHOR_COLUMNS", "AnchoringSettings", "AnchoredSeries", "graph_fingerprint"]
 
 ANCHOR_METHODS = ("base", "finetuned", "anchored", "residual")
 """What a model's anchoring settings may choose per budget (``finetuned``: ``geomol finetune``'s weights)."""
+
+
+ANCHOR_COLUMNS = ("base_pK", "measured_pK")
+"""The result columns anchoring adds: the base model's pK, and an anchor's measured pK."""
 
 
 def graph_fingerprint(graph) -> np.ndarray:
