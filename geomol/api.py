@@ -41,6 +41,7 @@ from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs, read_receptor
 from geomol.inference.affinity_model import AffinityModel
+from geomol.inference.anchor_ligands import anchor_affinity, finetune_method
 from geomol.inference.complex_inputs import complex_entries, predict_complexes
 from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
 from geomol.training.finetune_choice import FinetuneChoice
@@ -202,11 +203,9 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
                       method: str = "auto") -> AffinityModel:
     """Adapt an affinity model to one target from a handful of its measured ligands (few-shot).
 
-    How is the base model's choice for that many measured ligands in its k-shot evaluation (``method="auto"``,
-    ``metrics.anchoring`` of its manifest; fine-tuning where it has none): fine-tuning its weights
-    (``"finetuned"``, below), or anchoring every prediction on the measured ligands (``"residual"``,
-    ``"anchored"``: :mod:`geomol.inference.anchored_series`; the weights stay the base model's and the
-    measured ligands are kept in the manifest's ``anchors``). ``steps``, ``lr`` or ``anchor`` imply fine-tuning.
+    ``method="auto"``: the base model's choice for that many ligands in its k-shot evaluation
+    (:func:`~geomol.inference.anchor_ligands.finetune_method`): fine-tuning (below), or anchoring every prediction
+    on them (``"residual"``, ``"anchored"``: :mod:`geomol.inference.anchored_series`, weights unchanged).
 
     Every member's encoder stays as it is (a contact scorer: its hidden layers); its read-out (a contact
     scorer: its last per-atom layer and descriptor term) takes ``steps`` small Adam steps on the measured
@@ -235,55 +234,16 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
     """
     base = _affinity_model(model, "cpu")
     given = {key: value for key, value in (("steps", steps), ("lr", lr), ("anchor", anchor)) if value is not None}
-    method = _finetune_method(base, method, len(measured), bool(given))
+    method = finetune_method(base, method, len(measured), bool(given))
     if method != "finetuned":
-        return _anchor_affinity(base, receptor, ligands, measured, method, out=out, name=name,
-                                receptor_chains=receptor_chains, overwrite=overwrite)
+        return anchor_affinity(base, receptor, ligand_inputs(ligands), measured, method, out=out, name=name,
+                               receptor_chains=receptor_chains, overwrite=overwrite)
     choice = FinetuneChoice(forced=FinetuneSettings(**given)) if given else FinetuneChoice()
     tuned, report = finetune_on_ligands(base, receptor, ligands, measured, choice, name=name,
                                         receptor_chains=receptor_chains)
     if out is not None:
         label = receptor.source if isinstance(receptor, Structure) else Path(receptor).name
         tuned.save(out, card=finetune_card(tuned, report, label), name=name or None, overwrite=overwrite)
-    return tuned
-
-
-def _finetune_method(base: AffinityModel, method: str, k: int, forced: bool) -> str:
-    """The way ``finetune_affinity`` adapts ``base`` to ``k`` measured ligands (see there)."""
-    from geomol.inference.anchored_series import ANCHOR_METHODS, AnchoringSettings
-
-    if method != "auto" and method not in ANCHOR_METHODS:
-        raise ConfigError(f"method is 'auto' or one of {ANCHOR_METHODS}, not {method!r}")
-    if forced:
-        if method not in ("auto", "finetuned"):
-            raise ConfigError(f"steps, lr and anchor set how weights are fine-tuned: not with method {method!r}")
-        return "finetuned"
-    if method != "auto":
-        return method
-    try:
-        return AnchoringSettings.of_model(base).method(k)
-    except ConfigError:  # a model never measured in the k-shot protocol: fine-tuning, as before it existed
-        return "finetuned"
-
-
-def _anchor_affinity(base: AffinityModel, receptor, ligands, measured, method: str, *, out, name: str,
-                     receptor_chains, overwrite: bool) -> AffinityModel:
-    """``finetune_affinity`` by anchoring (a copy of ``base`` carrying the measured ligands as anchors)."""
-    from geomol.inference.anchor_ligands import anchor_on_ligands, anchor_report, anchored_card
-
-    inputs = [item for item in ligand_inputs(ligands) if item.name in measured]
-    if len(inputs) < 2:
-        raise ConfigError(f"anchoring needs at least 2 measured ligands among the ligands, found {len(inputs)} of "
-                          f"{len(measured)} measured")
-    tuned = anchor_on_ligands(base, receptor, inputs, measured, receptor_chains=receptor_chains, method=method)
-    tuned.name = name or f"{base.name or 'model'}-anchored"
-    tuned.description = (f"{base.name or 'an affinity model'} anchored on {len(tuned.anchors.anchors)} measured "
-                         "ligands of one series")
-    report = anchor_report(tuned)
-    tuned.metrics = {"finetune": {"base_model": base.name, **report}, "base_model_metrics": dict(base.metrics)}
-    if out is not None:
-        label = receptor.source if isinstance(receptor, Structure) else Path(receptor).name
-        tuned.save(out, card=anchored_card(tuned, report, base.name, label), name=tuned.name, overwrite=overwrite)
     return tuned
 
 

@@ -216,55 +216,6 @@ def _complex_records(args: argparse.Namespace, model, console) -> list["Affinity
     return list(predict_complexes(entries, model, batch_size=args.batch_size))
 
 
-def _anchored(args: argparse.Namespace, model, plan, console):
-    """The model anchored on the measured ligands of ``--anchors`` (their poses among the planned ligands or in
-    ``--anchor-ligands``), and a line saying how; the model as it is without usable anchors."""
-    from geomol.api import ligand_inputs, posed_inputs
-    from geomol.inference.anchor_ligands import anchor_on_ligands
-    from geomol.inference.tables import read_measured
-
-    measured = read_measured(args.anchors)
-    receptor, inputs = plan[0]
-    extra = []
-    if args.anchor_ligands:
-        extra = (posed_inputs(receptor, args.anchor_ligands, args.reference, receptor_chains=args.receptor_chains,
-                              smiles_column=args.smiles_column)[0] if args.reference
-                 else ligand_inputs(args.anchor_ligands, smiles=args.smiles))
-    named = {item.name: item for item in [*extra, *inputs] if item.name in measured}  # --ligands' poses first
-    anchored = anchor_on_ligands(model, receptor, list(named.values()), measured,
-                                 receptor_chains=args.receptor_chains)
-    series = anchored.anchors
-    if not series.moves_predictions:
-        console.print(f"no measured ligand of {args.anchors} could be used as an anchor: the predictions are the "
-                      f"base model's" if not len(series.anchors) else
-                      f"with {len(series.anchors)} measured ligand(s) the method chosen in the k-shot evaluation is "
-                      f"the base model as it is ({series.method})", markup=False, highlight=False)
-        return anchored
-    words = {"residual": "a Gaussian process on the base model's residuals, the base model as its mean",
-             "anchored": "the base model's differences to each measured ligand, averaged, nearer analogues weighing "
-                         "more"}[series.method]
-    expected = series.settings.expectation(len(series.anchors))
-    console.print(f"anchored on {len(series.anchors)} measured ligand(s) of {args.anchors} by '{series.method}' "
-                  f"({words}); ± is its 68 % interval for a measured pK; a measured ligand is predicted from the "
-                  f"others" + (f". Expected accuracy: {expected}" if expected else ""), markup=False, highlight=False)
-    return anchored
-
-
-def _next_best(records, args, console) -> None:
-    from geomol.inference.anchoring import next_best
-
-    candidates = [r for r in records if r.ok and "measured_pK" not in r.extra]
-    if not candidates:
-        console.print("--next: no unmeasured ligand was predicted", markup=False)
-        return
-    order = next_best([r.pK for r in candidates], [r.pK_std for r in candidates], by=args.select_by)
-    how = ("upper confidence bound, pK + 1 sd" if args.select_by == "ucb" else "expected pK")
-    console.print(f"next best to make or test (by {how}):", markup=False)
-    for rank, i in enumerate(order[:args.next], start=1):
-        r = candidates[i]
-        console.print(f"  {rank}. {r.name}  pK {r.pK:.2f} ± {r.pK_std:.2f}", markup=False, highlight=False)
-
-
 def _plan(args: argparse.Namespace, model) -> list[tuple[str, list["LigandInput"]]]:
     """(receptor, ligand inputs) groups; pairs sharing a receptor in consecutive rows share one parse (with a
     reference ligand, the receptor is read once, for posing and prediction alike: the group holds the structure)."""
@@ -361,6 +312,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from geomol.api import load_model
+    from geomol.commands.series_anchors import anchored_for_args, print_next_best
     from geomol.commands.affinity_output import complex_table, problem_lines, results_table, summary_line
     from geomol.inference.tables import output_format, read_measured, write_predictions
 
@@ -381,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         plan = _plan(args, model)
         if args.anchors:
-            model = _anchored(args, model, plan, console)
+            model = anchored_for_args(args, model, plan, console)
         records = _predict_all(plan, model, args, console)
     if args.out:
         write_predictions(records, args.out, with_receptor=bool(args.pairs) or complexes)
@@ -404,5 +356,5 @@ def run(args: argparse.Namespace) -> int:
     if args.measured:
         _compare(records, args, console, model_name)
     if args.next is not None:
-        _next_best(records, args, console)
+        print_next_best(records, args.next, args.select_by, console)
     return 0

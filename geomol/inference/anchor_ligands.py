@@ -11,18 +11,21 @@ from __future__ import annotations
 import copy
 import warnings
 from os import PathLike
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from geomol.data.io import Structure
+from geomol.errors import ConfigError
 from geomol.inference.affinity import build_complexes
 from geomol.inference.affinity_model import AffinityModel
-from geomol.inference.anchored_series import AnchoredSeries, AnchoringSettings, graph_fingerprint
+from geomol.inference.anchored_series import ANCHOR_METHODS, AnchoredSeries, AnchoringSettings, graph_fingerprint
 from geomol.inference.anchoring import Anchors
 from geomol.inference.ligand_inputs import LigandInput
 
-__all__ = ["anchor_on_ligands", "anchored_model"]
+__all__ = ["anchor_on_ligands", "anchored_model", "anchor_report", "anchored_card", "finetune_method",
+           "anchor_affinity"]
 
 
 def anchored_model(model: AffinityModel, series: AnchoredSeries | None) -> AffinityModel:
@@ -108,3 +111,43 @@ def anchored_card(model: AffinityModel, report: dict, base_name: str, receptor: 
               "base model;", "- the manifest's `anchors` hold the measured values; `metrics.finetune` this table;",
               *model.card_facts(model.manifest())[1:]]
     return "\n".join(lines) + "\n"
+
+
+def finetune_method(base: AffinityModel, method: str, k: int, forced: bool) -> str:
+    """How :func:`geomol.finetune_affinity` adapts ``base`` to ``k`` measured ligands: ``method`` when given,
+    ``'finetuned'`` when fine-tuning settings are ``forced``, else the base model's choice for k (fine-tuning for a
+    model never measured in the k-shot protocol)."""
+    if method != "auto" and method not in ANCHOR_METHODS:
+        raise ConfigError(f"method is 'auto' or one of {ANCHOR_METHODS}, not {method!r}")
+    if forced:
+        if method not in ("auto", "finetuned"):
+            raise ConfigError(f"steps, lr and anchor set how weights are fine-tuned: not with method {method!r}")
+        return "finetuned"
+    if method != "auto":
+        return method
+    try:
+        return AnchoringSettings.of_model(base).method(k)
+    except ConfigError:  # a model never measured in the k-shot protocol: fine-tuning, as before it existed
+        return "finetuned"
+
+
+def anchor_affinity(base: AffinityModel, receptor, inputs: Sequence[LigandInput], measured: Mapping[str, float],
+                    method: str, *, out=None, name: str = "", receptor_chains=None,
+                    overwrite: bool = False) -> AffinityModel:
+    """:func:`geomol.finetune_affinity` by anchoring: a copy of ``base`` carrying the measured ligands among
+    ``inputs`` as anchors (its manifest's ``metrics.finetune`` the leave-one-out report), written with its card
+    to ``out`` when given."""
+    inputs = [item for item in inputs if item.name in measured]
+    if len(inputs) < 2:
+        raise ConfigError(f"anchoring needs at least 2 measured ligands among the ligands, found {len(inputs)} of "
+                          f"{len(measured)} measured")
+    tuned = anchor_on_ligands(base, receptor, inputs, measured, receptor_chains=receptor_chains, method=method)
+    tuned.name = name or f"{base.name or 'model'}-anchored"
+    tuned.description = (f"{base.name or 'an affinity model'} anchored on {len(tuned.anchors.anchors)} measured "
+                         "ligands of one series")
+    report = anchor_report(tuned)
+    tuned.metrics = {"finetune": {"base_model": base.name, **report}, "base_model_metrics": dict(base.metrics)}
+    if out is not None:
+        label = receptor.source if isinstance(receptor, Structure) else Path(receptor).name
+        tuned.save(out, card=anchored_card(tuned, report, base.name, label), name=tuned.name, overwrite=overwrite)
+    return tuned
