@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from geomol.evaluation.anchor_fit import fit_settings
-from geomol.evaluation.fewshot import write_result
+from geomol.evaluation.fewshot import run_and_write
 from geomol.evaluation.kshot import KSHOT_METHODS, KShotSettings, series_rows
 from geomol.evaluation.kshot_corpus import fold_series, member_of_fold, read_kshot_corpus
 from geomol.evaluation.kshot_summary import choose_methods, format_kshot, summarise_kshot
@@ -133,10 +133,7 @@ def build_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> dict:
-    args = build_args(argv)
-    result = run(args)
-    write_result(result, args.output)
-    return result
+    return run_and_write(run, build_args, argv)
 
 
 if __name__ == "__main__":

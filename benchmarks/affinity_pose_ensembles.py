@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geomol.evaluation.fewshot import write_result
+from geomol.evaluation.fewshot import run_and_write
 from geomol.evaluation.pose_ensembles import POOLS, series_scores, summarise_pools
 from geomol.provenance import provenance
 
@@ -144,10 +144,7 @@ def build_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> dict:
-    args = build_args(argv)
-    result = run(args)
-    write_result(result, args.output)
-    return result
+    return run_and_write(run, build_args, argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ are missing or fail their checks are left out with one warning; with none left, 
 from __future__ import annotations
 
 import copy
-import warnings
 from os import PathLike
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -18,7 +17,7 @@ import numpy as np
 
 from geomol.data.io import Structure
 from geomol.errors import ConfigError
-from geomol.inference.affinity import build_complexes
+from geomol.inference.affinity import measured_complexes
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.anchored_series import ANCHOR_METHODS, AnchoredSeries, AnchoringSettings, graph_fingerprint
 from geomol.inference.anchoring import Anchors
@@ -51,13 +50,7 @@ def anchor_on_ligands(model: AffinityModel, receptor: str | PathLike | Structure
         ConfigError: the model has no anchoring settings and none are given.
     """
     settings = settings or AnchoringSettings.of_model(model)
-    records, graphs = build_complexes(receptor, inputs, model, receptor_chains=receptor_chains)
-    used = [(r.name, g) for r, g in zip(records, graphs) if g is not None and r.name in measured]
-    failed = [f"{r.name} ({r.error})" for r in records if r.error and r.name in measured]
-    absent = sorted(set(measured) - {r.name for r in records})
-    if failed or absent:
-        warnings.warn(f"measured ligand(s) not used as anchors: {', '.join(failed + absent)}"
-                      + (" (not among the ligands)" if absent else ""), stacklevel=2)
+    used = measured_complexes(receptor, inputs, model, measured, "the anchors", receptor_chains=receptor_chains)
     names = [name for name, _ in used]
     if used:
         base = model.predict([g for _, g in used])[0].double().numpy()
