@@ -1,17 +1,21 @@
-"""Zero-shot from SMILES: pose ensembles on the FEP+ benchmark series, scored by the fold member that never saw them.
+"""Zero-shot from SMILES: pose ensembles, each series scored by the default model's member that never saw its protein.
 
-For every series of ``../shared/data/fep_benchmark`` whose protein is in a test fold of the corpus protocol (all of
-them), its first ligand is the reference and every other ligand is posed from its SMILES (RDKit SMILES of the expert
-pose, hydrogens removed) on it, refined in the pocket as ``predict-affinity --reference`` does, once per posing seed
-``--seeds`` (:class:`~geomol.data.posing.poses.PoseParameters` ``seed``). Every pose, and every expert pose, is
-scored by the default model's member of the series' test fold (trained without its protein cluster), and one
-ligand's pose scores are pooled (:mod:`geomol.evaluation.pose_ensembles`: seed 0 alone, mean, max, median).
-Printed: the mean per-series Spearman of each pool and of the expert poses (series with at least 10 ligands posed
-every way), and each pool's paired difference to the single pose. Poses are written once per series and seed under
-``--work-dir`` (SD files) and read back on a rerun. Usage::
+For every series of ``--source`` (the FEP+ benchmark, or Uni-FEP) in a test fold of the corpus protocol with more
+than ``--min-ligands`` ligands (``--max-series``: a seeded sample), every ligand is posed from its SMILES (the
+corpus' canonical SMILES) on the series' reference ligand (FEP+: its first ligand, which is not scored; Uni-FEP: its
+``ref_ligand.sdf``), refined in the pocket as ``predict-affinity --reference`` does, once per posing seed
+``--seeds`` (:class:`~geomol.data.posing.poses.PoseParameters` ``seed``). Every pose, and every expert pose where
+the series has them, is scored by the default model's member of the series' test fold (trained without its protein
+cluster), and one ligand's pose scores are pooled (:mod:`geomol.evaluation.pose_ensembles`: seed 0 alone, mean,
+max, median). Printed: the mean per-series Spearman of each pool and of the expert poses (series with at least
+``--min-ligands`` ligands posed every way), and each pool's paired difference to the single pose. Poses are written
+once per series and seed under ``--work-dir`` (SD files) and read back on a rerun; the corpus' folds come from
+``benchmarks/affinity_kshot.py``'s work folder. Usage::
 
     OMP_NUM_THREADS=1 nice -n 15 python benchmarks/affinity_pose_ensembles.py --seeds 0 1 2 3 \\
         --output benchmarks/results/affinity_pose_ensembles.json
+    OMP_NUM_THREADS=1 nice -n 15 python benchmarks/affinity_pose_ensembles.py --source uni_fep --max-series 40 \\
+        --work-dir runs/pose_ensembles_uni_fep --output benchmarks/results/affinity_pose_ensembles_uni_fep.json
 """
 from __future__ import annotations
 
@@ -64,31 +68,50 @@ def _scores(model, receptor: Path, mols: list) -> np.ndarray:
     return out
 
 
-def score_series(entry, root: Path, member_model, seeds, work: Path) -> dict:
-    from rdkit import Chem
-
+def score_series(items, member_model, seeds, work: Path) -> dict:
+    """Every ligand of one series (its corpus items) posed from SMILES once per seed and scored with every pose; the
+    expert poses scored too where the series has them."""
     from geomol.data.io import read_ligands, read_structure
     from geomol.data.posing.poses import PoseParameters, PoseTemplate
-    from geomol.units import pk_from_dg
 
-    receptor_path, experts = entry.path(root, "protein.pdb"), read_ligands(entry.path(root, "ligands.sdf"))
+    first = items[0]
+    posed_series = not first.reference  # FEP+: the series' first ligand in its SD file is the reference
+    experts = read_ligands(first.pose) if posed_series else None
+    reference = experts[0] if posed_series else read_ligands(first.reference)[0]
+    if posed_series:  # the reference itself is not scored
+        items = [item for item in items if item.pose_index != 0]
+    receptor_path = Path(first.receptor)
     receptor = read_structure(receptor_path)
-    ligands = experts[1:]
-    names = [f"{i}:{m.GetProp('_Name')}" for i, m in enumerate(ligands, start=1)]
-    smiles = [Chem.MolToSmiles(Chem.RemoveHs(m, sanitize=False)) for m in ligands]
-    measured = [pk_from_dg(float(m.GetProp("r_exp_dg"))) if m.HasProp("r_exp_dg") else np.nan for m in ligands]
-    scores = np.full((len(ligands), len(seeds)), np.nan)
+    names = [f"{i}:{item.ligand}" for i, item in enumerate(items)]
+    scores = np.full((len(items), len(seeds)), np.nan)
     for column, seed in enumerate(seeds):
-        template = PoseTemplate(experts[0], receptor, PoseParameters(seed=seed))
-        posed = _poses(template, names, smiles, work / entry.id.replace("/", "__") / f"seed{seed}.sdf")
+        template = PoseTemplate(reference, receptor, PoseParameters(seed=seed))
+        posed = _poses(template, names, [item.smiles for item in items],
+                       work / first.series.replace("/", "__") / f"seed{seed}.sdf")
         scores[:, column] = _scores(member_model, receptor_path, [posed.get(n) for n in names])
-    expert = _scores(member_model, receptor_path, ligands)
-    return {"measured": measured, "scores": scores.tolist(), "expert": expert.tolist(), "names": names}
+    expert = (_scores(member_model, receptor_path, [experts[item.pose_index] for item in items]) if posed_series
+              else np.full(len(items), np.nan))
+    return {"measured": [item.label for item in items], "scores": scores.tolist(), "expert": expert.tolist(),
+            "names": names}
+
+
+def _chosen_series(args, fold_of: dict[str, int]) -> dict[str, list]:
+    """The corpus items of every series of ``--source`` in a test fold with at least ``--min-ligands`` ligands (a
+    seeded sample of ``--max-series`` of them when given), by series."""
+    from geomol.data.datasets.corpus import read_corpus
+
+    by_series = {}
+    for item in read_corpus(args.root, [args.source]).items:
+        by_series.setdefault(item.series, []).append(item)
+    keys = sorted(k for k, v in by_series.items() if k in fold_of and len(v) > args.min_ligands
+                  and (not args.series or k.split("/", 1)[1] in args.series))
+    if args.max_series and len(keys) > args.max_series:
+        keys = sorted(np.random.default_rng(args.seed).choice(keys, size=args.max_series, replace=False).tolist())
+    return {k: by_series[k] for k in keys}
 
 
 def run(args) -> dict:
     from geomol.api import load_model
-    from geomol.data.datasets.fep_benchmark import read_fep_metadata
     from geomol.evaluation.kshot_corpus import member_of_fold
     from geomol.inference.affinity_model import AffinityModel
 
@@ -98,31 +121,35 @@ def run(args) -> dict:
     model = load_model(args.model)
     done_path = args.work_dir / "series.jsonl"
     done = {r["series"]: r for r in map(json.loads, done_path.open())} if done_path.exists() else {}
-    for entry in read_fep_metadata(args.fep_root):
-        key = f"fep_benchmark/{entry.id}"
-        if key in done or key not in fold_of or (args.series and entry.id not in args.series):
+    chosen = _chosen_series(args, fold_of)
+    for key, items in chosen.items():
+        if key in done:
             continue
         member = member_of_fold(model, fold_of[key])
         single = AffinityModel([member], model.arguments, model.recipe, domain=model.domain, name=model.name)
         record = {"series": key, "fold": fold_of[key], "seeds": args.seeds,
-                  **score_series(entry, args.fep_root, single, args.seeds, args.work_dir)}
+                  **score_series(items, single, args.seeds, args.work_dir)}
         with done_path.open("a") as out:
             out.write(json.dumps(record) + "\n")
         done[key] = record
         print(f"{key}: {len(record['names'])} ligands, {time.process_time() - clock:.0f} CPU s", flush=True)
     rows = []
-    for key, record in done.items():
+    for key in chosen:
+        record = done[key]
         scores = np.asarray(record["scores"], dtype=float)[:, :len(args.seeds)]
-        found = series_scores(record["measured"], scores, record["expert"], args.min_ligands)
+        expert = record["expert"] if np.isfinite(record["expert"]).any() else None
+        found = series_scores(record["measured"], scores, expert, args.min_ligands)
         if found is not None:
             rows.append({"series": key, **found})
-    summary = summarise_pools(rows, ["expert", *POOLS])
+    names = (["expert"] if rows and "expert" in rows[0] else []) + list(POOLS)
+    summary = summarise_pools(rows, names)
     print(f"{len(rows)} series with at least {args.min_ligands} ligands posed every way; mean Spearman:")
     for name, s in summary.items():
         print(f"  {name:<8} {s['mean_spearman']:.3f}  (− single pose: {s['minus_single']:+.3f} ± "
               f"{s['minus_single_se']:.3f})")
-    return {"description": "FEP+ series posed from SMILES on their first ligand, one refined pose per seed, scored by "
-                           "the default model's member of the series' test fold; per-series Spearman of each pool",
+    return {"description": f"{args.source} series posed from SMILES on their reference ligand, one refined pose per "
+                           "seed, scored by the default model's member of the series' test fold; per-series "
+                           "Spearman of each pool", "source": args.source,
             "seeds": args.seeds, "model": args.model, "summary": summary, "series": rows,
             "cpu_seconds": time.process_time() - clock, "provenance": provenance()}
 
@@ -133,9 +160,12 @@ def build_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--model", default="default")
-    parser.add_argument("--series", nargs="+", default=None, help="only these FEP+ series (group/scheme)")
+    parser.add_argument("--source", choices=("fep_benchmark", "uni_fep"), default="fep_benchmark")
+    parser.add_argument("--series", nargs="+", default=None, help="only these series (without the source)")
+    parser.add_argument("--max-series", type=int, default=None, help="a seeded sample of this many series")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("--min-ligands", type=int, default=10)
-    parser.add_argument("--fep-root", type=Path, default=shared_data_dir() / "fep_benchmark")
+    parser.add_argument("--root", type=Path, default=shared_data_dir(), help="the corpus' shared data folder")
     parser.add_argument("--kshot-dir", type=Path, default=REPO / "runs" / "kshot",
                         help="work folder of affinity_kshot.py (the corpus' folds)")
     parser.add_argument("--work-dir", type=Path, default=REPO / "runs" / "pose_ensembles")
