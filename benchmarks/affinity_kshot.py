@@ -33,7 +33,8 @@ from geomol.evaluation.anchor_fit import fit_settings
 from geomol.evaluation.fewshot import run_and_write
 from geomol.evaluation.kshot import KSHOT_METHODS, KShotSettings, series_rows
 from geomol.evaluation.kshot_corpus import fold_series, member_of_fold, read_kshot_corpus
-from geomol.evaluation.kshot_summary import choose_methods, format_kshot, summarise_kshot
+from geomol.evaluation.kshot_summary import (anchoring_record, anchoring_text, choose_methods, format_kshot,
+                                            summarise_kshot)
 from geomol.inference.anchoring import AnchorKernel
 from geomol.provenance import provenance
 
@@ -95,6 +96,7 @@ def run(args) -> dict:
     valid_rows = [r for r in rows if r["phase"] == "valid" and r["fold"] in args.folds]
     chosen = choose_methods(valid_rows, args.k, CHOICES)
     groups = {name: sources for name, sources in GROUPS.items() if set(sources) & set(args.sources)}
+    groups["all scored test series"] = tuple(args.sources)
     summary = summarise_kshot(test_rows, groups, args.k)
     valid_summary = summarise_kshot(valid_rows, {"validation series (all sources)": tuple(GROUPS_ALL)}, args.k)
     print("validation series (settings and methods chosen here):\n" + format_kshot(valid_summary))
@@ -103,14 +105,35 @@ def run(args) -> dict:
     shipped, shipped_record = fit_settings(all_valid, ks=args.fit_k, draws=args.valid_draws, seed=args.seed)
     shipped_record["power"] = shipped.power
     print(f"settings fitted on every fold's validation series: {shipped_record}")
+    anchoring = anchoring_record(test_rows, shipped_record, chosen, args.k, args.command)
+    if args.write_manifest:
+        write_anchoring(args.write_manifest, anchoring)
     return {"description": "k measured ligands of a series of an unseen protein; every method's Spearman on the "
                            "rest (mean over draws, then over targets), differences paired per target",
             "model": args.model, "config": str(args.config), "k": args.k, "draws": args.draws,
             "valid_draws": args.valid_draws, "sources": args.sources, "folds": args.folds,
             "settings_per_fold": fitted, "methods": list(KSHOT_METHODS), "chosen_on_validation": chosen,
-            "validation_summary": valid_summary, "summary": summary, "anchoring": {
-                **shipped_record, "methods": {str(k): m for k, m in chosen.items()}},
+            "validation_summary": valid_summary, "summary": summary, "settings_all_folds": shipped_record,
+            "anchoring": anchoring,
             "cpu_seconds": time.process_time() - clock, "rows": rows, "provenance": provenance()}
+
+
+def write_anchoring(model_dir: Path, anchoring: dict) -> None:
+    """Put the anchoring settings into a model directory: its manifest's ``metrics.anchoring`` and its card's section
+    (between ``<!-- anchoring -->`` markers, before the limitations when there is none yet)."""
+    manifest_path, card_path = model_dir / "manifest.json", model_dir / "README.md"
+    manifest = json.loads(manifest_path.read_text())
+    manifest.setdefault("metrics", {})["anchoring"] = anchoring
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    card = card_path.read_text()
+    section = f"<!-- anchoring -->\n{anchoring_text(anchoring)}<!-- /anchoring -->\n"
+    end = "<!-- /anchoring -->\n"
+    if "<!-- anchoring -->" in card:
+        card = card[:card.index("<!-- anchoring -->")] + section + card[card.index(end) + len(end):]
+    else:
+        card = card.replace("## Limitations", section + "\n## Limitations", 1)
+    card_path.write_text(card)
+    print(f"wrote the anchoring settings into {manifest_path} and {card_path}")
 
 
 def build_args(argv=None) -> argparse.Namespace:
@@ -129,7 +152,12 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--work-dir", type=Path, default=REPO / "runs" / "kshot")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "affinity_kshot.json")
-    return parser.parse_args(argv)
+    parser.add_argument("--write-manifest", type=Path, default=None, metavar="MODEL_DIR",
+                        help="write the settings fitted on every fold's validation series, the methods chosen and "
+                             "their test figures into this model directory (metrics.anchoring and its card)")
+    args = parser.parse_args(argv)
+    args.command = " ".join(["python", "benchmarks/affinity_kshot.py", *(argv if argv is not None else sys.argv[1:])])
+    return args
 
 
 def main(argv=None) -> dict:

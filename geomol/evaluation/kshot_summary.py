@@ -14,7 +14,7 @@ import numpy as np
 from geomol.evaluation.kshot import KSHOT_METHODS, LIGAND_ONLY
 from geomol.metrics.scores import mean_of
 
-__all__ = ["summarise_kshot", "format_kshot", "choose_methods", "paired"]
+__all__ = ["summarise_kshot", "format_kshot", "choose_methods", "paired", "anchoring_record", "anchoring_text"]
 
 
 def paired(rows: Sequence[dict], method: str, other: str) -> tuple[float, float, int]:
@@ -99,3 +99,37 @@ def choose_methods(rows: Sequence[dict], ks: Sequence[int], candidates: Sequence
         finite = {m: s for m, s in scores.items() if np.isfinite(s)}
         chosen[k] = max(finite, key=lambda m: (finite[m], -candidates.index(m))) if finite else candidates[0]
     return chosen
+
+
+def anchoring_record(test_rows: Sequence[dict], fitted: dict, chosen: dict[int, str], ks: Sequence[int],
+                     about: str) -> dict:
+    """What ships in a base model's manifest (``metrics.anchoring``,
+    :class:`~geomol.inference.anchored_series.AnchoringSettings`): the settings ``fitted`` on validation series, the
+    method ``chosen`` per budget there, and per budget what it gave on every scored test series (its mean Spearman
+    on the rest, the base model's, the series, and the residual model's 68 % coverage)."""
+    expected = {}
+    for k in ks:
+        rows = [r for r in test_rows if r["k"] == k]
+        if not rows:
+            continue
+        method = chosen[k]
+        expected[str(k)] = {"spearman": mean_of(r["mean"].get(method, np.nan) for r in rows),
+                            "base": mean_of(r["mean"]["base"] for r in rows), "targets": len(rows),
+                            "coverage": _coverage(rows, "residual")[0]}
+    return {"kernel": fitted["kernel"], "power": fitted["power"], "methods": {str(k): m for k, m in chosen.items()},
+            "expected": expected, "about": about}
+
+
+def anchoring_text(anchoring: dict) -> str:
+    """The model card's section on anchoring (``predict-affinity --anchors``, ``geomol finetune``)."""
+    lines = ["## Anchoring on measured ligands of your series", "",
+             "`geomol predict-affinity --anchors measured.csv` (and `geomol finetune`) predict every ligand relative to "
+             "the measured ligands of its series, by the method the k-shot evaluation chose on validation series for "
+             "that many measured ligands (`docs/evaluation.md`, lead optimisation); the ± is then a calibrated 68 % "
+             f"interval. On held-out series of proteins this model never saw (`{anchoring['about']}`):", "",
+             "| measured ligands | method | series | mean Spearman on the rest | base model | 68 % interval held |",
+             "|---|---|---|---|---|---|"]
+    for k, figures in anchoring["expected"].items():
+        lines.append(f"| {k} | {anchoring['methods'][k]} | {figures['targets']} | {figures['spearman']:.3f} | "
+                     f"{figures['base']:.3f} | {100 * figures['coverage']:.0f} % |")
+    return "\n".join(lines) + "\n"
