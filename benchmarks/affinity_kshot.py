@@ -7,10 +7,11 @@ clusters, so on fold k's validation and test series it predicts proteins it has 
 1. the methods' settings (the residual model's and the ligand-only Gaussian process's priors, the anchored average's
    exponent) are fitted on the fold's *validation* series, every source, never on its test series
    (:func:`~geomol.evaluation.anchor_fit.fit_settings`);
-2. every method (:data:`~geomol.evaluation.kshot.KSHOT_METHODS`) is scored on the same validation series (to choose
-   the method ``predict-affinity --anchors`` uses per budget) and on the fold's *test* series of the data sets asked
-   for (``--sources``): ``--draws`` random draws of k measured ligands per budget ``--k``, Spearman on the rest and
-   the ± 's coverage (:mod:`geomol.evaluation.kshot`).
+2. the anchoring methods are scored on the same validation series (to choose the one ``predict-affinity --anchors``
+   uses per budget, :data:`CHOICES`), and every method (:data:`~geomol.evaluation.kshot.KSHOT_METHODS`) on the
+   fold's *test* series of the data sets asked for (``--sources``; ``--sample``: a seeded sample of a large source's,
+   fine-tuning being the costly method): ``--draws`` random draws of k measured ligands per budget ``--k``
+   (``--source-draws`` for some sources), Spearman on the rest and the ± 's coverage (:mod:`geomol.evaluation.kshot`).
 
 Then one table per data set (FEP+ benchmark series, Uni-FEP series posed from SMILES, PLB), the method chosen per
 budget on validation series and its test figures, and the settings fitted on every fold's validation series
@@ -25,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +44,12 @@ REPO = Path(__file__).resolve().parents[1]
 GROUPS = {"FEP+ benchmark (expert poses)": ("fep_benchmark",), "Uni-FEP (posed from SMILES)": ("uni_fep",),
           "PLB (expert poses)": ("plb",), "BindingDB (docked poses)": ("ddg_bindingdb",)}
 GROUPS_ALL = ("plb", "fep_benchmark", "uni_fep", "ddg_bindingdb")
-CHOICES = ("base", "finetuned", "anchored", "residual")
-"""What ``predict-affinity --anchors`` may use; chosen per budget on validation series."""
+CHOICES = ("base", "anchored", "residual")
+"""What ``predict-affinity --anchors`` may use, chosen per budget on validation series. Fine-tuning is not among them:
+on validation series of the same folds ``geomol finetune``'s rule gained +0.011 to +0.035 over the base model
+(``benchmarks/results/affinity_fewshot_decision.json``), and scoring it there again would cost most of the run."""
+VALID_METHODS = ("base", "anchored", "residual", "ligand_gp")
+"""What is scored on validation series (to choose among :data:`CHOICES`, and as a reference)."""
 
 
 def _settings(path: Path, series, args) -> tuple[KShotSettings, dict]:
@@ -55,6 +61,24 @@ def _settings(path: Path, series, args) -> tuple[KShotSettings, dict]:
     record["power"] = settings.power
     path.write_text(json.dumps(record, indent=1) + "\n")
     return settings, record
+
+
+def _sampled(test: dict[int, list], sample: dict[str, int], seed: int) -> set[str]:
+    """The test series scored: all, except for the sources of ``sample``, a seeded sample of that many of theirs."""
+    keys = sorted(s.target for series in test.values() for s in series)
+    out = {k for k in keys if k.split("/", 1)[0] not in sample}
+    rng = np.random.default_rng(seed)
+    for source, count in sorted(sample.items()):
+        mine = [k for k in keys if k.split("/", 1)[0] == source]
+        out |= set(rng.choice(mine, size=min(count, len(mine)), replace=False).tolist()) if mine else set()
+    return out
+
+
+def _per_source(values: list[str]) -> dict[str, int]:
+    try:
+        return {source: int(count) for source, count in (value.split("=", 1) for value in values)}
+    except ValueError:
+        raise SystemExit(f"expected SOURCE=N, got {values}") from None
 
 
 def _rows(path: Path) -> list[dict]:
@@ -72,21 +96,24 @@ def run(args) -> dict:
     rows_path = args.work_dir / "rows.jsonl"
     rows = _rows(rows_path)
     done = {(r["phase"], r["fold"], r["target"]) for r in rows}
-    fitted, all_valid = {}, []
+    fitted, all_valid, phases = {}, [], {}
     for fold in args.folds:
         member = member_of_fold(model, fold)
         valid = fold_series(corpus, member, fold, "valid")
         all_valid += valid
         settings, fitted[fold] = _settings(args.work_dir / f"settings_fold{fold}.json", valid, args)
         print(f"fold {fold}: {len(valid)} validation series, settings {fitted[fold]}", flush=True)
-        test = fold_series(corpus, member, fold, "test", sources=args.sources)
-        for phase, series in (("valid", valid), ("test", test)):
-            for number, s in enumerate(series):
+        phases[fold] = (settings, valid, fold_series(corpus, member, fold, "test", sources=args.sources))
+    sampled = _sampled({fold: test for fold, (_, _, test) in phases.items()}, args.sample, args.seed)
+    for fold, (settings, valid, test) in phases.items():
+        for phase, series in (("valid", valid), ("test", [s for s in test if s.target in sampled])):
+            for s in series:
                 if (phase, fold, s.target) in done:
                     continue
-                draws = args.valid_draws if phase == "valid" else args.draws
-                new = [{"phase": phase, **row} for row in
-                       series_rows(s, args.k, draws, np.random.default_rng([args.seed, fold, number]), settings)]
+                draws = args.valid_draws if phase == "valid" else args.source_draws.get(s.source, args.draws)
+                rng = np.random.default_rng([args.seed, fold, zlib.crc32(s.target.encode())])
+                new = [{"phase": phase, **row} for row in series_rows(
+                    s, args.k, draws, rng, settings, VALID_METHODS if phase == "valid" else KSHOT_METHODS)]
                 with rows_path.open("a") as out:
                     out.writelines(json.dumps(r) + "\n" for r in new)
                 rows += new
@@ -111,7 +138,8 @@ def run(args) -> dict:
     return {"description": "k measured ligands of a series of an unseen protein; every method's Spearman on the "
                            "rest (mean over draws, then over targets), differences paired per target",
             "model": args.model, "config": str(args.config), "k": args.k, "draws": args.draws,
-            "valid_draws": args.valid_draws, "sources": args.sources, "folds": args.folds,
+            "valid_draws": args.valid_draws, "source_draws": args.source_draws, "sample": args.sample,
+            "sources": args.sources, "folds": args.folds,
             "settings_per_fold": fitted, "methods": list(KSHOT_METHODS), "chosen_on_validation": chosen,
             "validation_summary": valid_summary, "summary": summary, "settings_all_folds": shipped_record,
             "anchoring": anchoring,
@@ -145,6 +173,10 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--k", type=int, nargs="+", default=[0, 3, 5, 10, 20])
     parser.add_argument("--fit-k", type=int, nargs="+", default=[3, 5, 10], help="budgets the exponent is chosen on")
     parser.add_argument("--draws", type=int, default=5, help="draws of k per test series")
+    parser.add_argument("--source-draws", nargs="+", default=["uni_fep=3"], metavar="SOURCE=N",
+                        help="draws of k per test series of these sources instead")
+    parser.add_argument("--sample", nargs="+", default=["uni_fep=100"], metavar="SOURCE=N",
+                        help="score a seeded sample of N test series of these sources (fine-tuning's cost)")
     parser.add_argument("--valid-draws", type=int, default=2, help="draws of k per validation series")
     parser.add_argument("--sources", nargs="+", default=["fep_benchmark", "uni_fep", "plb"],
                         help="data sets whose test series are scored")
@@ -156,6 +188,7 @@ def build_args(argv=None) -> argparse.Namespace:
                         help="write the settings fitted on every fold's validation series, the methods chosen and "
                              "their test figures into this model directory (metrics.anchoring and its card)")
     args = parser.parse_args(argv)
+    args.source_draws, args.sample = _per_source(args.source_draws), _per_source(args.sample)
     args.command = " ".join(["python", "benchmarks/affinity_kshot.py", *(argv if argv is not None else sys.argv[1:])])
     return args
 

@@ -9,8 +9,7 @@ the series has them, is scored by the default model's member of the series' test
 cluster), and one ligand's pose scores are pooled (:mod:`geomol.evaluation.pose_ensembles`: seed 0 alone, mean,
 max, median). Printed: the mean per-series Spearman of each pool and of the expert poses (series with at least
 ``--min-ligands`` ligands posed every way), and each pool's paired difference to the single pose. Poses are written
-once per series and seed under ``--work-dir`` (SD files) and read back on a rerun; the corpus' folds come from
-``benchmarks/affinity_kshot.py``'s work folder. Usage::
+once per series and seed under ``--work-dir`` (SD files) and read back on a rerun. Usage::
 
     OMP_NUM_THREADS=1 nice -n 15 python benchmarks/affinity_pose_ensembles.py --seeds 0 1 2 3 \\
         --output benchmarks/results/affinity_pose_ensembles.json
@@ -34,17 +33,14 @@ from geomol.provenance import provenance
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _fold_of_series(work: Path) -> dict[str, int]:
-    """The test fold of every corpus series, from the k-shot protocol's featurised corpus
-    (``benchmarks/affinity_kshot.py`` writes it)."""
-    from geomol.evaluation.kshot_corpus import KShotCorpus
+def _fold_of_series(root: Path, cache_dir: str | None) -> dict[str, int]:
+    """The test fold of every corpus series in the protocol's folds (:mod:`geomol.evaluation.corpus_folds`)."""
+    from geomol.data.datasets.corpus_items import SOURCES
+    from geomol.evaluation.corpus_folds import PROTOCOL_SEED, checked_folds, load_items
 
-    corpus = KShotCorpus.load(work / "corpus.pt")
-    out = {}
-    for fold, parts in enumerate(corpus.folds):
-        for i in parts["test"]:
-            out[str(corpus.data.keys[i])] = fold
-    return out
+    items, clusters = load_items(root, list(SOURCES), None, cache_dir)
+    _, fold_of = checked_folds(items, clusters, 5, PROTOCOL_SEED)
+    return {item.series: int(fold) for item, fold in zip(items, fold_of)}
 
 
 def _poses(template, names, smiles, path: Path):
@@ -117,7 +113,7 @@ def run(args) -> dict:
 
     clock = time.process_time()
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    fold_of = _fold_of_series(args.kshot_dir)
+    fold_of = _fold_of_series(args.root, args.cache_dir)
     model = load_model(args.model)
     done_path = args.work_dir / "series.jsonl"
     done = {r["series"]: r for r in map(json.loads, done_path.open())} if done_path.exists() else {}
@@ -166,8 +162,7 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("--min-ligands", type=int, default=10)
     parser.add_argument("--root", type=Path, default=shared_data_dir(), help="the corpus' shared data folder")
-    parser.add_argument("--kshot-dir", type=Path, default=REPO / "runs" / "kshot",
-                        help="work folder of affinity_kshot.py (the corpus' folds)")
+    parser.add_argument("--cache-dir", default=None, help="where the protein clusters are cached")
     parser.add_argument("--work-dir", type=Path, default=REPO / "runs" / "pose_ensembles")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "affinity_pose_ensembles.json")
     return parser.parse_args(argv)
