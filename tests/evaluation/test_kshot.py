@@ -75,6 +75,11 @@ def test_settings_fitted_on_validation_series_and_tables():
     series = [drawn_series(25, seed) for seed in range(8)]
     settings, record = fit_settings(series, power_grid=(0.0, 4.0), ks=(5,), draws=1)
     assert settings.power in (0.0, 4.0) and record["series"] == 8 and set(record["power_scores"]) == {"0.0", "4.0"}
+    tuning = record["kernel_tuning"]
+    assert set(tuning) == {"0.5x1", "0.5x3", "1x1", "1x3", "2x1", "2x3", "sd_factor"} and tuning["sd_factor"] > 0
+    # a common factor on every sd leaves the predictions and only calibrates the ±
+    likelihood = AnchorKernel(**record["likelihood_kernel"])
+    assert settings.kernel.noise / likelihood.noise == pytest.approx(tuning["sd_factor"])
     rows = [row for s in series for row in series_rows(s, [0, 5], 2, np.random.default_rng(1), settings)]
     summary = summarise_kshot(rows, {"synthetic": ("fep_benchmark",), "none": ("plb",)}, [0, 5])
     assert [(r["group"], r["k"], r["n_targets"]) for r in summary] == [("synthetic", 0, 8), ("synthetic", 5, 8)]
