@@ -118,7 +118,29 @@ def md17(molecule: str) -> np.ndarray | None:
     return _values(out.positions)
 
 
-PREDICTIONS = {"egno-nbody/positions": nbody, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12,
+NUCLEIC_COMPLEXES = ("3E5C", "2B57", "454D", "1F27")
+"""A SAM riboswitch, a purine riboswitch, a drug on a DNA duplex and an aptamer (``../shared/data/nucleic_affinity``)."""
+
+
+def nucleic() -> np.ndarray | None:
+    """na-affinity on the complexes of :data:`NUCLEIC_COMPLEXES`: their pK, then their pK spread; None without the
+    shared data."""
+    root = SHARED_DATA / "nucleic_affinity"
+    if not root.exists():
+        return None
+    records = [geomol.predict_affinity(root / pdb_id / "receptor.pdb", root / pdb_id / "ligand.sdf",
+                                       model="na-affinity")[0] for pdb_id in NUCLEIC_COMPLEXES]
+    return _values([r.pK for r in records] + [r.pK_std for r in records])
+
+
+def ppa() -> np.ndarray:
+    """ppa-affinity on the bundled 1ACB complex (chymotrypsin E, eglin c I): pK and its ensemble spread."""
+    [record] = geomol.predict_complex_affinity(EXAMPLE / "1acb_complex.pdb.gz", "E:I", model="ppa-affinity")
+    return _values([record.pK, record.pK_std])
+
+
+PREDICTIONS = {"ppa-affinity/pK_and_std": ppa, "na-affinity/pK_and_spread": nucleic,
+               "egno-nbody/positions": nbody, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12,
                "egno-md17-aspirin/positions": lambda: md17("aspirin"),
                "egno-md17-ethanol/positions": lambda: md17("ethanol")}
 

@@ -37,6 +37,9 @@ SMALL_DATA = {
                                   "max_blocks": 400, "preprocess_workers": 0},
     "get_affinity_corpus.yaml": CORPUS_SLICE,
     "get_affinity_corpus_long.yaml": CORPUS_SLICE,
+    "get_protein_affinity.yaml": {"ids": ["3Q8D", "3UIH", "3UII", "1KNE", "1M27", "5TAR", "2KSO", "1KTZ", "3LNZ",
+                                          "2B12", "4M76", "5VNW"], "n_folds": 3, "valid_fraction": 0.3,
+                                  "max_blocks": 400, "preprocess_workers": 0},
     "egno_nbody.yaml": {"num_train": 60, "num_valid": 20, "num_test": 20, "max_train": 60, "batch_size": 20},
     "egno_md.yaml": {"batch_size": 2},
 }

@@ -116,5 +116,5 @@ def test_no_refine_keeps_the_embedded_poses(model_dir, tmp_path):
     parser = argparse.ArgumentParser()
     screen.add_arguments(parser)
     common = ["--receptor", "r.pdb", "--reference", "ref.sdf", "--library", "lib.smi", "--out", "out"]
-    assert screen._settings(parser.parse_args([*common, "--no-refine"])).pose.refinement is None
-    assert screen._settings(parser.parse_args(common)).pose.refinement is not None
+    assert screen._settings(parser.parse_args([*common, "--no-refine"]), "default").pose.refinement is None
+    assert screen._settings(parser.parse_args(common), "default").pose.refinement is not None

@@ -307,6 +307,17 @@ def _typical_error(model) -> str:
     return text
 
 
+def _default_model(args: argparse.Namespace, complexes: bool, console) -> str:
+    """The shipped model used without ``--model``: ppa-affinity for complexes; for one receptor file, the model
+    trained on pockets of its kind (:func:`~geomol.inference.model_choice.announced_model_for_receptor_file`:
+    protein, the default; RNA or DNA, the model that saw them, said on the terminal); else the default."""
+    from geomol.inference.model_choice import announced_model_for_receptor_file
+
+    if complexes:
+        return "ppa-affinity"
+    return announced_model_for_receptor_file(args.receptor, console.print) if args.receptor else "default"
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -326,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     console = Console(stderr=True)
     complexes = bool(args.complex or args.complexes)
-    names = args.model or ["ppa-affinity" if complexes else "default"]
+    names = args.model or [_default_model(args, complexes, console)]
     model = load_model(names[0] if len(names) == 1 else names, device=args.device)
     if complexes:
         records = _complex_records(args, model, console)

@@ -31,8 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              ".sdf, plain, .gz or .bz2; streamed, never loaded whole")
     inputs.add_argument("--receptor-chains", nargs="+", metavar="CHAIN", help="use only these receptor chains")
     model = parser.add_argument_group("posing and scoring")
-    model.add_argument("--model", default="default", metavar="NAME|PATH",
-                       help="affinity model: shipped name or model directory (default: the shipped default model)")
+    model.add_argument("--model", default=None, metavar="NAME|PATH",
+                       help="affinity model: shipped name or model directory (default: the shipped model trained on "
+                            "the receptor's kind: contact-corpus for a protein, na-affinity for RNA or DNA)")
     model.add_argument("--conformers", type=int, help="ETKDG conformers per ligand when posing on the reference "
                        "(default: the posing default, see docs/predict.md)")
     model.add_argument("--no-refine", action="store_true", help="keep poses as embedded on the reference core, "
@@ -84,19 +85,27 @@ def check_inputs(args: argparse.Namespace) -> None:
             raise StructureReadError(f"file not found (given as {option})", source=path)
 
 
+def _model(args: argparse.Namespace, console) -> str:
+    """``--model``, else the shipped model trained on the receptor's kind (said on the terminal when it is not the
+    default; :func:`~geomol.inference.model_choice.announced_model_for_receptor_file`)."""
+    from geomol.inference.model_choice import announced_model_for_receptor_file
+
+    return args.model or announced_model_for_receptor_file(args.receptor, console.print)
+
+
 def resume_hint(args: argparse.Namespace) -> str:
     """What Ctrl-C leaves behind (the CLI prints it after 'interrupted')."""
     return f"completed shards are recorded in {args.out}: rerun the same command to resume"
 
 
-def _settings(args: argparse.Namespace):
+def _settings(args: argparse.Namespace, model: str):
     from geomol.data.posing.poses import PoseParameters
     from geomol.screen.settings import DockSettings, ScreenSettings
 
     pose = PoseParameters(**({"conformers": args.conformers} if args.conformers else {}),
                           **({"refinement": None} if args.no_refine else {}), min_core_fraction=args.min_core_fraction)
     dock = DockSettings(exhaustiveness=args.exhaustiveness) if args.dock else None
-    return ScreenSettings(model=args.model, receptor_chains=tuple(args.receptor_chains or ()) or None, pose=pose,
+    return ScreenSettings(model=model, receptor_chains=tuple(args.receptor_chains or ()) or None, pose=pose,
                           dock=dock, shard_size=args.shard_size, batch_size=args.batch_size, top=args.top)
 
 
@@ -121,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     from geomol.terminal import console as plain_console
 
     console = plain_console(stderr=True)
-    summary = screen_library(args.library, args.receptor, args.reference, args.out, _settings(args), workers=workers,
+    settings = _settings(args, _model(args, console))
+    summary = screen_library(args.library, args.receptor, args.reference, args.out, settings, workers=workers,
                              scheduler=args.scheduler, jobqueue=_jobqueue(args), quiet=args.quiet, console=console,
                              plot=not args.no_plot)
     if not args.quiet:

@@ -10,7 +10,8 @@ and how each is trained::
 Each member kind has its trainer, registered in :data:`TRAINERS` (none of them uses Lightning): GET members are
 trained one per seed on every complex (:func:`geomol.training.get_members.get_ensemble`; with ``--runs`` an
 interrupted build continues from the last finished epoch), contact scorers one per leave-cluster-out fold of the
-corpus and calibrated to pK (:func:`geomol.evaluation.contact_cv.contact_ensemble`). The model directory records the
+corpus and calibrated to pK (:func:`geomol.evaluation.contact_cv.contact_ensemble`), contact trees one per
+leave-cluster-out fold of the nucleic-acid set (:func:`geomol.evaluation.nucleic_ship.tree_ensemble`). The model directory records the
 members' configuration, the complex recipe and the applicability domain of the training complexes, and loads with
 ``geomol.load_model``.
 """
@@ -46,7 +47,13 @@ def _contact_members(config, source, dataset, args):
     return contact_ensemble(config, source, workers=args.get("workers", 0))
 
 
-TRAINERS = {"GETAffinity": _get_members, "ContactScorer": _contact_members}
+def _tree_members(config, source, dataset, args):
+    from geomol.evaluation.nucleic_ship import tree_ensemble
+
+    return tree_ensemble(config, source, dataset)
+
+
+TRAINERS = {"GETAffinity": _get_members, "ContactScorer": _contact_members, "ContactTrees": _tree_members}
 """Member kind → its trainer ``(config, source, dataset, options) -> (members, origins)``."""
 
 

@@ -164,8 +164,7 @@ class ContactCV:
 
 def ligand_sums(data: ContactData) -> np.ndarray:
     """``(n, F + D)``: every item's contact features summed over its ligand atoms, then its descriptors."""
-    sums = np.add.reduceat(data.atoms.double().numpy(), data.offsets[:-1], axis=0)  # every item has ≥ 1 atom
-    return np.concatenate([sums, data.descriptors.double().numpy()], axis=1)
+    return data.ligand_sums()
 
 
 def _boosted(k: int, data: ContactData, train: list[int], fold: dict, cv: ContactCV) -> tuple[np.ndarray, dict]:

@@ -174,11 +174,13 @@ def baseline_predictions(complexes: Sequence[ProteinComplex], features: Mapping[
 
 
 def get_predictions(run_dir: str | Path) -> list[dict]:
-    """The test rows of every ``fold{k}.json`` of a GET run (empty when a fold is missing: not a full row)."""
-    files = [Path(run_dir) / f"fold{k}.json" for k in range(N_FOLDS)]
-    if not all(f.is_file() for f in files):
-        return []
-    return [{**row, "fold": k} for k, f in enumerate(files) for row in json.loads(f.read_text())["test"]]
+    """The test rows of the ``fold{k}.json`` files a GET run has written so far (each row with its ``fold``)."""
+    files = {k: Path(run_dir) / f"fold{k}.json" for k in range(N_FOLDS)}
+    return [{**row, "fold": k} for k, f in files.items() if f.is_file() for row in json.loads(f.read_text())["test"]]
+
+
+def _scores(predictions: Mapping[str, list[dict]], ids: set[str]) -> dict:
+    return {name: score_rows([r for r in rows if r["id"] in ids]) for name, rows in predictions.items()}
 
 
 # ---------------------------------------------------------------------- scores
@@ -200,24 +202,45 @@ def score_rows(rows: Sequence[dict]) -> dict:
 def cross_validation_table(root: str | Path, features: Mapping[str, dict], get_runs: Mapping[str, str | Path]
                            ) -> dict:
     """Every row scored on the complexes all rows predicted; the rows' predictions included."""
+    """Every row scored on the complexes all rows predicted; the rows' predictions included.
+
+    A GET run with only some folds written is left out of ``scores`` and scored with every other row on the
+    complexes of the folds it finished (``partial``: ``folds``, ``scored``, ``scores``)."""
     complexes = read_protein_affinity(root)
     predictions = baseline_predictions(complexes, features)
+    partial = {}
     for name, run_dir in get_runs.items():
         rows = get_predictions(run_dir)
-        if rows:
+        if {r["fold"] for r in rows} == set(range(N_FOLDS)):
             predictions[name] = rows
+        elif rows:
+            partial[name] = rows
     common = set.intersection(*({r["id"] for r in rows} for rows in predictions.values()))
-    left_out = {c.id: features[c.id].get("error") or features[c.id].get("prodigy_error") or "not predicted by a row"
-                for c in complexes if c.id not in common}
-    scores = {name: score_rows([r for r in rows if r["id"] in common]) for name, rows in predictions.items()}
-    return {"description": "leave-cluster-out 5-fold CV over ../shared/data/protein_affinity; ΔG in kcal/mol; "
-                           "scores over the complexes every row predicted",
-            "complexes": len(complexes), "scored": len(common), "left_out": left_out,
-            "folds": N_FOLDS, "scores": scores, "predictions": predictions}
+    left_out = {c.id: (features[c.id].get("error") or features[c.id].get("prodigy_error") or "not predicted by a row"
+                       ).replace(f"{Path(root).resolve()}/", "") for c in complexes if c.id not in common}
+    table = {"description": "leave-cluster-out 5-fold CV over ../shared/data/protein_affinity; ΔG in kcal/mol; "
+                            "scores over the complexes every row predicted",
+             "complexes": len(complexes), "scored": len(common), "left_out": left_out,
+             "folds": N_FOLDS, "scores": _scores(predictions, common), "predictions": {**predictions, **partial}}
+    if partial:
+        folds = sorted(set.intersection(*({r["fold"] for r in rows} for rows in partial.values())))
+        ids = {r["id"] for r in next(iter(partial.values())) if r["fold"] in folds} & common
+        table["partial"] = {"folds": folds, "scored": len(ids), "scores": _scores({**predictions, **partial}, ids)}
+    return table
 
 
 def format_table(table: Mapping) -> str:
-    """Markdown: one line per row (pooled Pearson, Spearman, RMSE; Pearson per category and difficulty class)."""
+    """Markdown: one line per row (pooled Pearson, Spearman, RMSE; Pearson per category and difficulty class),
+    then the same for the folds that unfinished GET runs completed."""
+    text = _markdown(table)
+    if "partial" in table:
+        part = table["partial"]
+        text += (f"\n\nOn the folds {part['folds']} only (GET runs not finished on every fold), "
+                 f"{part['scored']} complexes:\n\n" + _markdown({**part, "complexes": table["complexes"]}))
+    return text
+
+
+def _markdown(table: Mapping) -> str:
     diffs = ("rigid", "medium", "flexible")
     head = ["model", "Pearson", "Spearman", "RMSE", *CATEGORIES, *(f"PPAB {d}" for d in diffs)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -47,7 +47,7 @@ class PPAFold:
     out_dir: str
     folds: int = 5
     init: str | None = None
-    epochs: int = 8
+    epochs: int = 4
     seed: int = 12
     model: dict[str, Any] = field(default_factory=dict)
     root: str | None = None

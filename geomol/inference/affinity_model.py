@@ -21,7 +21,7 @@ from geomol.data.complexes.recipe import ComplexRecipe
 from geomol.inference.anchored_series import AnchoredSeries
 from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.shipped import ShippedModel
-from geomol.models import contact_scorer, get, ligand_trees  # noqa: F401 (the built-in member kinds register)
+from geomol.models import contact_scorer, contact_trees, get, ligand_trees  # noqa: F401 (the built-in member kinds register)
 from geomol.models.affinity_member import AffinityMember, member_kind
 
 __all__ = ["AffinityModel"]

@@ -13,7 +13,11 @@ the model is exported (:func:`domain_from_graphs`):
   the training distribution;
 * ``pk_label_range``: [min, max] of the training labels (pK);
 * ``pk_physical_range``: :data:`PHYSICAL_PK_RANGE`; a prediction outside it is never reported as a
-  number.
+  number;
+* ``receptor_kinds``: the kinds of the training pockets (:data:`~geomol.data.chemistry.receptor_kind.RECEPTOR_KINDS`:
+  protein, RNA, DNA, mixed); a complex whose pocket is of another kind is flagged (the model never saw one).
+  Records written before kinds were recorded read as ``("protein",)``: every model exported before then was
+  trained on protein pockets only.
 
 A manifest or checkpoint without the record (models exported before it existed, ``geomol fit``
 checkpoints) gets :meth:`ApplicabilityDomain.defaults`: drug-like elements, 5–80 heavy atoms, a
@@ -30,6 +34,7 @@ import numpy as np
 
 from geomol.data.blocks import BlockGraph, ligand_atom_mask
 from geomol.data.chemistry.checks import ERROR, WARNING, Finding
+from geomol.data.chemistry.receptor_kind import graph_receptor_kind
 from geomol.data.vocab import atom_symbol
 from geomol.errors import ModelLoadError
 
@@ -62,6 +67,7 @@ class ApplicabilityDomain:
     pk_label_range: tuple[float, float]
     pk_physical_range: tuple[float, float] = PHYSICAL_PK_RANGE
     origin: str = ""
+    receptor_kinds: tuple[str, ...] = ("protein",)
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -90,7 +96,7 @@ class ApplicabilityDomain:
                        float(data["pk_std_q99"]), float(data["pk_std_limit"]),
                        tuple(float(v) for v in data["pk_label_range"]),
                        tuple(float(v) for v in data.get("pk_physical_range", PHYSICAL_PK_RANGE)),
-                       str(data.get("origin", "")))
+                       str(data.get("origin", "")), tuple(str(k) for k in data.get("receptor_kinds", ("protein",))))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelLoadError(f"malformed applicability-domain record ({type(exc).__name__}: {exc})",
                                  source=source) from None
@@ -110,6 +116,16 @@ class ApplicabilityDomain:
                                  f"{low}–{high} of the model's training ligands", source))
         return found
 
+    def receptor_findings(self, kind: str, source: str = "") -> list[Finding]:
+        """A warning for a pocket of a kind (protein, RNA, DNA, mixed) none of the training pockets had."""
+        if kind in self.receptor_kinds or kind == "other":  # 'other' (no polymer) is refused by the input checks
+            return []
+        seen = ", ".join(self.receptor_kinds)
+        what = "protein and nucleic acid together" if kind == "mixed" else kind
+        return [Finding(WARNING, "receptor_kind_unseen", f"the pocket is {what}; the model was trained on {seen} "
+                        "pockets only and never saw one like it: its number is an extrapolation" + _suggestion(kind),
+                        source)]
+
     def prediction_findings(self, pk: float, pk_std: float) -> list[Finding]:
         """An error for a pK outside the physical range; warnings for unusual spread or pK."""
         low, high = self.pk_physical_range
@@ -128,6 +144,14 @@ class ApplicabilityDomain:
             found.append(Finding(WARNING, "pk_outside_training", f"pK {pk:.2f} is outside the {label_low:.1f}–"
                                  f"{label_high:.1f} of the training labels"))
         return found
+
+
+def _suggestion(kind: str) -> str:
+    """Which shipped model knows pockets of ``kind``, in words ('' when none does)."""
+    from geomol.inference.model_choice import models_for_kind
+
+    names = models_for_kind(kind)
+    return f" (use --model {names[0]}, trained on {kind} pockets)" if names else ""
 
 
 def domain_from_graphs(model, graphs: Sequence[BlockGraph], *, spread_every: int = 1, batch_size: int = 32,
@@ -150,6 +174,7 @@ def domain_from_graphs(model, graphs: Sequence[BlockGraph], *, spread_every: int
         heavy, count = ligand_summary(graph)
         elements.update(heavy)
         sizes.append(count)
+    kinds = tuple(sorted({graph_receptor_kind(graph) for graph in graphs} - {"other"}))
     labels = np.array([float(g.y) for g in graphs])
     labels = labels[np.isfinite(labels)]
     spreads = np.array(spreads)
@@ -159,4 +184,4 @@ def domain_from_graphs(model, graphs: Sequence[BlockGraph], *, spread_every: int
     return ApplicabilityDomain(tuple(sorted(elements)), (min(sizes), max(sizes)), round(median, 4), round(q99, 4),
                                round(limit, 4), (round(float(labels.min()), 3), round(float(labels.max()), 3)),
                                PHYSICAL_PK_RANGE, origin or f"{len(graphs)} training complexes (spread measured on "
-                                                                f"{len(sample)})")
+                                                                f"{len(sample)})", kinds)

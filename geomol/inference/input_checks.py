@@ -7,7 +7,8 @@ the receptor (:func:`~geomol.data.chemistry.checks.receptor_findings`) and the t
 (:func:`~geomol.data.chemistry.checks.contact_findings`) are checked, so that a 2D ligand or one at the origin
 is reported as such rather than as an empty pocket. A ligand inside the receptor file (a residue
 name or a chain group) is checked on the built graph. Then the model's applicability domain
-(:mod:`geomol.inference.domain`) adds its warnings. Any error raises :class:`~geomol.errors.InputCheckError`
+(:mod:`geomol.inference.domain`) adds its warnings: a ligand unlike the training ligands, a pocket of a kind
+(protein, RNA, DNA, mixed; :mod:`geomol.data.chemistry.receptor_kind`) the model never saw. Any error raises :class:`~geomol.errors.InputCheckError`
 naming each problem with its file and molecule (its ``findings`` attribute holds them, codes included); the
 warnings come back as findings for the record.
 """
@@ -32,6 +33,7 @@ from geomol.data.chemistry.checks import (
     warnings_of,
 )
 from geomol.data.chemistry.receptor_checks import side_chain_findings
+from geomol.data.chemistry.receptor_kind import graph_receptor_kind
 from geomol.data.io import Structure
 from geomol.data.vocab import atom_symbol
 from geomol.errors import InputCheckError
@@ -132,4 +134,5 @@ def checked_complex(item: LigandInput, receptor: Callable[[], ReceptorContext], 
         raise_errors(found)
     elements, n_heavy = ligand_summary(graph)
     found += domain.ligand_findings(elements, n_heavy, item.source)
+    found += domain.receptor_findings(graph_receptor_kind(graph), item.source)
     return graph, warnings_of(found)

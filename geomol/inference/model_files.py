@@ -81,7 +81,8 @@ def list_shipped_models(task: str | None = None) -> list[dict[str, Any]]:
 
     A name found in several folders of the search path is listed once, from the folder that wins; a folder
     whose manifest cannot be read is left out. Each entry: ``name``, ``task``, ``description``, ``architecture``,
-    ``members`` (ensemble size), ``aliases`` (e.g. ``["default"]``) and ``path``; sorted by name.
+    ``members`` (ensemble size), ``aliases`` (e.g. ``["default"]``), ``path`` and, for affinity models, the
+    ``receptor_kinds`` of their training pockets (:mod:`geomol.inference.domain`); sorted by name.
 
     Args:
         task: only models of this task (``"affinity"``, ``"dynamics"``); None lists all.
@@ -99,7 +100,9 @@ def list_shipped_models(task: str | None = None) -> list[dict[str, Any]]:
             found[name] = {"name": name, "task": str(manifest["task"]), "description": manifest.get("description", ""),
                            "architecture": manifest.get("architecture", ""), "members": len(manifest["members"]),
                            "aliases": sorted(a for a, real in ALIASES.items() if real == name),
-                           "path": str(manifest_path.parent)}
+                           "path": str(manifest_path.parent),
+                           "receptor_kinds": list((manifest.get("domain") or {}).get("receptor_kinds", ["protein"]))
+                           if manifest["task"] == "affinity" else []}
     return [entry for name, entry in sorted(found.items()) if task is None or entry["task"] == task]
 
 

@@ -159,7 +159,8 @@ def register_member_kind(cls: type) -> type:
     return cls
 
 
-BUILT_IN_KINDS = ("geomol.models.get", "geomol.models.contact_scorer", "geomol.models.ligand_trees")
+BUILT_IN_KINDS = ("geomol.models.get", "geomol.models.contact_scorer", "geomol.models.ligand_trees",
+                  "geomol.models.contact_trees")
 """The modules of the member kinds geomol ships (each registers its kind when imported)."""
 
 

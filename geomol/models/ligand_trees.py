@@ -58,7 +58,7 @@ class LigandTrees(nn.Module, AffinityMember):
         depth: edges on the longest root-to-leaf path; n_features: columns of the input (:data:`LIGAND_FEATURES`).
         average: the trees' mean (a forest) rather than their sum (boosting).
         float32_inputs: compare the features rounded to float32 (scikit-learn's forests do).
-        model: what was fitted (``'rf'`` or ``'gbm'``), recorded for the card.
+        model: what was fitted (``'rf'``, ``'et'`` extremely randomised trees, or ``'gbm'``), recorded for the card.
 
     Buffers: ``feature`` ``(T, M)`` long (−1 at a leaf), ``threshold`` ``(T, M)``, ``left`` / ``right`` ``(T, M)``
     long child nodes (a leaf points to itself), ``value`` ``(T, M)`` pK at the leaves, ``offset`` and ``scale``.
@@ -103,9 +103,10 @@ class LigandTrees(nn.Module, AffinityMember):
         sizes = {key: config.get(key) for key in ("n_trees", "n_nodes", "depth", "n_features")}
         flags = {key: config.get(key) for key in ("average", "float32_inputs")}
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes.values()) \
-                or not all(isinstance(v, bool) for v in flags.values()) or config.get("model") not in ("rf", "gbm"):
+                or not all(isinstance(v, bool) for v in flags.values()) or config.get("model") not in ("rf", "et", "gbm"):
             raise ModelLoadError(f"LigandTrees needs positive integer sizes (n_trees, n_nodes, depth, n_features), "
-                                 f"true/false average and float32_inputs and model 'rf' or 'gbm', got {dict(config)}",
+                                 f"true/false average and float32_inputs and model 'rf', 'et' or 'gbm', got "
+                                 f"{dict(config)}",
                                  source=source)
         return cls(**sizes, **flags, model=config["model"])
 

@@ -10,6 +10,7 @@ from geomol.tasks.affinity_data import (
     PPADataModule,
 )
 from geomol.tasks.corpus_data import CorpusDataModule
+from geomol.tasks.nucleic_data import NucleicAffinityDataModule
 from geomol.tasks.protein_affinity_data import ProteinAffinityDataModule
 from geomol.tasks.dynamics import DynamicsModule
 from geomol.tasks.dynamics_data import (
@@ -24,6 +25,6 @@ from geomol.tasks.molecule_data import MoleculeDataModule
 __all__ = [
     "AffinityModule", "PairClassificationModule", "DynamicsModule",
     "AffinityDataModule", "BenchmarkAffinityDataModule", "PLBDataModule", "PDBbindDataModule", "LBADataModule", "LEPDataModule",
-    "PPADataModule", "ProteinAffinityDataModule", "CorpusDataModule", "TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule",
-    "MDTrajectoryDataModule", "MoleculeDataModule",
+    "PPADataModule", "ProteinAffinityDataModule", "CorpusDataModule", "NucleicAffinityDataModule", "TrajectoryDataModule",
+    "NBodyDataModule", "MocapDataModule", "MD17DataModule", "MDTrajectoryDataModule", "MoleculeDataModule",
 ]

@@ -104,6 +104,12 @@ class ContactData:
                             self.descriptors[torch.from_numpy(idx)], len(idx),
                             self.batch_bonds(idx) if bonds else None)
 
+    def ligand_sums(self) -> np.ndarray:
+        """``(n, F + D)``: every item's rows summed over its ligand atoms, then its descriptors (what a tree model
+        of the whole ligand reads)."""
+        sums = np.add.reduceat(self.atoms.double().numpy(), self.offsets[:-1], axis=0)  # every item has ≥ 1 atom
+        return np.concatenate([sums, self.descriptors.double().numpy()], axis=1)
+
     def batch_bonds(self, idx: Sequence[int]) -> torch.Tensor:
         """``(E_b, 2)`` int64: the bonds of the items ``idx`` (distinct) as rows of :meth:`batch`'s ``atoms``."""
         if self.bonds is None:

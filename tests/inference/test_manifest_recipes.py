@@ -72,7 +72,9 @@ def test_a_manifest_with_the_old_hyperparameter_names_loads_with_a_deprecation_w
     from geomol.models import contact_scorer, get
 
     manifest = _manifest(name)
-    renamed_by = {"GETAffinity": get.RENAMED, "ContactScorer": contact_scorer.RENAMED}[manifest["architecture"]]
+    renamed_by = {"GETAffinity": get.RENAMED, "ContactScorer": contact_scorer.RENAMED}.get(manifest["architecture"])
+    if renamed_by is None:
+        pytest.skip(f"{manifest['architecture']} came after the vocabulary change: it has no old names")
     old_names = {new: old for old, new in renamed_by.items()}
     renamed = {old_names.get(key, key): value for key, value in manifest["hyperparameters"].items()}
     assert renamed != manifest["hyperparameters"]

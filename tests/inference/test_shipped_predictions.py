@@ -2,8 +2,8 @@
 
 ``shipped_predictions.npz`` beside this file holds every value (float64) that ``python -m tests.shipped_predictions``
 computes: get-plb and contact-corpus on four ligands of the bundled example, and one or two rollout windows of egno-nbody,
-egno-mocap-run, egno-fkbp12 and the two egno-md17 models (mocap and fkbp12 on inputs from ../shared/data: compared
-where it is present; md17 where RDKit is installed). Any change in how a shipped model is loaded or how its graphs are
+egno-mocap-run, egno-fkbp12 and the two egno-md17 models, and na-affinity on four RNA/DNA complexes (mocap, fkbp12
+and na-affinity on inputs from ../shared/data: compared where it is present; md17 where RDKit is installed). Any change in how a shipped model is loaded or how its graphs are
 built shows up here. On a machine like the one that recorded the file (the same CPU model and instruction sets and the
 same torch: ``machine_signature``) the values must be the same bit for bit; elsewhere to float32 round-off, since the
 same code gives results that differ in the last bits on different CPUs (AMD EPYC and Intel Xeon kernels sum in
@@ -22,8 +22,9 @@ from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixt
 from tests.conftest import REPO, SHARED_DATA
 
 RECORDED = dict(np.load(Path(__file__).parent / "shipped_predictions.npz", allow_pickle=False))
-ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "contact-corpus/pK", "contact-corpus/pK_std", "egno-nbody/positions")
-WITH_SHARED_DATA = ("egno-mocap-run/positions", "egno-fkbp12/positions")
+ALWAYS_PRESENT = ("get-plb/pK", "get-plb/pK_std", "contact-corpus/pK", "contact-corpus/pK_std", "egno-nbody/positions",
+                  "ppa-affinity/pK_and_std")
+WITH_SHARED_DATA = ("egno-mocap-run/positions", "egno-fkbp12/positions", "na-affinity/pK_and_spread")
 WITH_RDKIT = ("egno-md17-aspirin/positions", "egno-md17-ethanol/positions")
 SAME_MACHINE = str(RECORDED.pop(shipped_predictions.MACHINE, "")) == shipped_predictions.machine_signature()
 

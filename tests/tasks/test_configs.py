@@ -65,6 +65,10 @@ def _overrides(name: str, tmp: Path) -> list[str]:
         return ["--data.init_args.root", str(shared_path("protein_affinity")), "--data.init_args.ids",
                 "[3Q8D, 3UIH, 3UII, 1KNE, 1M27, 5TAR, 2KSO, 1KTZ, 3LNZ, 2B12, 4M76, 5VNW]", "--data.init_args.n_folds", "3",
                 "--data.init_args.valid_fraction", "0.3"]
+    if name in ("get_nucleic_affinity.yaml", "get_nucleic_affinity_finetune.yaml"):  # 5 clusters, 3 folds
+        return ["--data.init_args.root", str(shared_path("nucleic_affinity")), "--data.init_args.ids",
+                "[2B57, 2G9C, 2XNW, 2XNZ, 4LVW, 4LVX, 1ARJ, 1UTS, 3FU2, 3Q50, 4NYC, 4NYD]", "--data.init_args.n_folds", "3",
+                "--data.init_args.valid_fraction", "0.3"]
     if name == "egno_nbody.yaml":
         return ["--data.init_args.cache_dir", str(tmp / "nbody"), "--data.init_args.num_train", "60",
                 "--data.init_args.num_valid", "20", "--data.init_args.num_test", "20", "--data.init_args.max_train", "60",

@@ -40,6 +40,8 @@ import torch
 from scipy.spatial import cKDTree
 
 from geomol.data.chemistry.atom_roles import LIGAND_CHEMISTRY, RECEPTOR_ROLES, receptor_atom_roles
+from geomol.data.chemistry.nucleic_contacts import nucleic_contact_features
+from geomol.data.chemistry.nucleic_roles import nucleic_atom_roles
 from geomol.data.blocks import ligand_atom_mask
 from geomol.data.vocab import atom_index
 from geomol.errors import ConfigError, EmptySelectionError
@@ -260,10 +262,13 @@ def graph_atom_contacts(graph, chemistry: bool = False, radial: bool = False,
 
 def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
                         moves: tuple[np.ndarray, np.ndarray] | None = None, near: float = NEAR, shell: float = SHELL,
-                        cutoff: float = CUTOFF) -> list[np.ndarray]:
+                        cutoff: float = CUTOFF, nucleic: bool = False) -> list[np.ndarray]:
     """The rows of :func:`graph_atom_contacts` (without averaging) for the ligand's pose as given, then for the
     pose moved by each of ``moves`` (:func:`rigid_moves`: rotations about the ligand's heavy-atom centroid and
-    shifts, both in its own frame, :func:`ligand_frame`): ``1 + len(moves[0])`` ``(L, F)`` arrays."""
+    shifts, both in its own frame, :func:`ligand_frame`): ``1 + len(moves[0])`` ``(L, F)`` arrays. With ``nucleic``
+    (needs ``chemistry``) nucleotide atoms take their roles from their base templates
+    (:func:`~geomol.data.chemistry.nucleic_roles.nucleic_atom_roles`) and the
+    :data:`~geomol.data.chemistry.nucleic_contacts.NUCLEIC_CONTACT_FEATURES` follow the role columns."""
     atomic_number = graph.A.numpy().astype(np.int64) - _TYPE_OFFSET
     segment = graph.segment[graph.block_id].numpy()
     heavy = atomic_number >= 2  # drops padding, unknown, global atoms and hydrogens
@@ -272,13 +277,19 @@ def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
     if not ligand.any():
         raise EmptySelectionError("the complex has no ligand heavy atom", source=getattr(graph, "name", None))
     ligand_chemistry = getattr(graph, "ligand_chemistry", None)
+    if nucleic and not chemistry:
+        raise ConfigError("the nucleic-acid contact columns read the ligand's roles: ask for chemistry too")
     if chemistry and (ligand_chemistry is None or len(ligand_chemistry) != int(ligand.sum())):
         raise ConfigError("the graph has no ligand_chemistry rows for its ligand atoms: rebuild it with this geomol",
                           source=getattr(graph, "name", None))
     receptor_z, receptor_xyz, ligand_z = atomic_number[receptor], xyz[receptor], atomic_number[ligand]
     if chemistry or radial:
-        roles = receptor_atom_roles(graph.B[graph.block_id].numpy()[receptor], receptor_z,
-                                    graph.atom_pos.numpy()[receptor])
+        block_type, position = graph.B[graph.block_id].numpy()[receptor], graph.atom_pos.numpy()[receptor]
+        roles = receptor_atom_roles(block_type, receptor_z, position)
+    if nucleic:
+        nucleotide, nucleic_roles, normals = nucleic_atom_roles(block_type, graph.block_id.numpy()[receptor],
+                                                                receptor_z, position, receptor_xyz)
+        roles[nucleotide] = nucleic_roles[nucleotide, :len(RECEPTOR_ROLES)]
     classes = receptor_classes(roles, receptor_z) if radial else None
 
     def rows(ligand_xyz: np.ndarray) -> np.ndarray:
@@ -287,6 +298,10 @@ def graph_pose_contacts(graph, chemistry: bool = False, radial: bool = False,
         if chemistry:
             parts.append(chemistry_contact_features(roles, receptor_z, receptor_xyz, ligand_chemistry.numpy(),
                                                     ligand_z, ligand_xyz, pairs))
+        if nucleic:
+            surface = pairs[2] - _VDW[ligand_z[pairs[0]]] - _VDW[receptor_z[pairs[1]]]
+            parts.append(nucleic_contact_features(nucleic_roles, normals, nucleotide, receptor_z, receptor_xyz,
+                                                  ligand_chemistry.numpy(), ligand_xyz, pairs, surface))
         if radial:
             parts.append(radial_contact_features(classes, len(ligand_z), pairs))
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)

@@ -22,6 +22,7 @@ import numpy as np
 from geomol.data.chemistry.contact_features import (ATOM_CONTACT_FEATURES, CHEMISTRY_CONTACT_FEATURES, COUNT_FEATURES,
                                                     CUTOFF, NEAR, RADIAL_BINS, RADIAL_CONTACT_FEATURES, SHELL,
                                                     graph_ligand_bonds, graph_pose_contacts, rigid_moves)
+from geomol.data.chemistry.nucleic_contacts import NUCLEIC_CONTACT_FEATURES
 from geomol.errors import ConfigError
 
 __all__ = ["ContactRecipe", "POSE_VIEWS", "log_counts", "with_bond_context"]
@@ -39,6 +40,9 @@ class ContactRecipe:
     Attributes:
         roles: append the interaction-role columns (:data:`CHEMISTRY_CONTACT_FEATURES`; the graph must carry
             ``ligand_chemistry``, i.e. come from a ligand molecule).
+        nucleic: nucleotides take their atoms' roles from their base templates, and the nucleic-acid columns
+            (:data:`~geomol.data.chemistry.nucleic_contacts.NUCLEIC_CONTACT_FEATURES`: base edges, 2'-OH, phosphates,
+            stacking, ions) follow the role columns; needs ``roles``.
         radial: append the receptor atoms by class and distance shell (:data:`RADIAL_CONTACT_FEATURES`).
         bond_context: append, to each ligand atom's row, the mean of its bonded neighbours' rows.
         moves: ``K`` fixed random rigid moves of the ligand and their mirror images (``2K`` moved poses,
@@ -54,6 +58,7 @@ class ContactRecipe:
 
     roles: bool = False
     radial: bool = False
+    nucleic: bool = False
     bond_context: bool = False
     moves: int = 0
     shift: float = 0.3
@@ -67,7 +72,7 @@ class ContactRecipe:
     VERSION: ClassVar[int] = 1
 
     def __post_init__(self):
-        for name in ("roles", "radial", "bond_context"):
+        for name in ("roles", "radial", "bond_context", "nucleic"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"contact recipe: {name} is true or false, got {getattr(self, name)!r}")
         for name in ("moves", "move_seed"):
@@ -80,6 +85,8 @@ class ContactRecipe:
         if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0
                for v in numbers.values()):
             raise ConfigError(f"contact recipe: {numbers} must be finite numbers >= 0")
+        if self.nucleic and not self.roles:
+            raise ConfigError("contact recipe: nucleic needs roles (its columns read the ligand atoms' roles)")
         if not 0 < self.near < self.shell <= self.cutoff:
             raise ConfigError(f"contact recipe: the shells need 0 < near < shell <= cutoff, got near {self.near:g}, "
                               f"shell {self.shell:g}, cutoff {self.cutoff:g} Å")
@@ -116,7 +123,7 @@ class ContactRecipe:
     def width(self) -> int:
         """Columns of a finished row."""
         base = (len(ATOM_CONTACT_FEATURES) + len(CHEMISTRY_CONTACT_FEATURES) * self.roles
-                + len(RADIAL_CONTACT_FEATURES) * self.radial)
+                + len(NUCLEIC_CONTACT_FEATURES) * self.nucleic + len(RADIAL_CONTACT_FEATURES) * self.radial)
         return 2 * base if self.bond_context else base
 
     @property
@@ -150,7 +157,7 @@ class ContactRecipe:
                 (:func:`~geomol.data.chemistry.contact_features.graph_ligand_bonds`; rigid moves keep them).
         """
         poses = graph_pose_contacts(graph, chemistry=self.roles, radial=self.radial, moves=self.rigid_moves,
-                                    near=self.near, shell=self.shell, cutoff=self.cutoff)
+                                    near=self.near, shell=self.shell, cutoff=self.cutoff, nucleic=self.nucleic)
         if self.n_views == 1:
             poses = [poses[0] if len(poses) == 1 else np.mean(poses, axis=0)]
         if self.bond_context and bonds is None:
@@ -158,12 +165,14 @@ class ContactRecipe:
         return [self._finished(rows, bonds) for rows in poses]
 
     def _finished(self, rows: np.ndarray, bonds: np.ndarray | None) -> np.ndarray:
-        """Rows as the scorer reads them: with the bonded neighbours' context, or the radial shells logged."""
+        """Rows as the scorer reads them: with the bonded neighbours' context, or the radial shells and nucleic-acid
+        columns logged."""
         first_shell = rows.shape[1] - (len(RADIAL_CONTACT_FEATURES) if self.radial else 0)  # the shells come last
-        counts = [c for c in COUNT_FEATURES if c < first_shell] + list(range(first_shell, rows.shape[1]))
+        first_nucleic = first_shell - (len(NUCLEIC_CONTACT_FEATURES) if self.nucleic else 0)  # before the shells
+        counts = [c for c in COUNT_FEATURES if c < first_nucleic] + list(range(first_nucleic, rows.shape[1]))
         if self.bond_context:
             return with_bond_context(rows, bonds, counts)
-        if self.radial:  # wider than the scorer's own log1p columns: logged here
+        if self.radial or self.nucleic:  # wider than the scorer's own log1p columns: logged here
             return log_counts(rows, counts)
         return rows
 

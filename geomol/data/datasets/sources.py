@@ -8,7 +8,8 @@ source reads its records one way whichever command trains on it.
 
 * :class:`CorpusSource` — the affinity corpus (plb, fep_benchmark, uni_fep, ddg_bindingdb): its records, the
   cross-source protein clusters of their receptors, and every complex once (SMILES posed on their series' reference);
-* :class:`BenchmarkSource` — the protein-ligand-benchmark and/or the public FEP+ benchmark folders.
+* :class:`BenchmarkSource` — the protein-ligand-benchmark and/or the public FEP+ benchmark folders;
+* :class:`NucleicSource` — the RNA/DNA–ligand complexes of a ``nucleic_affinity`` folder.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from geomol.data.paths import shared_data_dir
 from geomol.data.posing.poses import PoseParameters
 from geomol.errors import ConfigError
 
-__all__ = ["CorpusSource", "BenchmarkSource", "AFFINITY_SOURCES", "affinity_source"]
+__all__ = ["CorpusSource", "BenchmarkSource", "NucleicSource", "AFFINITY_SOURCES", "affinity_source"]
 
 
 class CorpusSource:
@@ -108,12 +109,33 @@ class BenchmarkSource:
                                        cache_dir=self.cache_dir)
 
 
-AFFINITY_SOURCES: dict[str, type] = {"corpus": CorpusSource, "benchmark": BenchmarkSource}
+class NucleicSource:
+    """The RNA/DNA–ligand complexes of a ``nucleic_affinity`` folder
+    (:class:`~geomol.data.datasets.nucleic_affinity.NucleicAffinityDataset`, both label tiers).
+
+    Args:
+        recipe: how its complexes become graphs.
+        root: the folder (``${GEOMOL_SHARED_DATA}/nucleic_affinity``). ids: only these complexes (PDB ids).
+        cache_dir: the processed store (default ``$GEOMOL_CACHE``).
+    """
+
+    def __init__(self, recipe: ComplexRecipe, *, root: str, ids: Sequence[str] | None = None,
+                 cache_dir: str | None = None):
+        self.recipe, self.root, self.ids, self.cache_dir = recipe, str(root), ids, cache_dir
+
+    def make_dataset(self, num_workers: int = 0) -> ProcessedDataset:
+        from geomol.data.datasets.nucleic_affinity import NucleicAffinityDataset
+
+        return NucleicAffinityDataset(self.root, ids=self.ids, recipe=self.recipe, num_workers=num_workers,
+                                      cache_dir=self.cache_dir, progress=False)
+
+
+AFFINITY_SOURCES: dict[str, type] = {"corpus": CorpusSource, "benchmark": BenchmarkSource, "nucleic": NucleicSource}
 """The ``source`` of a train-affinity config's ``data`` section → its class."""
 
 
 def affinity_source(options: Mapping[str, Any], recipe: ComplexRecipe, *, cache_dir: str | None = None,
-                    source=None) -> CorpusSource | BenchmarkSource:
+                    source=None) -> CorpusSource | BenchmarkSource | NucleicSource:
     """The source a config's ``data`` section names (``{"source": "corpus", ...its options}``).
 
     Args:
