@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from geomol.errors import ConfigError
 from geomol.evaluation.kshot import SeriesData, distinct_compounds
 from geomol.training.contact_scorer import ContactData, predict_contact_scorer
 from geomol.training.finetune import fit_started
@@ -62,19 +63,49 @@ class KShotCorpus:
         return cls(saved["ids"], saved["names"], saved["smiles"], data, saved["morgan"].numpy(), saved["folds"])
 
 
-def read_kshot_corpus(config_path: Path, work: Path, cache_dir: str | None = None) -> KShotCorpus:
+class _SourcesFeaturised:
+    """A corpus source of which only the items of ``sources`` are featurised (built into the store where missing):
+    its records and protein clusters, hence the protocol's folds, stay the whole corpus's, so that every member
+    of the default model still meets only proteins of clusters it never saw."""
+
+    def __init__(self, source, sources: Sequence[str]):
+        self.source, self.sources = source, tuple(sources)
+        self.recipe, self.corpus = source.recipe, source.corpus
+
+    @property
+    def clusters(self):
+        return self.source.clusters
+
+    def make_dataset(self, num_workers: int = 0):
+        from geomol.data.datasets.corpus_dataset import CorpusDataset
+        from geomol.data.datasets.corpus_items import Corpus
+
+        part = Corpus([item for item in self.corpus.items if item.source in self.sources], self.corpus.receptors)
+        return CorpusDataset(part, self.clusters, recipe=self.recipe, pose_parameters=self.source.pose_parameters,
+                             num_workers=num_workers, name="corpus-" + "+".join(self.sources),
+                             cache_dir=self.source.cache_dir)
+
+
+def read_kshot_corpus(config_path: Path, work: Path, cache_dir: str | None = None,
+                      sources: Sequence[str] | None = None) -> KShotCorpus:
     """The corpus featurised as the members of the train-affinity config ``config_path`` read it (the default
-    model's: ``models/contact-corpus.yaml``), cached as ``work/corpus.pt``."""
-    path = Path(work) / "corpus.pt"
+    model's: ``models/contact-corpus.yaml``), cached as ``work/corpus.pt``; with ``sources``, only those sources'
+    items (the folds still the whole corpus's), cached as ``work/corpus-<sources>.pt``."""
+    path = Path(work) / ("corpus.pt" if sources is None else f"corpus-{'+'.join(sources)}.pt")
     if path.exists():
         return KShotCorpus.load(path)
-    from geomol.data.datasets.sources import affinity_source
+    from geomol.data.datasets.sources import CorpusSource, affinity_source
     from geomol.evaluation.contact_cv import contact_cv_of, module_contacts
     from geomol.training.ensemble_config import read_ensemble_config
 
     config = read_ensemble_config(config_path)
-    cv = contact_cv_of(config)
     source = affinity_source(config.data, config.recipe, cache_dir=cache_dir, source=config.source)
+    if sources is not None:
+        if not isinstance(source, CorpusSource):
+            raise ConfigError(f"featurising some sources only needs a corpus source, not {type(source).__name__}",
+                              config_path)
+        source = _SourcesFeaturised(source, sources)
+    cv = contact_cv_of(config)
     morgan = []
     corpus = module_contacts(source, cv.recipe, n_folds=cv.folds,
                              valid_fraction=float(config.ensemble.get("valid_fraction", 0.1)),
