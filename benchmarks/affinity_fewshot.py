@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from geomol.evaluation.fewshot import write_result
+from geomol.evaluation.fewshot import run_and_write
 from geomol.evaluation.get_cv import fewshot_of_folds
 from geomol.evaluation.get_variants import VARIANTS
 from geomol.training.finetune import FinetuneSettings
@@ -61,10 +61,7 @@ def build_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> dict:
-    args = build_args(argv)
-    result = run(args)
-    write_result(result, args.output)
-    return result
+    return run_and_write(run, build_args, argv)
 
 
 if __name__ == "__main__":

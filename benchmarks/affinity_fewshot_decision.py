@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from geomol.evaluation.fewshot import write_result
+from geomol.evaluation.fewshot import run_and_write
 from geomol.evaluation.fewshot_decision import (LEAVE_PAIR_OUT_ONLY, add_inset, choice_record, choose_gate,
                                                 choose_rule, format_decided, summarise_decided, target_records)
 from geomol.metrics.scores import spearman
@@ -228,10 +228,7 @@ def build_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> dict:
-    args = build_args(argv)
-    result = run(args)
-    write_result(result, args.output)
-    return result
+    return run_and_write(run, build_args, argv)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from geomol.data.posing.poses import PoseParameters, write_poses as _write_poses
 from geomol.errors import ConfigError
 from geomol.inference.affinity import AffinityPrediction, predict_inputs, read_receptor
 from geomol.inference.affinity_model import AffinityModel
+from geomol.inference.anchor_ligands import anchor_affinity, finetune_method
 from geomol.inference.complex_inputs import complex_entries, predict_complexes
 from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
 from geomol.training.finetune_choice import FinetuneChoice
@@ -198,8 +199,13 @@ def predict_complex_affinity(complexes: Any, partners: str | None = None, model:
 def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measured: dict[str, float],
                       model: ModelReference = "default", *, out: str | PathLike | None = None, name: str = "",
                       steps: int | None = None, lr: float | None = None, anchor: float | None = None,
-                      receptor_chains: Sequence[str] | None = None, overwrite: bool = False) -> AffinityModel:
+                      receptor_chains: Sequence[str] | None = None, overwrite: bool = False,
+                      method: str = "auto") -> AffinityModel:
     """Adapt an affinity model to one target from a handful of its measured ligands (few-shot).
+
+    ``method="auto"``: the base model's choice for that many ligands in its k-shot evaluation
+    (:func:`~geomol.inference.anchor_ligands.finetune_method`): fine-tuning (below), or anchoring every prediction
+    on them (``"residual"``, ``"anchored"``: :mod:`geomol.inference.anchored_series`, weights unchanged).
 
     Every member's encoder stays as it is (a contact scorer: its hidden layers); its read-out (a contact
     scorer: its last per-atom layer and descriptor term) takes ``steps`` small Adam steps on the measured
@@ -228,6 +234,10 @@ def finetune_affinity(receptor: str | PathLike | Structure, ligands: Any, measur
     """
     base = _affinity_model(model, "cpu")
     given = {key: value for key, value in (("steps", steps), ("lr", lr), ("anchor", anchor)) if value is not None}
+    method = finetune_method(base, method, len(measured), bool(given))
+    if method != "finetuned":
+        return anchor_affinity(base, receptor, ligand_inputs(ligands), measured, method, out=out, name=name,
+                               receptor_chains=receptor_chains, overwrite=overwrite)
     choice = FinetuneChoice(forced=FinetuneSettings(**given)) if given else FinetuneChoice()
     tuned, report = finetune_on_ligands(base, receptor, ligands, measured, choice, name=name,
                                         receptor_chains=receptor_chains)

@@ -42,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anchor", type=float, default=None,
                         help=f"pull towards the base weights (unset: {_DEFAULTS.anchor:g}){own}")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
+    parser.add_argument("--method", choices=("auto", "finetuned", "residual", "anchored", "base"), default="auto",
+                        help="how the measured ligands are used: auto (default) takes the base model's choice for "
+                             "that many measured ligands in its k-shot evaluation (docs/predict.md); finetuned moves "
+                             "the weights; residual and anchored keep them and anchor every prediction on the "
+                             "measured ligands")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,9 +57,17 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("several --model values must all be .ckpt files (an ensemble)")
     tuned = finetune_affinity(args.receptor, args.ligands, read_measured(args.measured), model, out=args.out,
                               name=args.name, steps=args.steps, lr=args.lr, anchor=args.anchor,
-                              receptor_chains=args.receptor_chains, overwrite=args.overwrite)
+                              receptor_chains=args.receptor_chains, overwrite=args.overwrite, method=args.method)
     fit = tuned.metrics["finetune"]
     console = plain_console()
+    if "method" in fit:  # anchored, the weights unchanged
+        console.print(f"anchored {fit['base_model']} on {fit['ligands']} measured ligands by '{fit['method']}': each "
+                      f"predicted from the others, Spearman {fit['spearman_left_out']} (base model "
+                      f"{fit['spearman_base']}), RMSE {fit['rmse_left_out']} pK (base model {fit['rmse_base']}); "
+                      f"wrote {args.out}", highlight=False)
+        if fit["expected"]:
+            console.print(f"expected accuracy: {fit['expected']}", highlight=False)
+        return 0
     console.print(f"fine-tuned {fit['base_model']} on {fit['ligands']} measured ligands: RMSE "
                   f"{fit['rmse_before']} → {fit['rmse_after']} pK, Spearman {fit['spearman_before']} → "
                   f"{fit['spearman_after']} (on those ligands, a fit, not a test); wrote {args.out}")

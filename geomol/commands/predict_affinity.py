@@ -7,6 +7,7 @@ Examples::
     geomol predict-affinity --receptor complex.pdb --receptor-chains A --ligands chain:B
     geomol predict-affinity --pairs screen.csv --out screen.json
     geomol predict-affinity --receptor protein.pdb --ligands ligands.sdf --measured measured.csv --plot fit.png
+    geomol predict-affinity --receptor protein.pdb --ligands series.sdf --anchors measured.csv --next 5
     geomol predict-affinity --receptor protein.pdb --reference ref.sdf --ligands series.smi --write-poses poses.sdf
     geomol predict-affinity --receptor protein.pdb --ligands vina_out.pdbqt --smiles "CCOc1ccccc1"
     geomol predict-affinity --complex complex.pdb --partners A,B:C
@@ -86,6 +87,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--device", default="cpu", help="torch device (default cpu)")
     model.add_argument("--batch-size", type=int, default=32, help="complexes per forward pass (default 32)")
     model.add_argument("--threads", type=int, help="CPU threads (default: OMP_NUM_THREADS, else the free physical cores)")
+    series = parser.add_argument_group("measured ligands of the series (lead optimisation, docs/predict.md)")
+    series.add_argument("--anchors", metavar="CSV", help="measured values of ligands of this series (columns name and "
+                        "pK or dG_kcal_mol): every prediction is made relative to them by the method the model's "
+                        "k-shot evaluation chose, with a calibrated ±; a measured ligand is predicted without itself")
+    series.add_argument("--anchor-ligands", nargs="+", metavar="LIGANDS", help="poses of the measured ligands when "
+                        "they are not among --ligands (files as for --ligands; SMILES with --reference)")
+    series.add_argument("--next", type=int, metavar="N", help="list the N ligands to make or test next among those "
+                        "not measured (see --select-by)")
+    series.add_argument("--select-by", choices=("ucb", "mean"), default="ucb", help="rank candidates for --next by "
+                        "the upper confidence bound pK + 1 sd (ucb, default: good or uncertain) or by the expected "
+                        "pK (mean)")
     output = parser.add_argument_group("output")
     output.add_argument("--out", metavar="FILE", help="write the results to a .csv or .json file")
     output.add_argument("--write-poses", metavar="SDF", help="with --reference: write the generated poses here")
@@ -132,7 +144,8 @@ def _check_input_files(args: argparse.Namespace) -> None:
                                 ("--complexes", args.complexes, DatasetError),
                                 ("--receptor", args.receptor, StructureReadError),
                                 ("--reference", args.reference, StructureReadError),
-                                ("--pairs", args.pairs, DatasetError), ("--measured", args.measured, DatasetError)):
+                                ("--pairs", args.pairs, DatasetError), ("--measured", args.measured, DatasetError),
+                                ("--anchors", args.anchors, DatasetError)):
         problem = path and _readable_file_problem(path)
         if problem:
             raise error(f"{problem} (given as {option})", source=path)
@@ -163,6 +176,12 @@ def check_inputs(args: argparse.Namespace) -> None:
         raise ConfigError("--write-poses needs --reference")
     if args.plot and not args.measured:
         raise ConfigError("--plot needs --measured")
+    if (args.anchors or args.next is not None) and not args.receptor:
+        raise ConfigError("--anchors and --next concern one series: give --receptor with --ligands")
+    if args.anchor_ligands and not args.anchors:
+        raise ConfigError("--anchor-ligands needs --anchors (the measured values of those ligands)")
+    if args.next is not None and args.next < 1:
+        raise ConfigError(f"--next must be at least 1, got {args.next}")
     if args.no_refine and not args.reference:
         raise ConfigError("--no-refine needs --reference (it concerns poses made from SMILES)")
     if args.min_core_fraction and not args.reference:
@@ -304,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from geomol.api import load_model
+    from geomol.commands.series_anchors import anchored_for_args, print_next_best
     from geomol.commands.affinity_output import complex_table, problem_lines, results_table, summary_line
     from geomol.inference.tables import output_format, read_measured, write_predictions
 
@@ -319,8 +339,13 @@ def run(args: argparse.Namespace) -> int:
     complexes = bool(args.complex or args.complexes)
     names = args.model or [_default_model(args, complexes, console)]
     model = load_model(names[0] if len(names) == 1 else names, device=args.device)
-    records = (_complex_records(args, model, console) if complexes
-               else _predict_all(_plan(args, model), model, args, console))
+    if complexes:
+        records = _complex_records(args, model, console)
+    else:
+        plan = _plan(args, model)
+        if args.anchors:
+            model = anchored_for_args(args, model, plan, console)
+        records = _predict_all(plan, model, args, console)
     if args.out:
         write_predictions(records, args.out, with_receptor=bool(args.pairs) or complexes)
     model_name = model.name or Path(names[0]).name
@@ -341,4 +366,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.measured:
         _compare(records, args, console, model_name)
+    if args.next is not None:
+        print_next_best(records, args.next, args.select_by, console)
     return 0

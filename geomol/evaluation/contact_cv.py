@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 from rich.progress import track
@@ -70,14 +70,23 @@ def corpus_contacts(recipe: ContactRecipe = ContactRecipe(), *, root: str | None
 
 
 def module_contacts(module, recipe: ContactRecipe, *, workers: int = 0, n_folds: int = 5,
-                    valid_fraction: float = 0.1, bonds: bool = False) -> CorpusContacts:
+                    valid_fraction: float = 0.1, bonds: bool = False,
+                    seen: Callable[[Any], None] | None = None) -> CorpusContacts:
     """:func:`corpus_contacts` of the corpus: a :class:`~geomol.data.datasets.sources.CorpusSource` or a
-    :class:`~geomol.tasks.CorpusDataModule` (anything with its complexes, records and clusters)."""
+    :class:`~geomol.tasks.CorpusDataModule` (anything with its complexes, records and clusters). ``seen(graph)`` is
+    called with every complex graph as it is featurised (to keep more of it, e.g. the ligands' fingerprints)."""
     recipe.check_pocket(module.recipe.pocket_cutoff, "the corpus store")
     dataset = module.make_dataset(workers)
     items = dataset.corpus_items
-    graphs = (dataset[i] for i in track(range(len(dataset)), description="contact features", transient=True))
-    data, *views = contact_views(graphs, recipe, [item.label for item in items], [item.series for item in items],
+
+    def graphs():
+        for i in track(range(len(dataset)), description="contact features", transient=True):
+            graph = dataset[i]
+            if seen is not None:
+                seen(graph)
+            yield graph
+
+    data, *views = contact_views(graphs(), recipe, [item.label for item in items], [item.series for item in items],
                                  bonds)
     records = module.corpus.items
     record_clusters = item_clusters(records, module.clusters)

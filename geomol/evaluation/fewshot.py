@@ -22,7 +22,7 @@ from geomol.metrics.targets import EXPERT_POSE_SOURCES, MIN_TARGET_LIGANDS
 from geomol.training.finetune import FinetuneSettings, adapt_member, finetune_model
 
 __all__ = ["METHODS", "draw_scores", "score_draws", "contact_fewshot_scores", "contact_fewshot_rows", "summarise",
-           "format_summary", "write_result"]
+           "format_summary", "write_result", "run_and_write"]
 
 METHODS = ("base", "finetuned", "hac", "hac_k_fit")
 """What each draw scores: the fold's model, it fine-tuned on the k ligands, the heavy-atom count, and the
@@ -128,3 +128,12 @@ def write_result(result: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
+
+
+def run_and_write(run: Callable, build_args: Callable, argv=None) -> dict:
+    """A benchmark's ``main``: its arguments parsed by ``build_args(argv)``, ``run(args)``, the result written to
+    ``args.output`` (:func:`write_result`) and returned."""
+    args = build_args(argv)
+    result = run(args)
+    write_result(result, args.output)
+    return result

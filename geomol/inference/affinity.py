@@ -12,10 +12,11 @@ the others are predicted. Records come back in input order.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.chemistry.checks import ERROR, Finding, errors_of, warnings_of
@@ -29,7 +30,7 @@ from geomol.inference.findings import exception_findings
 from geomol.inference.input_checks import ReceptorContext, checked_complex
 from geomol.inference.ligand_inputs import LigandInput
 
-__all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "build_complexes", "pocket_block_count", "read_receptor"]
+__all__ = ["COLUMNS", "AffinityPrediction", "predict_inputs", "build_complexes", "measured_complexes", "pocket_block_count", "read_receptor"]
 
 COLUMNS = ("name", "pK", "dG_kcal_mol", "Kd_M", "pK_std", "n_pocket_blocks", "error", "warnings")
 """Columns of a prediction table, in order."""
@@ -219,6 +220,22 @@ def build_complexes(receptor: str | PathLike | Structure | None, inputs: Sequenc
     return records, [graphs.get(i) for i in range(len(inputs))]
 
 
+def measured_complexes(receptor: str | PathLike | Structure | None, inputs: Sequence[LigandInput],
+                       model: AffinityModel, measured: Mapping[str, float], use: str, *,
+                       receptor_chains: Sequence[str] | None = None) -> list[tuple[str, BlockGraph]]:
+    """(name, complex) of every input with a measured pK (by name), built and checked as for prediction; a measured
+    ligand that is missing from ``inputs`` or fails its checks is left out with one warning naming it and ``use``
+    (what it would have been used for)."""
+    records, graphs = build_complexes(receptor, inputs, model, receptor_chains=receptor_chains)
+    used = [(r.name, g) for r, g in zip(records, graphs) if g is not None and r.name in measured]
+    failed = [f"{r.name} ({r.error})" for r in records if r.error and r.name in measured]
+    absent = sorted(set(measured) - {r.name for r in records})
+    if failed or absent:
+        warnings.warn(f"measured ligand(s) left out of {use}: {', '.join(failed + absent)}"
+                      + (" (not among the ligands)" if absent else ""), stacklevel=3)
+    return used
+
+
 def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence[LigandInput], model: AffinityModel,
                    *, pocket_cutoff: float | None = None, batch_size: int = 32, max_blocks: int = 4000,
                    receptor_chains: Sequence[str] | None = None) -> Iterator[AffinityPrediction]:
@@ -246,5 +263,7 @@ def predict_inputs(receptor: str | PathLike | Structure | None, inputs: Sequence
             mean, std = model.predict([graphs[i] for i in chosen])
             for i, pk, spread in zip(chosen, mean.tolist(), std.tolist()):
                 records[i].set_pk(pk, spread, model.domain)
+                if model.anchors is not None:  # relative to the series' measured ligands
+                    model.anchors.apply(records[i], graphs[i])
         yield from records
 

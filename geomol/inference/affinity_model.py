@@ -18,6 +18,7 @@ import torch
 
 from geomol.data.blocks import BlockGraph
 from geomol.data.complexes.recipe import ComplexRecipe
+from geomol.inference.anchored_series import AnchoredSeries
 from geomol.inference.domain import ApplicabilityDomain
 from geomol.inference.shipped import ShippedModel
 from geomol.models import contact_scorer, contact_trees, get, ligand_trees  # noqa: F401 (the built-in member kinds register)
@@ -35,6 +36,9 @@ class AffinityModel(ShippedModel):
         arguments: their configuration (``members[0].to_config()``: the manifest's ``hyperparameters``).
         recipe: how their training graphs were built.
         domain: what the training complexes covered (:mod:`geomol.inference.domain`); None: defaults.
+        anchors: a series' measured ligands that predictions are anchored on
+            (:class:`~geomol.inference.anchored_series.AnchoredSeries`, the manifest's ``anchors``: ``geomol
+            finetune``, ``predict-affinity --anchors``); None: predictions are the members' own.
         name, description, metrics, origins: see :class:`~geomol.inference.shipped.ShippedModel`.
     """
 
@@ -43,10 +47,12 @@ class AffinityModel(ShippedModel):
     default_architecture = "GETAffinity"
 
     def __init__(self, members: Sequence[AffinityMember], arguments: Mapping[str, Any], recipe: ComplexRecipe, *,
-                 domain: ApplicabilityDomain | None = None, **metadata: Any):
+                 domain: ApplicabilityDomain | None = None, anchors: AnchoredSeries | None = None,
+                 **metadata: Any):
         super().__init__(members, arguments, recipe, **metadata)
         type(self.members[0]).check_recipe(self.arguments, recipe, self.name or None)
         self.domain = domain or ApplicabilityDomain.defaults()
+        self.anchors = anchors
 
     def __repr__(self) -> str:
         arch = ", ".join(f"{k}={v}" for k, v in self.arguments.items())
@@ -70,10 +76,12 @@ class AffinityModel(ShippedModel):
 
     @classmethod
     def manifest_metadata(cls, manifest: Mapping[str, Any], model_dir) -> dict[str, Any]:
-        return {"domain": ApplicabilityDomain.from_dict(manifest.get("domain"), model_dir, warn=True)}
+        anchors = manifest.get("anchors")
+        return {"domain": ApplicabilityDomain.from_dict(manifest.get("domain"), model_dir, warn=True),
+                "anchors": None if anchors is None else AnchoredSeries.from_dict(anchors, model_dir)}
 
     def manifest_entries(self) -> dict[str, Any]:
-        return {"domain": self.domain.to_dict()}
+        return {"domain": self.domain.to_dict(), **({"anchors": self.anchors.to_dict()} if self.anchors else {})}
 
     def card_facts(self, manifest: Mapping[str, Any]) -> list[str]:
         recipe = manifest["preprocessing"]

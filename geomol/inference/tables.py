@@ -25,6 +25,7 @@ from geomol.units import pk_from_dg
 from geomol.data.posing.poses import POSE_COLUMNS
 from geomol.errors import ConfigError, DatasetError
 from geomol.inference.affinity import COLUMNS, AffinityPrediction
+from geomol.inference.anchored_series import ANCHOR_COLUMNS
 from geomol.inference.ligand_inputs import is_in_receptor_spec
 
 __all__ = ["OUTPUT_FORMATS", "output_format", "write_predictions", "read_predictions", "read_measured",
@@ -32,7 +33,7 @@ __all__ = ["OUTPUT_FORMATS", "output_format", "write_predictions", "read_predict
 
 OUTPUT_FORMATS = {".csv": "csv", ".json": "json"}
 _NUMERIC = ("pK", "dG_kcal_mol", "Kd_M", "pK_std")
-_EXTRA_NUMERIC = POSE_COLUMNS  # read back as floats (NaN when missing) when present
+_EXTRA_NUMERIC = POSE_COLUMNS + ANCHOR_COLUMNS  # read back as floats (NaN when missing) when present
 WARNING_SEPARATOR = " | "
 
 

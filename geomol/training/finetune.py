@@ -22,7 +22,6 @@ entry (``metrics.finetune``) recording the base model, the ligands, the settings
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -31,7 +30,7 @@ import torch
 from geomol.data.blocks import BlockGraph
 from geomol.errors import ConfigError
 from geomol.metrics.scores import rmse, spearman
-from geomol.inference.affinity import build_complexes
+from geomol.inference.affinity import measured_complexes
 from geomol.inference.affinity_model import AffinityModel
 from geomol.inference.ligand_inputs import ligand_inputs
 from geomol.models.affinity_member import AffinityMember
@@ -177,13 +176,8 @@ def finetune_on_ligands(model: AffinityModel, receptor, ligands, measured: Mappi
     Complexes are built and checked as for prediction; a measured ligand that is missing from
     ``ligands`` or fails its checks is left out with one warning naming it.
     """
-    records, graphs = build_complexes(receptor, ligand_inputs(ligands), model, receptor_chains=receptor_chains)
-    used = [(r.name, g) for r, g in zip(records, graphs) if g is not None and r.name in measured]
-    failed = [f"{r.name} ({r.error})" for r in records if r.error and r.name in measured]
-    absent = sorted(set(measured) - {r.name for r in records})
-    if failed or absent:
-        warnings.warn(f"measured ligand(s) left out of the fine-tuning: {', '.join(failed + absent)}"
-                      + (" (not among the ligands)" if absent else ""), stacklevel=2)
+    used = measured_complexes(receptor, ligand_inputs(ligands), model, measured, "the fine-tuning",
+                              receptor_chains=receptor_chains)
     return finetune_model(model, [g for _, g in used], [measured[n] for n, _ in used], [n for n, _ in used],
                           settings, name=name)
 
