@@ -168,7 +168,7 @@ def train_geomol(dataset: str, epochs: int, seed: int, run_dir: Path,
 def _official_data(dataset: str, folder: Path, cache_dir: Path) -> Path:
     """The benchmark data in the official layout; returns the official ``data_dir``."""
     if dataset == "nbody":
-        from geomol.data.datasets.nbody import load_or_generate, save_official_files
+        from geomol.data.datasets.trajectories.nbody import load_or_generate, save_official_files
 
         save_official_files(load_or_generate(cache_dir), folder / "simple")
         return folder

@@ -78,12 +78,12 @@ def dataset_inputs(arch: str):
     from geomol.models.dynamics import dynamics_inputs
 
     if arch == "nbody":
-        from geomol.data.datasets.nbody import NBodyDataset, generate_splits
+        from geomol.data.datasets.trajectories.nbody import NBodyDataset, generate_splits
 
         data = generate_splits(seed=43, num_train=100, num_valid=0, num_test=0)
         dataset, batch_size = NBodyDataset("train", data=data), 100
     else:
-        from geomol.data.datasets.mocap import MocapDataset
+        from geomol.data.datasets.trajectories.mocap import MocapDataset
 
         dataset, batch_size = MocapDataset("train", SHARED_DATA / "mocap_run" / "cmu_subject09_run.npz"), 12
     b = next(iter(DataLoader(dataset, batch_size=batch_size)))
@@ -149,7 +149,7 @@ def worker(cfg: dict, mode: str, official_path: str | None) -> dict:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     if cfg.get("generation"):
-        from geomol.data.datasets.nbody import generate_splits
+        from geomol.data.datasets.trajectories.nbody import generate_splits
 
         start = time.perf_counter()
         generate_splits(seed=43, num_train=10000, num_valid=2000, num_test=2000)

@@ -77,7 +77,7 @@ def _ensembles(texts) -> dict[str, list[str]]:
 
 
 def build_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("action", choices=("run", "table"))
     parser.add_argument("--root", default=str(shared_data_dir() / "nucleic_affinity"))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))

@@ -72,7 +72,7 @@ def evaluate(args) -> dict:
 def speed(args) -> dict:
     from geomol.data.chemistry.covalent_graph import CovalentGraph
     from geomol.data.io.trajectory import open_selection
-    from geomol.data.trajectory_chemistry import trajectory_chemistry
+    from geomol.data.chemistry.trajectory import trajectory_chemistry
 
     universe, atoms = open_selection(*_adk_files(), "all")
     with warnings.catch_warnings():

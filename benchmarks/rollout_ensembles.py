@@ -50,6 +50,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--windows", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sampling-steps", type=int, default=None,
+                        help="Euler steps per window of the generative models (default: each model's own)")
     parser.add_argument("--skip-frames", type=int, default=2000)
     parser.add_argument("--engine-steps", type=int, default=200, help="GFN2-xTB steps timed per molecule (0: none)")
     parser.add_argument("--threads", type=int, default=1)
@@ -61,7 +63,7 @@ def main(argv=None) -> dict:
 
     import geomol
     from geomol.evaluation.molecule_ensembles import engine_speed, judge_model
-    from geomol.inference.molecule_inputs import MoleculeInput
+    from geomol.inference.dynamics.molecule_inputs import MoleculeInput
 
     torch.set_num_threads(args.threads)
     meta = run_metadata(args.threads)
@@ -78,6 +80,8 @@ def main(argv=None) -> dict:
             engine = record["engine"][run_name] = engine_speed(smiles, steps=args.engine_steps)
         for label, reference in record["models"].items():
             model = geomol.load_model(reference)
+            if args.sampling_steps and model.generative:
+                model.set_sampling_steps(args.sampling_steps)
             extra = {}
             if run_name in trains:
                 inputs = MoleculeInput.open(model.protocol, run_file)
@@ -85,7 +89,7 @@ def main(argv=None) -> dict:
                 extra["independent MD run"] = inputs.to_file_order(other.positions[args.skip_frames::10])
             row = judge_model(model, run_file, starts=args.starts, windows=args.windows, seed=args.seed,
                               skip_frames=args.skip_frames, extra_references=extra)
-            record["rows"].append({"model": label, "run": run_name, **row})
+            record["rows"].append({**row, "model": label, "run": run_name})
             lines.append(_row(label, run_name, row, engine))
             print(lines[-1], flush=True)
     print("\n".join(lines))

@@ -46,13 +46,13 @@ from geomol.inference.complex_inputs import complex_entries, predict_complexes
 from geomol.training.finetune import FinetuneSettings, finetune_card, finetune_on_ligands
 from geomol.training.finetune_choice import FinetuneChoice
 from geomol.inference.ligand_inputs import LigandInput, graph_inputs, ligand_inputs, select_ligand
-from geomol.inference.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
 from geomol.inference.loading import ModelReference, export_model, load_model
 from geomol.inference.model_files import list_shipped_models
-from geomol.inference.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
-from geomol.inference.rollout_evaluation import RolloutTable, evaluate_trajectory
-from geomol.inference.rollout_evaluation import evaluate_rollouts as _evaluate_arrays
-from geomol.inference.rollout_files import TrajectoryRollout, rollout_trajectory
+from geomol.inference.dynamics.rollout import ArrayRollout, rollout_arrays as _rollout_arrays
+from geomol.inference.dynamics.rollout_evaluation import RolloutTable, evaluate_trajectory
+from geomol.inference.dynamics.rollout_evaluation import evaluate_rollouts as _evaluate_arrays
+from geomol.inference.dynamics.rollout_files import TrajectoryRollout, rollout_trajectory
 from geomol.inference.smiles_inputs import posed_inputs
 
 __all__ = ["load_model", "export_model", "list_models", "predict_affinity", "iter_affinity", "predict_complex_affinity",
@@ -266,7 +266,7 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
 
     Each window predicts the P frames at the model's target offsets o_1..o_P after its input
     frame; the last predicted frame and the velocity estimated from the last two seed the next
-    window (``geomol.inference.rollout``). Frames are streamed to ``out``, so memory does not grow.
+    window (``geomol.inference.dynamics.rollout``). Frames are streamed to ``out``, so memory does not grow.
 
     Args:
         model: a trajectory model: shipped name (``"egno-fkbp12"``), model directory, ``geomol fit``
@@ -293,12 +293,12 @@ def rollout(model: ModelReference, topology: str | PathLike, trajectory: str | P
         output_frames: ``"all"`` predicted frames in time order, or only window ``"ends"``.
         include_start: write the start frame first. device: torch device. progress: a progress bar.
         restore_bonds: after each window, move the atoms until every bond has its start-frame length
-            again (:class:`~geomol.inference.bond_restoring.BondRestoring`, SHAKE-like); off by default,
+            again (:class:`~geomol.inference.dynamics.bond_restoring.BondRestoring`, SHAKE-like); off by default,
             and a different predictor from the model alone (the summary records it).
         seed: the random stream of a generative model (EGNOFlow): the same seed repeats the rollout.
 
     Returns:
-        :class:`~geomol.inference.rollout_files.TrajectoryRollout`: files written, frame numbers
+        :class:`~geomol.inference.dynamics.rollout_files.TrajectoryRollout`: files written, frame numbers
         and times (ps) of the written frames, RMSD per predicted frame (with a reference), the
         chemistry of the predicted frames (``chemistry``: bond-length and angle errors against the
         start frame, broken bonds, clashes; always) and the JSON-ready summary.
@@ -328,12 +328,12 @@ def rollout_arrays(model: ModelReference, positions: Any, velocities: Any, *, fr
         frames / windows: rollout length as for :func:`rollout`.
         charges: [N] particle charges (N-body) or partial charges (MD models with a charge feature).
         molecule: for models of many molecules (``egno-molecules``): the heavy atoms'
-            :class:`~geomol.data.dynamics_systems.MoleculeGraph` (atomic numbers [N], bonds [B, 2]); the positions
+            :class:`~geomol.data.dynamics.systems.MoleculeGraph` (atomic numbers [N], bonds [B, 2]); the positions
             are then those heavy atoms, in that order, and the velocity the model's (its protocol says which).
         output_frames, include_start, seed, device, progress: as for :func:`rollout`.
 
     Returns:
-        :class:`~geomol.inference.rollout.ArrayRollout`: ``frame_offsets`` [F] (frames after the
+        :class:`~geomol.inference.dynamics.rollout.ArrayRollout`: ``frame_offsets`` [F] (frames after the
         start) and ``positions`` [F, N, 3] (float64).
     """
     return _rollout_arrays(_dynamics_model(model, device), positions, velocities, frames=frames, windows=windows,
@@ -351,7 +351,7 @@ def evaluate_rollouts(models: ModelReference | Mapping[str, ModelReference], top
     Each window starts at a frame s with the state (x[s], x[s+1] − x[s]); every model predicts the
     frames up to ``horizon`` after it (rolled out window after window), beside the baselines "no
     motion" (x[s] kept) and "linear extrapolation" (x[s] + o·(x[s+1] − x[s])) and the reference MD
-    itself (its own chemistry). See :mod:`geomol.inference.rollout_evaluation`.
+    itself (its own chemistry). See :mod:`geomol.inference.dynamics.rollout_evaluation`.
 
     Args:
         models: one trajectory model (name, directory, checkpoint or loaded model; the row is named
@@ -366,7 +366,7 @@ def evaluate_rollouts(models: ModelReference | Mapping[str, ModelReference], top
         device: torch device. progress: a progress bar over the windows.
 
     Returns:
-        :class:`~geomol.inference.rollout_evaluation.RolloutTable`: ``rows`` (S2S and S2T MSE in Å²,
+        :class:`~geomol.inference.dynamics.rollout_evaluation.RolloutTable`: ``rows`` (S2S and S2T MSE in Å²,
         ``chemistry`` summary per predictor), ``offsets``, ``starts``, ``bonds``; ``to_markdown()``,
         ``to_dict()``.
     """

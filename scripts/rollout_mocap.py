@@ -21,9 +21,9 @@ import sys
 import numpy as np
 
 import geomol
-from geomol.data.datasets.mocap import MocapDataset
+from geomol.data.datasets.trajectories.mocap import MocapDataset
 from geomol.data.paths import shared_data_dir
-from geomol.inference.rollout_error import report, score_rollouts
+from geomol.inference.dynamics.rollout_error import report, score_rollouts
 
 SHARED = shared_data_dir()
 

@@ -1,6 +1,6 @@
 """Roll a trained N-body EGNO out far beyond its training horizon and measure how the error grows.
 
-Fresh charged-particle systems are simulated with the reference physics (``geomol.data.datasets.nbody``)
+Fresh charged-particle systems are simulated with the reference physics (``geomol.data.datasets.trajectories.nbody``)
 for longer than the benchmark's 5000 steps, from a seed the training data never used; the model is
 started from the true state (positions and simulator velocity) at saved frame ``--start`` (the
 benchmark's input frame is 30) and rolled out window after window (+10 saved frames, i.e. 1.0 time
@@ -21,8 +21,8 @@ import sys
 import numpy as np
 
 import geomol
-from geomol.data.datasets.nbody import ChargedParticles, draw_initial_states, simulate
-from geomol.inference.rollout_error import report, score_rollouts
+from geomol.data.datasets.trajectories.nbody import ChargedParticles, draw_initial_states, simulate
+from geomol.inference.dynamics.rollout_error import report, score_rollouts
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,7 +141,7 @@ receptors"); the best of them is kept as a question for an independent evaluatio
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--config", default="models/na-affinity.yaml")
     parser.add_argument("--cv", default="benchmarks/results/nucleic_affinity_cv.json", help="the table's JSON")
     parser.add_argument("--cv-dir", default="benchmarks/results/nucleic_cv", help="the variants' prediction files")

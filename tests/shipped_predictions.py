@@ -59,7 +59,7 @@ def affinity(model: str) -> dict[str, np.ndarray]:
 
 
 def nbody() -> np.ndarray:
-    from geomol.data.datasets.nbody import ChargedParticles, draw_initial_states, simulate
+    from geomol.data.datasets.trajectories.nbody import ChargedParticles, draw_initial_states, simulate
 
     system = ChargedParticles()
     charges, loc, vel = draw_initial_states(2, np.random.RandomState(7), system)
@@ -72,7 +72,7 @@ def mocap() -> np.ndarray | None:
     path = SHARED_DATA / "mocap_run" / "cmu_subject09_run.npz"
     if not path.exists():
         return None
-    from geomol.data.datasets.mocap import MocapDataset
+    from geomol.data.datasets.trajectories.mocap import MocapDataset
 
     data = MocapDataset("test", path, num_timesteps=5, delta=30)
     t, s = data.samples[0]
@@ -105,16 +105,16 @@ def fkbp12() -> np.ndarray | None:
     return _values(out.positions)
 
 
-def md17(molecule: str) -> np.ndarray | None:
-    """egno-md17-<molecule>, one window from the seeded RDKit conformer of the molecule the generator simulates
-    (heavy atoms, zero velocity); None without RDKit."""
+def molecule_window(model: str, molecule: str) -> np.ndarray | None:
+    """``model`` (a one-molecule model), one window from the seeded RDKit conformer of ``molecule`` as the generator
+    simulates it (heavy atoms, zero velocity; a generative model draws with seed 0); None without RDKit."""
     try:
         from geomol.simulate.molecules import starting_structure
     except ImportError:
         return None
     start = starting_structure(molecule, seed=3)
     x = start.positions[start.numbers > 1].astype(np.float64)
-    out = geomol.rollout_arrays(f"egno-md17-{molecule}", x, np.zeros_like(x), windows=1)
+    out = geomol.rollout_arrays(model, x, np.zeros_like(x), windows=1, seed=0)
     return _values(out.positions)
 
 
@@ -141,8 +141,9 @@ def ppa() -> np.ndarray:
 
 PREDICTIONS = {"ppa-affinity/pK_and_std": ppa, "na-affinity/pK_and_spread": nucleic,
                "egno-nbody/positions": nbody, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12,
-               "egno-md17-aspirin/positions": lambda: md17("aspirin"),
-               "egno-md17-ethanol/positions": lambda: md17("ethanol")}
+               "egno-md17-aspirin/positions": lambda: molecule_window("egno-md17-aspirin", "aspirin"),
+               "egno-md17-ethanol/positions": lambda: molecule_window("egno-md17-ethanol", "ethanol"),
+               "egno-flow-ethanol/positions": lambda: molecule_window("egno-flow-ethanol", "ethanol")}
 
 
 def record(only: str | None = None) -> dict[str, np.ndarray]:

@@ -173,7 +173,7 @@ def test_the_training_library_has_no_lightning_and_no_tasks():
 
 def test_egno_without_rdkit_and_prediction_without_lightning_at_run_time():
     code = ("import sys, geomol.models.egno; print('rdkit' in sys.modules); "
-            "import geomol; geomol.load_model; import geomol.inference.affinity, geomol.inference.rollout; "
+            "import geomol; geomol.load_model; import geomol.inference.affinity, geomol.inference.dynamics.rollout; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'pytorch_lightning'}), "
             "sorted(m for m in sys.modules if m.startswith('geomol.tasks')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,

@@ -11,9 +11,9 @@ import torch
 
 import geomol
 from geomol.cli import main
-from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset
+from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory, MDTrajectoryDataset
 from geomol.errors import ConfigError, EmptySelectionError, TrajectoryError
-from geomol.inference.rollout import next_velocity
+from geomol.inference.dynamics.rollout import next_velocity
 from geomol.testing import POSITION, VECTOR, assert_equivariant
 from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixture)
 from tests.rollout_fixtures import SELECTION, datafiles, train_tiny_egno
@@ -229,7 +229,7 @@ def test_frames_option_counts_the_frames_written(model_dir, tmp_path, extra, cou
     import MDAnalysis as mda
 
     from geomol.api import load_model
-    from geomol.inference.rollout import horizon_for_frames
+    from geomol.inference.dynamics.rollout import horizon_for_frames
 
     out = tmp_path / "n.xtc"
     assert main(["rollout", "--model", str(model_dir), "--topology", PSF, "--trajectory", DCD, "--select", SELECTION,

@@ -2,7 +2,7 @@
 side-by-side table with the official code and its seed-noise verdict, and the evaluation section, from recorded
 results (no training)."""
 from geomol.evaluation import dynamics_cards as cards
-from geomol.inference.rollout_evaluation import RolloutScore, RolloutTable
+from geomol.inference.dynamics.rollout_evaluation import RolloutScore, RolloutTable
 from geomol.provenance import user_command
 
 

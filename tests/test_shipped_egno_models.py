@@ -54,7 +54,7 @@ def _assert_matches_card(model, mse: dict[str, float]) -> None:
 
 
 def test_nbody_model_on_fresh_simulations():
-    from geomol.data.datasets.nbody import ChargedParticles, draw_initial_states, simulate
+    from geomol.data.datasets.trajectories.nbody import ChargedParticles, draw_initial_states, simulate
 
     model = _load("egno-nbody")
     system, start = ChargedParticles(), 30
@@ -68,7 +68,7 @@ def test_nbody_model_on_fresh_simulations():
 
 
 def test_mocap_model_on_the_test_trials():
-    from geomol.data.datasets.mocap import MocapDataset
+    from geomol.data.datasets.trajectories.mocap import MocapDataset
 
     model = _load("egno-mocap-run")
     data = MocapDataset("test", shared_path("mocap_run", "cmu_subject09_run.npz"),
@@ -85,7 +85,7 @@ def test_fkbp12_model_on_md_of_a_protein_it_never_saw(helix_md):
     """egno-fkbp12 on every window of the helix MD made at its frame interval (tests/rollout_fixtures.py): a
     protein it was not trained on, so the card's FKBP12 number is only a scale; the model still has to predict
     the backbone's motion better than linear extrapolation and not worse than standing still (10 % margin)."""
-    from geomol.data.datasets.md_trajectory import MDTrajectory
+    from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory
 
     model = _load("egno-fkbp12")
     with warnings.catch_warnings():
@@ -97,3 +97,30 @@ def test_fkbp12_model_on_md_of_a_protein_it_never_saw(helix_md):
     mse = _window_end_mse(model, states)
     assert mse["model"] < min(1.1 * mse["still"], mse["constant velocity"]), mse
     _assert_matches_card(model, mse)
+
+
+def _bond_lengths(positions: np.ndarray, bonds) -> np.ndarray:
+    """[F, B] lengths (Å) of ``bonds`` [B, 2] in frames [F, N, 3]."""
+    bonds = np.asarray(bonds)
+    return np.linalg.norm(positions[:, bonds[:, 0]] - positions[:, bonds[:, 1]], axis=-1)
+
+
+def test_generative_ethanol_model_keeps_a_molecule_over_a_long_seeded_rollout():
+    """egno-flow-ethanol, 30 windows (45 ps) from the generator's RDKit conformer at rest: every predicted bond stays
+    within 0.3 Å of its MD mean, the bonds move (it samples, not a frozen mean), the same seed repeats the rollout
+    exactly and another seed gives another one."""
+    import pytest
+
+    pytest.importorskip("rdkit")
+    from geomol.simulate.molecules import starting_structure
+
+    model = _load("egno-flow-ethanol")
+    assert model.generative
+    start = starting_structure("ethanol", seed=3)
+    x = start.positions[start.numbers > 1].astype(np.float64)
+    rollouts = [geomol.rollout_arrays(model, x, np.zeros_like(x), windows=30, seed=seed) for seed in (1, 1, 2)]
+    lengths = _bond_lengths(rollouts[0].positions[1:], model.protocol.bonds)
+    assert np.abs(lengths - np.asarray(model.protocol.bond_lengths)).max() < 0.3
+    assert lengths.std(axis=0).min() > 0.01  # thermal motion at 500 K (MD: ~0.03 Å)
+    np.testing.assert_array_equal(rollouts[0].positions, rollouts[1].positions)
+    assert np.abs(rollouts[0].positions[-1] - rollouts[2].positions[-1]).max() > 0.05

@@ -59,7 +59,7 @@ def test_inspect_titles_a_complex_whose_name_has_brackets(tmp_path, capsys, monk
 
 def test_rollout_report_names_files_as_they_are(tmp_path, capsys, monkeypatch):
     import geomol.api
-    import geomol.inference.rollout_chemistry as chemistry
+    import geomol.inference.dynamics.rollout_chemistry as chemistry
 
     out = tmp_path / "[run]" / "out.xtc"
     result = SimpleNamespace(frames=[0, 1], windows=1, out=out, topology_file=None, summary={"diverged": False},

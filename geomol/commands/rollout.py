@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from geomol.inference.rollout import OUTPUT_FRAMES, horizon_for_frames
+from geomol.inference.dynamics.rollout import OUTPUT_FRAMES, horizon_for_frames
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(result, console) -> None:
-    from geomol.inference.rollout_chemistry import chemistry_line
+    from geomol.inference.dynamics.rollout_chemistry import chemistry_line
 
     frames = result.frames
     console.print(f"{len(frames)} frames ({frames[0]} … {frames[-1]}, {result.windows} window(s)) written to "
@@ -141,7 +141,7 @@ def _report(result, console) -> None:
     if reference and reference.get("chemistry"):
         console.print("reference MD " + chemistry_line(reference["chemistry"]), markup=False)
     if result.summary.get("ensemble"):
-        from geomol.inference.ensemble_comparison import ensemble_line
+        from geomol.inference.dynamics.ensemble_comparison import ensemble_line
 
         ensemble = result.summary["ensemble"]
         console.print(ensemble_line(ensemble), markup=False,

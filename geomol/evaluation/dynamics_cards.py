@@ -86,7 +86,7 @@ def seed_noise_lines(records: list[dict]) -> list[str]:
 
 def evaluation_lines(table, horizon_text: str) -> list[str]:
     """The card's test section: the table of :func:`geomol.evaluate_rollouts` (a
-    :class:`~geomol.inference.rollout_evaluation.RolloutTable`: the model, the baselines and the reference MD on the
+    :class:`~geomol.inference.dynamics.rollout_evaluation.RolloutTable`: the model, the baselines and the reference MD on the
     same windows), the model's S2S against the best baseline and each one, a :func:`chemistry_verdict` per model
     row and how far the reference MD itself moves its bonds. ``horizon_text``: the predicted frames, in words."""
     rows = {row.name: row for row in table.rows}

@@ -2,7 +2,7 @@
 
 :func:`md17_test_table` builds the same table for a shipped card (``scripts/ship_md_models.py md17``) and for the
 all-molecule comparison with the baselines (``benchmarks/md17_baselines.py``): the models, no motion, linear
-extrapolation and the reference MD on the MD17 split's test starts (:class:`~geomol.data.datasets.md17.MD17Dataset`),
+extrapolation and the reference MD on the MD17 split's test starts (:class:`~geomol.data.datasets.trajectories.md17.MD17Dataset`),
 heavy atoms matched to the first model's molecule by the molecular graph (a file with its atoms in another order
 is read correctly; another molecule is refused), bonds and elements from that protocol. MSE in Å², bond errors in Å.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 __all__ = ["md17_file", "md17_test_table"]
 
@@ -22,7 +21,7 @@ def md17_file(data_dir: str | Path, molecule: str) -> Path:
 
 def md17_test_table(models: dict, molecule: str, data_dir: str | Path, *, restore_bonds: bool = False,
                     progress: bool = True):
-    """:class:`~geomol.inference.rollout_evaluation.RolloutTable` on the test windows of ``md17_<molecule>.npz``.
+    """:class:`~geomol.inference.dynamics.rollout_evaluation.RolloutTable` on the test windows of ``md17_<molecule>.npz``.
 
     Args:
         models: {row name: model} (loaded models or references
@@ -32,10 +31,10 @@ def md17_test_table(models: dict, molecule: str, data_dir: str | Path, *, restor
         restore_bonds: also rows with the bond-restoring projection. progress: a progress bar.
     """
     from geomol.data.chemistry.covalent_graph import CovalentGraph
-    from geomol.data.datasets.md17 import MD17Dataset
+    from geomol.data.datasets.trajectories.md17 import MD17Dataset
     from geomol.inference.loading import load_model
-    from geomol.inference.molecule_inputs import MoleculeInput
-    from geomol.inference.rollout_evaluation import evaluate_rollouts
+    from geomol.inference.dynamics.molecule_inputs import MoleculeInput
+    from geomol.inference.dynamics.rollout_evaluation import evaluate_rollouts
 
     path = md17_file(data_dir, molecule)
     test = MD17Dataset(path, "test")

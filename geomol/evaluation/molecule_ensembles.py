@@ -2,7 +2,7 @@
 
 :func:`judge_model` rolls a model out for ``windows`` windows from each of several start frames of a run it never
 trained on (all starts batched into one model call per window), pools the predicted frames and compares them with
-that run's own frames (:class:`~geomol.inference.ensemble_comparison.EnsembleComparison`: Jensen–Shannon divergences
+that run's own frames (:class:`~geomol.inference.dynamics.ensemble_comparison.EnsembleComparison`: Jensen–Shannon divergences
 of bond lengths, angles and torsions with the run's half-against-half floor and a frozen structure; bonds off their
 MD means over time). Clashes between non-bonded heavy atoms are counted per frame. Speed is simulated picoseconds
 per CPU second of the rollout, and :func:`engine_speed` measures the engine (GFN2-xTB through ``geomol simulate``'s
@@ -17,12 +17,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from geomol.data.trajectory_chemistry import count_clashes
+from geomol.data.chemistry.trajectory import count_clashes
 from geomol.errors import ConfigError
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.ensemble_comparison import EnsembleComparison
-from geomol.inference.molecule_inputs import MoleculeInput
-from geomol.inference.rollout import frames_before, iter_windows, state_frames
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.ensemble_comparison import EnsembleComparison
+from geomol.inference.dynamics.molecule_inputs import MoleculeInput
+from geomol.inference.dynamics.rollout import frames_before, iter_windows, state_frames
 
 __all__ = ["MoleculeRollouts", "rollout_starts", "judge_model", "engine_speed", "evenly_spaced_starts"]
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from geomol.errors import ModelLoadError
 from geomol.inference.affinity_model import AffinityModel
-from geomol.inference.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
 from geomol.inference.model_files import find_model_dir, read_lightning_checkpoint, read_manifest
 
 __all__ = ["MODEL_CLASSES", "ModelReference", "load_model", "export_model"]
@@ -77,7 +77,7 @@ def load_model(model: ModelReference = "default", *, device: str = "cpu") -> nn.
     Returns:
         for affinity models an :class:`~geomol.inference.affinity_model.AffinityModel`, which
         carries the preprocessing (pocket cutoff, hydrogens, fragments) it was trained with; for
-        trajectory models a :class:`~geomol.inference.dynamics_model.DynamicsModel` (EGNO or EGNN
+        trajectory models a :class:`~geomol.inference.dynamics.dynamics_model.DynamicsModel` (EGNO or EGNN
         with its data protocol: target offsets, graph and feature definitions, units).
 
     Raises:

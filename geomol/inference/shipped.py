@@ -2,7 +2,7 @@
 
 A :class:`ShippedModel` is one or more networks of one architecture (an ensemble), the recipe
 their training graphs were built with (:class:`~geomol.data.complexes.recipe.ComplexRecipe` for affinity,
-:class:`~geomol.data.trajectory_protocol.TrajectoryProtocol` for trajectories) and descriptive
+:class:`~geomol.data.dynamics.protocol.TrajectoryProtocol` for trajectories) and descriptive
 metadata. It is built from Lightning checkpoints (``from_checkpoints``) or a shipped-model
 directory (``from_manifest``) and written as one (``save``); a task's subclass only says which
 architectures it knows, how to read their arguments, and what its model card lists.

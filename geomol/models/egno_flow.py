@@ -16,6 +16,10 @@ window X¹ [N, P, 3]:
 * the network predicts the clean window X̂¹(X^τ, τ, x₀, v) (positions, as EGNO does), so that its velocity is
   û = (X̂¹ − X^τ) / (1 − τ); the loss is the velocity error per slice in units of σ_p,
   ‖(X̂¹ − X¹) / (σ_p · max(1 − τ, τ_floor))‖², averaged over atoms, slices and xyz;
+* optionally (``distance_weight`` λ > 0) the same weighted error on the edges' lengths, λ‖(d̂_ij − d_ij) / (σ_p ·
+  max(1 − τ, τ_floor))‖² over the graph's edges and slices: the squared error of positions weighs a bond that is
+  0.05 Å too long as little as a 0.05 Å shift of the whole molecule, while a bond's length is what a molecule must
+  keep;
 * sampling: Euler steps of the ODE dX/dτ = û from τ = 0 to 1 (``sampling_steps``); the last step lands on X̂¹.
   A ``torch.Generator`` makes a sample repeat.
 
@@ -23,7 +27,11 @@ The backbone is EGNO's: the state and the window share the time axis as P + 2 sl
 x₀ − s·v (s = ``velocity_span`` frames), the state x₀, then the P noisy frames — each with its slice embedding and
 a flow-time embedding (τ = 1 for the two clean slices); each layer applies EGNO's temporal Fourier convolutions
 along that axis and an EGNN layer on every slice, the velocity v as its vector input. Distances in the state enter
-every edge as a feature. So a noisy frame learns from the clean ones what the molecule is doing.
+every edge as a feature. So a noisy frame learns from the clean ones what the molecule is doing. EGNO's vector
+convolution adds to each slice a fixed linear mix of all slices' centred positions, which also rescales the slice's
+own geometry; the right mix depends on how noisy the slice is (pull a pure-noise frame towards the state, leave an
+almost clean one alone), so here its update is gated per node and slice by an invariant of h, which carries τ:
+x ← x + g(h)·Δx, g = Linear(h) (initialised to 1, EGNO's update).
 
 Shapes: N atoms (all graphs of a batch), M directed edges, P frames, H hidden channels, S = P + 2 slices.
 """
@@ -75,6 +83,10 @@ class EGNOFlow(nn.Module):
         velocity_span: s, frames between the two frames whose difference is the velocity (the previous slice is
             x₀ − s·v).
         sampling_steps: Euler steps of a sample. tau_floor: smallest 1 − τ in the loss weight.
+        distance_weight: λ of the edge-length term of the loss (0: positions only).
+        grid_power: γ of the sampling time grid (:meth:`time_grid`; 1: even steps).
+        tau_power: training draws τ = 1 − (1 − u)^κ, u ~ U(0, 1) (κ > 1 trains the nearly clean end of the flow, where
+            bond lengths are decided, more often; 1: uniform).
         node_attr_norm: see :func:`~geomol.models.dynamics.dynamics_inputs`.
     """
 
@@ -83,7 +95,8 @@ class EGNOFlow(nn.Module):
     def __init__(self, node_features: int = 2, edge_features: int = 2, hidden: int = 64, num_layers: int = 4,
                  num_timesteps: int = 8, num_modes: int = 3, time_embedding_dim: int = 32,
                  prior_scale: float | Sequence[float] | None = None, velocity_span: float = 1.0, sampling_steps: int = 10,
-                 tau_floor: float = 0.05, node_attr_norm: NodeAttrNorm = "dataset"):
+                 tau_floor: float = 0.05, distance_weight: float = 0.0, grid_power: float = 1.0,
+                 tau_power: float = 1.0, node_attr_norm: NodeAttrNorm = "dataset"):
         super().__init__()
         slices = num_timesteps + CLEAN_SLICES
         if num_timesteps < 1 or num_layers < 1 or hidden < 1 or sampling_steps < 1:
@@ -97,12 +110,17 @@ class EGNOFlow(nn.Module):
         self.node_features, self.edge_features, self.hidden = node_features, edge_features, hidden
         self.num_timesteps, self.num_modes, self.time_embedding_dim = num_timesteps, num_modes, time_embedding_dim
         self.velocity_span, self.sampling_steps, self.tau_floor = float(velocity_span), sampling_steps, tau_floor
+        self.distance_weight, self.grid_power, self.tau_power = float(distance_weight), float(grid_power), float(tau_power)
         self.node_attr_norm = node_attr_norm
         self.register_buffer("prior_scale", torch.tensor(scale, dtype=torch.float32))
         self.embedding = nn.Linear(node_features + 2 * time_embedding_dim, hidden)
         self.layers = nn.ModuleList(EGNNLayer(hidden, edge_features) for _ in range(num_layers))
         self.time_convs = nn.ModuleList(ScalarTimeConv(hidden, num_modes) for _ in range(num_layers))
         self.vector_convs = nn.ModuleList(VectorTimeConv(num_modes) for _ in range(num_layers))
+        self.vector_gates = nn.ModuleList(nn.Linear(hidden, 2) for _ in range(num_layers))  # positions, velocities
+        for gate in self.vector_gates:
+            nn.init.zeros_(gate.weight)
+            nn.init.ones_(gate.bias)
 
     # ------------------------------------------------------------------ the network
     def denoise(self, inputs, window: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
@@ -126,9 +144,12 @@ class EGNOFlow(nn.Module):
         velocity = v.unsqueeze(1).expand(-1, S, -1)
         center = inputs.center.unsqueeze(1)
         degree = in_degree(inputs.edge_index[0], x.size(0), x.dtype)
-        for time_conv, vector_conv, layer in zip(self.time_convs, self.vector_convs, self.layers):
+        for time_conv, vector_conv, gate, layer in zip(self.time_convs, self.vector_convs, self.vector_gates,
+                                                       self.layers):
             h = time_conv(h)
-            x, velocity = vector_conv(x, velocity, center)
+            mixed_x, mixed_v = vector_conv(x, velocity, center)
+            g = gate(h)  # [N, S, 2] invariant
+            x, velocity = x + g[..., :1] * (mixed_x - x), velocity + g[..., 1:] * (mixed_v - velocity)
             x, h = layer(x, h, velocity, inputs.edge_index, inputs.edge_attr, degree)
         return x[:, CLEAN_SLICES:]
 
@@ -147,12 +168,18 @@ class EGNOFlow(nn.Module):
         inputs = dynamics_inputs(graph, self.node_attr_norm)
         self._check(inputs)
         target = graph.X_target.to(inputs.x.dtype)
-        tau = torch.rand(inputs.num_graphs, generator=generator, dtype=target.dtype, device=target.device)
+        u = torch.rand(inputs.num_graphs, generator=generator, dtype=target.dtype, device=target.device)
+        tau = 1 - (1 - u) ** self.tau_power
         z = self.prior(inputs, generator)
         t = tau[inputs.batch].view(-1, 1, 1)
         predicted = self.denoise(inputs, (1 - t) * z + t * target, tau)
-        weight = 1.0 / (self._scale(target) * (1 - t).clamp(min=self.tau_floor))
-        return ((predicted - target) * weight).pow(2).mean()
+        weight = 1.0 / (self._scale(target) * (1 - t).clamp(min=self.tau_floor))  # [N, P, 1]
+        loss = ((predicted - target) * weight).pow(2).mean()
+        if self.distance_weight:
+            row, col = inputs.edge_index
+            length = lambda x: (x[row] - x[col]).norm(dim=-1, keepdim=True)  # noqa: E731  [M, P, 1]
+            loss = loss + self.distance_weight * ((length(predicted) - length(target)) * weight[row]).pow(2).mean()
+        return loss
 
     # ------------------------------------------------------------------ sampling
     def sample(self, graph, generator=None, steps: int | None = None, prior: torch.Tensor | None = None) -> torch.Tensor:
@@ -165,11 +192,17 @@ class EGNOFlow(nn.Module):
         self._check(inputs)
         steps = steps or self.sampling_steps
         window = self.prior(inputs, generator) if prior is None else prior.to(inputs.x)
-        for k in range(steps):
-            tau = torch.full((inputs.num_graphs,), k / steps, dtype=window.dtype, device=window.device)
+        grid = self.time_grid(steps)
+        for begin, end in zip(grid[:-1], grid[1:]):
+            tau = torch.full((inputs.num_graphs,), begin, dtype=window.dtype, device=window.device)
             clean = self.denoise(inputs, window, tau)
-            window = window + (clean - window) / (steps - k)  # Δτ · û with û = (X̂¹ − X^τ) / (1 − τ)
+            window = window + (clean - window) * ((end - begin) / (1 - begin))  # Δτ · û, û = (X̂¹ − X^τ) / (1 − τ)
         return window
+
+    def time_grid(self, steps: int) -> list[float]:
+        """Flow times 0 = τ_0 < … < τ_K = 1 of the Euler steps: τ_k = 1 − (1 − k/K)^γ (``grid_power`` γ ≥ 1 puts
+        more steps near τ = 1, where the window's fine structure, its bond lengths, is decided)."""
+        return [1.0 - (1.0 - k / steps) ** self.grid_power for k in range(steps + 1)]
 
     def forward(self, graph, generator=None) -> TrajectoryPrediction:
         """One sampled window as a :class:`~geomol.models.dynamics.TrajectoryPrediction` (x [N, P, 3]; v: the

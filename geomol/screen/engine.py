@@ -117,6 +117,20 @@ def _distributed_logs_restored() -> Iterator[logging.Logger]:
         logger.setLevel(level)
 
 
+def _silence_distributed() -> None:
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+
+def _quiet_workers(client) -> None:
+    """Each worker's Dask logger silenced before the cluster closes: on a loaded machine a worker's heartbeat can
+    find the scheduler already gone and log a traceback (the screen was stopped on purpose). Best effort: a worker
+    that cannot be reached is being stopped anyway."""
+    try:
+        client.run(_silence_distributed)
+    except Exception:  # noqa: BLE001 - nothing to report while stopping
+        pass
+
+
 def worker_threads(client) -> int:
     """Worker threads the cluster has now (at least 1)."""
     return max(1, sum(client.nthreads().values()))
@@ -155,6 +169,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None,
             yield client
         except KeyboardInterrupt:
             logs.setLevel(logging.CRITICAL)  # busy workers are stopped on purpose: no word about it
+            _quiet_workers(client)
             raise
         finally:  # the screen is over: a worker slow to exit (a loaded machine) is killed without a warning
             logs.setLevel(max(logs.level, logging.ERROR))

@@ -1,10 +1,10 @@
 """The eight MD17 molecules as SMILES, and a starting conformer of any SMILES from RDKit.
 
-Atom order matters: the MD17 reader (:mod:`geomol.data.datasets.md17`) and the official EGNO loader
+Atom order matters: the MD17 reader (:mod:`geomol.data.datasets.trajectories.md17`) and the official EGNO loader
 mark fixed heavy-atom index pairs of each molecule as "sticks" (rigid bonds of the kinematic
 decomposition). The SMILES below are written so that, with heavy atoms first in SMILES order
 (or in atom-map order where the SMILES carries atom maps) and hydrogens after them, every stick
-pair of :data:`geomol.data.datasets.md17.STICK_PAIRS` is a chemical bond. The file names
+pair of :data:`geomol.data.datasets.trajectories.md17.STICK_PAIRS` is a chemical bond. The file names
 follow the official loader (``md17_<name>.npz``; benzene is ``benzene_old`` there).
 """
 from __future__ import annotations

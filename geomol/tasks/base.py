@@ -33,7 +33,7 @@ class GeomolModule(pl.LightningModule):
 
     Graphs: ``self.recipe`` is how the data module builds its graphs (a
     :class:`~geomol.data.complexes.recipe.ComplexRecipe` or
-    :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol`, the class in ``recipe_type``), taken from the data module's ``graph_recipe`` at set-up and stored in
+    :class:`~geomol.data.dynamics.protocol.TrajectoryProtocol`, the class in ``recipe_type``), taken from the data module's ``graph_recipe`` at set-up and stored in
     every checkpoint as ``recipe.to_dict()`` under ``geomol_preprocessing``, so that prediction builds
     graphs as training did.
     """

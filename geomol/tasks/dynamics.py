@@ -6,7 +6,7 @@ generator seeded by the batch index, so validation losses of two epochs compare 
 evaluation metrics are those of one sampled window per state. Logged per
 evaluation epoch over all samples: ``s2s_mse`` (state-to-state: error at the last frame, the
 number the reference scripts report) and ``s2t_mse`` (state-to-trajectory: mean over the P frames).
-The data module's :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol` (target offsets, graph
+The data module's :class:`~geomol.data.dynamics.protocol.TrajectoryProtocol` (target offsets, graph
 and feature definitions) is stored in every checkpoint, so that a rollout later builds its inputs
 exactly as in training.
 """
@@ -18,7 +18,7 @@ import torch
 
 from lightning.pytorch.utilities import rank_zero_warn
 
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ConfigError
 from geomol.models.dynamics import s2s_mse, s2t_mse, trajectory_loss
 from geomol.models.egnn import EGNNDynamics
@@ -46,6 +46,10 @@ class DynamicsModule(GeomolModule):
         prior_scale: EGNOFlow only: σ_p (Å) of its prior, one value or P; None takes the training data's
             displacement spread from the data module (``prior_scale()``) when training starts.
         sampling_steps: EGNOFlow only: Euler steps of a sample.
+        velocity_span: EGNOFlow only: frames between the state and its previous frame, in the velocity's unit of time
+            (the model's previous slice is x − velocity_span·v): 1 for the molecule data (v per window spacing), the
+            spacing s for MD data whose velocity is a per-frame difference over s frames.
+        tau_power: EGNOFlow only: how training draws flow times (:class:`~geomol.models.egno_flow.EGNOFlow`).
     """
 
     recipe_type = TrajectoryProtocol
@@ -56,7 +60,7 @@ class DynamicsModule(GeomolModule):
                  node_attr_norm: Literal["dataset", "batch_max"] = "dataset",
                  lr: float = 1e-4, weight_decay: float = 1e-8, final_lr: float | None = None, compile: bool = False,
                  teacher_forcing: bool = False, prior_scale: float | list[float] | None = None,
-                 sampling_steps: int = 10):
+                 sampling_steps: int = 10, velocity_span: float = 1.0, tau_power: float = 1.0):
         super().__init__()
         self.save_hyperparameters()
         if teacher_forcing and model != "egnn":
@@ -71,7 +75,8 @@ class DynamicsModule(GeomolModule):
         elif model == "egno_flow":
             self.model = EGNOFlow(num_modes=num_modes, time_embedding_dim=time_embedding_dim,
                                   prior_scale=1.0 if prior_scale is None else prior_scale,
-                                  sampling_steps=sampling_steps, **common)
+                                  sampling_steps=sampling_steps, velocity_span=velocity_span, tau_power=tau_power,
+                                  **common)
         else:
             raise ValueError(f"unknown model {model!r} (egno | egnn | egno_flow)")
         if compile:

@@ -12,11 +12,18 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from geomol.data.batching.sampler import FixedBatchSampler
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ConfigError
 from geomol.tasks.data_base import STAGES, GraphDataModule
 
 __all__ = ["TrajectoryDataModule", "NBodyDataModule", "MocapDataModule", "MD17DataModule", "MDTrajectoryDataModule"]
+
+
+def velocity_text(span: int, direction: str) -> str:
+    """The velocity definition in words, for a protocol (Å per frame)."""
+    if direction == "forward":
+        return "x[t+1] − x[t] (Å per frame)" if span == 1 else f"(x[t+{span}] − x[t]) / {span} (Å per frame)"
+    return f"(x[t] − x[t−{span}]) / {span} (Å per frame)"
 
 
 class TrajectoryDataModule(GraphDataModule):
@@ -81,12 +88,12 @@ class NBodyDataModule(TrajectoryDataModule):
 
     def prepare_data(self) -> None:
         if self.cache_dir is not None and self.official_dir is None:
-            from geomol.data.datasets.nbody import load_or_generate
+            from geomol.data.datasets.trajectories.nbody import load_or_generate
 
             load_or_generate(self.cache_dir, **self.generation)
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.nbody import NBodyDataset, load_official_files, load_or_generate
+        from geomol.data.datasets.trajectories.nbody import NBodyDataset, load_official_files, load_or_generate
 
         if self._data is None:
             self._data = (load_official_files(self.official_dir) if self.official_dir is not None
@@ -96,7 +103,7 @@ class NBodyDataModule(TrajectoryDataModule):
 
     @property
     def protocol(self) -> TrajectoryProtocol:
-        from geomol.data.datasets.nbody import ChargedParticles
+        from geomol.data.datasets.trajectories.nbody import ChargedParticles
 
         dataset, system = self._train_split(), ChargedParticles()
         frame = system.sample_every * system.dt  # simulation time between saved frames
@@ -122,7 +129,7 @@ class MocapDataModule(TrajectoryDataModule):
         self.path, self.delta, self.last, self.height_feature = path, delta, last, height_feature
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.mocap import MocapDataset
+        from geomol.data.datasets.trajectories.mocap import MocapDataset
 
         return MocapDataset(stage, self.path, num_timesteps=self.num_timesteps, delta=self.delta, last=self.last,
                             height_feature=self.height_feature)
@@ -148,7 +155,7 @@ class MD17DataModule(TrajectoryDataModule):
         split_file: the reference ``<mol>_split.pkl``-style split (optional; else generated).
         max_train: training samples (reference 500).
         margin: frames excluded at both ends when generating a split (reference 10000).
-        velocity_span, velocity_direction: the input velocity (see :class:`~geomol.data.datasets.md17.MD17Dataset`):
+        velocity_span, velocity_direction: the input velocity (see :class:`~geomol.data.datasets.trajectories.md17.MD17Dataset`):
             the reference's forward one-frame difference, or ``backward`` over ``velocity_span`` frames (with the
             spacing of the last two targets, Δ/P, every rollout window then starts in distribution).
     """
@@ -161,7 +168,7 @@ class MD17DataModule(TrajectoryDataModule):
         self.margin, self.velocity = margin, dict(velocity_span=velocity_span, velocity_direction=velocity_direction)
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.md17 import MD17Dataset
+        from geomol.data.datasets.trajectories.md17 import MD17Dataset
 
         return MD17Dataset(self.path, stage, delta=self.delta, num_timesteps=self.num_timesteps,
                            split_file=self.split_file, margin=self.margin,
@@ -175,16 +182,14 @@ class MD17DataModule(TrajectoryDataModule):
         sticks, span = dataset.sticks, dataset.velocity_span
         x = dataset.positions[dataset.starts]
         lengths = np.linalg.norm(x[:, [b[0] for b in bonds]] - x[:, [b[1] for b in bonds]], axis=-1).mean(0)
-        if dataset.velocity_direction == "forward":
-            velocity = "x[t+1] − x[t] (Å per frame)" if span == 1 else f"(x[t+{span}] − x[t]) / {span} (Å per frame)"
-        else:
-            velocity = f"(x[t] − x[t−{span}]) / {span} (Å per frame)"
+        velocity = velocity_text(span, dataset.velocity_direction)
         return TrajectoryProtocol(
             "md17", tuple(int(o) for o in dataset.offsets), num_nodes=len(dataset.z), bonds=tuple(bonds),
             atomic_numbers=tuple(int(z) for z in dataset.z), sticks=sticks, frame_time=1.0,
             frame_interval=dataset.frame_interval_ps, time_unit="ps", length_unit="Å", velocity=velocity,
             velocity_span=span, velocity_direction=dataset.velocity_direction,
-            bond_lengths=tuple(float(d) for d in lengths), molecule=dataset.molecule, node_features=("|v|", "z / max z"),
+            bond_lengths=tuple(float(d) for d in lengths), molecule=dataset.molecule,
+            hydrogens=tuple(int(h) for h in dataset.hydrogens), node_features=("|v|", "z / max z"),
             edge_features=("z_i", "z_j", "hop (1 bond, 2 two-hop)", "stick", "d²"))
 
 
@@ -205,8 +210,10 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
     def __init__(self, topology: str, trajectory: str | None = None, selection: str = "backbone",
                  cutoff: float = 8.0, delta: int = 15, ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
                  leak_free: bool = True, num_timesteps: int = 4, batch_size: int = 8,
-                 test_trajectory: str | None = None, start_stride: int = 1, **kwargs):
+                 test_trajectory: str | None = None, start_stride: int = 1, velocity_span: int = 1,
+                 velocity_direction: Literal["forward", "backward"] = "forward", **kwargs):
         super().__init__(num_timesteps=num_timesteps, batch_size=batch_size, **kwargs)
+        self.velocity = dict(velocity_span=velocity_span, velocity_direction=velocity_direction)
         self.topology, self.trajectory, self.selection = topology, trajectory, selection
         self.cutoff, self.delta, self.ratios, self.leak_free = cutoff, delta, tuple(ratios), leak_free
         self.test_trajectory, self.start_stride = test_trajectory, start_stride
@@ -216,17 +223,22 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
         self._traj = None
 
     def make_split(self, stage: str) -> Dataset:
-        from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset
+        from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory, MDTrajectoryDataset
 
         if stage == "test" and self.test_trajectory is not None:
             independent = MDTrajectory(self.topology, self.test_trajectory, selection=self.selection)
             return MDTrajectoryDataset(independent, split="test", delta=self.delta, num_timesteps=self.num_timesteps,
-                                       cutoff=self.cutoff, ratios=(0.0, 0.0, 1.0), start_stride=self.start_stride)
+                                       cutoff=self.cutoff, ratios=(0.0, 0.0, 1.0), start_stride=self.start_stride,
+                                       **self.velocity)
         if self._traj is None:
             self._traj = MDTrajectory(self.topology, self.trajectory, selection=self.selection)
         return MDTrajectoryDataset(self._traj, split=stage, delta=self.delta, num_timesteps=self.num_timesteps,
                                    cutoff=self.cutoff, ratios=self.ratios, leak_free=self.leak_free,
-                                   start_stride=self.start_stride)
+                                   start_stride=self.start_stride, **self.velocity)
+
+    def prior_scale(self) -> list[float]:
+        """[P] σ_p of a generative model's prior: the training windows' displacement spread (Å)."""
+        return [float(s) for s in self._train_split().displacement_scale()]
 
     @property
     def protocol(self) -> TrajectoryProtocol:
@@ -237,6 +249,6 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
             "md", tuple(dataset.offsets.tolist()), selection=self.selection, particles=dataset.particles,
             cutoff=float(self.cutoff), charge_scale=dataset.charge_scale, frame_time=1.0,
             frame_interval=float(times[1] - times[0]) if len(times) > 1 else None, time_unit="ps", length_unit="Å",
-            velocity="x[t+1] − x[t] (Å per frame)",
+            velocity=velocity_text(dataset.velocity_span, dataset.velocity_direction), **self.velocity,
             node_features=("|v|",) + (("partial charge / charge_scale",) if charged else ()),
             edge_features=("d (Å)", "d² (Å²)"))

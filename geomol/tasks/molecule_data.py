@@ -1,6 +1,6 @@
 """Small-molecule trajectories for models that read the molecule they are given (one molecule, or many).
 
-:class:`MoleculeDataModule` cuts windows (:class:`~geomol.data.datasets.molecule_windows.MoleculeWindows`) out of
+:class:`MoleculeDataModule` cuts windows (:class:`~geomol.data.datasets.trajectories.molecule_windows.MoleculeWindows`) out of
 the npz files ``geomol simulate molecule`` writes (or any MD17-layout npz): each run is split in time into training
 and validation frames; the test split is every ``test_stride``-th window of independent runs (other seeds, or
 molecules never trained on). Its protocol is the ``molecule`` kind's: the graph from elements and bonds, the velocity
@@ -15,10 +15,10 @@ from typing import Sequence
 import numpy as np
 from torch.utils.data import Dataset
 
-from geomol.data.datasets.molecule_windows import MoleculeTrajectory, MoleculeWindows
-from geomol.data.datasets.trajectory import even_offsets
+from geomol.data.datasets.trajectories.molecule_windows import MoleculeTrajectory, MoleculeWindows
+from geomol.data.datasets.trajectories.trajectory import even_offsets
 from geomol.data.chemistry.molecule_graph import EDGE_FEATURES, NODE_FEATURES
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ConfigError
 from geomol.tasks.dynamics_data import TrajectoryDataModule
 
@@ -30,7 +30,7 @@ class MoleculeDataModule(TrajectoryDataModule):
 
     Args:
         paths: training runs (``md17_<name>.npz``), one molecule or many.
-        test_paths: independent runs for the test split (default: none; the test split is then empty).
+        test_paths: independent runs for the test split (default, or None: none; the test split is then empty).
         delta: Δ, frames from the input frame to the window's last frame. num_timesteps: P (targets every Δ/P).
         train_range, valid_range: fractions of each training run whose frames train and validate.
         skip_frames: frames left out at the start of every run (heat-up from the starting conformer).
@@ -38,7 +38,7 @@ class MoleculeDataModule(TrajectoryDataModule):
             for validation and test (neighbouring windows of a 0.5 fs run are nearly the same).
     """
 
-    def __init__(self, paths: Sequence[str], test_paths: Sequence[str] = (), delta: int = 3000, num_timesteps: int = 8,
+    def __init__(self, paths: Sequence[str], test_paths: Sequence[str] | None = (), delta: int = 3000, num_timesteps: int = 8,
                  train_range: tuple[float, float] = (0.0, 0.85), valid_range: tuple[float, float] = (0.85, 1.0),
                  skip_frames: int = 2000, start_stride: int = 1, valid_stride: int = 50, test_stride: int = 50,
                  batch_size: int = 32, **kwargs):
@@ -50,7 +50,7 @@ class MoleculeDataModule(TrajectoryDataModule):
                               "frames: the velocity span is their spacing)")
         if train_range[1] > valid_range[0] and valid_range[1] > train_range[0]:
             raise ConfigError(f"train_range {train_range} and valid_range {valid_range} overlap")
-        self.paths, self.test_paths, self.delta = list(paths), list(test_paths), delta
+        self.paths, self.test_paths, self.delta = list(paths), list(test_paths or ()), delta
         self.ranges = {"train": tuple(train_range), "valid": tuple(valid_range)}
         self.strides = {"train": start_stride, "valid": valid_stride, "test": test_stride}
         self.skip_frames = skip_frames
@@ -91,6 +91,7 @@ class MoleculeDataModule(TrajectoryDataModule):
             lengths = np.linalg.norm(run.positions[:, run.bonds[:, 0]] - run.positions[:, run.bonds[:, 1]], axis=-1)
             one.update(atomic_numbers=tuple(int(z) for z in run.atomic_numbers),
                        bonds=tuple((int(i), int(j)) for i, j in run.bonds),
+                       hydrogens=tuple(int(h) for h in run.hydrogens),
                        bond_lengths=tuple(float(d) for d in lengths[self.skip_frames:].mean(0)))
         span = self.velocity_span
         return TrajectoryProtocol(

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from geomol.data.datasets.md17 import MD17Dataset, md17_split
+from geomol.data.datasets.trajectories.md17 import MD17Dataset, md17_split
 from geomol.errors import DatasetError
 from tests.builders import write_md17
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch_geometric.loader import DataLoader
 
-from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset, md_split_ranges, md_target_offsets
+from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory, MDTrajectoryDataset, md_split_ranges, md_target_offsets
 from geomol.errors import ConfigError, EmptySelectionError, TrajectoryError
 
 datafiles = pytest.importorskip("MDAnalysisTests.datafiles")
@@ -104,6 +104,26 @@ def test_residues_as_particles(adk):
     net = np.add.reduceat(adk.charges, np.flatnonzero(np.diff(adk.residue_block, prepend=-1)))
     assert net.max() < 0  # backbone-only residue charges are all negative: scaled by the largest magnitude
     assert torch.allclose(g.node_attr[:, 0].double(), torch.from_numpy(net / np.abs(net).max()), atol=1e-6)
+
+
+def test_a_backward_velocity_over_the_target_spacing(adk):
+    """With velocity_direction="backward" and span s, an item's V is (x[t] − x[t−s]) / s and no window starts before
+    frame s; the reference default stays the forward one-frame difference."""
+    span = 4
+    data = MDTrajectoryDataset(adk, split="train", delta=15, num_timesteps=4, velocity_span=span,
+                               velocity_direction="backward")
+    assert data.begin >= span
+    for i in (0, len(data) // 2):
+        start, _ = data.frames(i)
+        expected = (data.positions[start] - data.positions[start - span]) / span
+        np.testing.assert_allclose(data[i].V.numpy(), expected, rtol=1e-6)
+    forward = MDTrajectoryDataset(adk, split="train", delta=15, num_timesteps=4)
+    start, _ = forward.frames(0)
+    np.testing.assert_allclose(forward[0].V.numpy(), forward.positions[start + 1] - forward.positions[start])
+    with pytest.raises(ConfigError, match="backward difference"):
+        MDTrajectoryDataset(adk, split="train", velocity_span=3, velocity_direction="forward")
+    scale = data.displacement_scale(samples=20)
+    assert scale.shape == (4,) and (np.diff(scale) > 0).all()  # further targets move further
 
 
 @pytest.mark.parametrize("content", [None, b"not a trajectory at all"], ids=["missing", "unreadable"])

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch_geometric.loader import DataLoader
 
-from geomol.data.datasets.mocap import MocapDataset
+from geomol.data.datasets.trajectories.mocap import MocapDataset
 from geomol.errors import DatasetError
 from tests.conftest import shared_path
 

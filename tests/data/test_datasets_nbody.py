@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch_geometric.loader import DataLoader
 
-from geomol.data.datasets.nbody import (
+from geomol.data.datasets.trajectories.nbody import (
     ChargedParticles,
     NBodyDataset,
     draw_initial_states,

@@ -4,9 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geomol.data.datasets.molecule_windows import heavy_atom_bonds
 from geomol.data.chemistry.molecule_frames import read_molecule_frames
-from geomol.data.chemistry.molecule_graph import molecule_graph
+from geomol.data.chemistry.molecule_graph import NODE_FEATURES, heavy_atom_graph, molecule_graph
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate, heavy_formula
 from geomol.errors import MoleculeMismatchError
 from geomol.simulate.molecules import starting_structure
@@ -15,11 +14,11 @@ from geomol.simulate.molecules import starting_structure
 def _template(name: str) -> tuple[MoleculeTemplate, np.ndarray]:
     """The heavy-atom template of an MD17 molecule's starting structure and its heavy positions [n, 3]."""
     s = starting_structure(name, seed=1)
-    heavy, bonds = heavy_atom_bonds(s.numbers, s.bonds)
+    heavy, bonds, hydrogens = heavy_atom_graph(s.numbers, s.bonds)
     x = s.positions[heavy]
     lengths = np.linalg.norm(x[bonds[:, 0]] - x[bonds[:, 1]], axis=-1)
     return MoleculeTemplate(tuple(s.numbers[heavy].tolist()), tuple(map(tuple, bonds.tolist())),
-                            tuple(lengths.tolist()), name), s
+                            tuple(lengths.tolist()), name, tuple(hydrogens.tolist())), s
 
 
 def _write_xyz(path, numbers, positions) -> None:
@@ -53,7 +52,7 @@ def test_symmetric_atoms_are_told_apart_by_bond_lengths():
     model's C=O (shorter) and not to its C–O."""
     template, s = _template("aspirin")
     heavy = np.flatnonzero(s.numbers > 1)
-    _, bonds = heavy_atom_bonds(s.numbers, s.bonds)
+    _, bonds, _ = heavy_atom_graph(s.numbers, s.bonds)
     order = np.arange(len(heavy))
     o_double, o_single = 3, 8  # model order of the MD17 aspirin: atom 3 is the carboxyl C=O, 8 the O–H oxygen
     blind = []
@@ -81,13 +80,34 @@ def test_another_molecule_is_refused_with_what_differs(tmp_path):
 
 def test_molecule_graph_permutes_with_the_atoms():
     s = starting_structure("aspirin", seed=1)
-    z, bonds = s.numbers[s.numbers > 1], heavy_atom_bonds(s.numbers, s.bonds)[1]
-    edges, edge_attr, node_attr = molecule_graph(z, bonds)
+    _, bonds, hydrogens = heavy_atom_graph(s.numbers, s.bonds)
+    z = s.numbers[s.numbers > 1]
+    edges, edge_attr, node_attr = molecule_graph(z, bonds, hydrogens)
     perm = np.random.default_rng(1).permutation(len(z))
     inverse = np.argsort(perm)
-    edges2, edge_attr2, node_attr2 = molecule_graph(z[perm], inverse[bonds])
+    edges2, edge_attr2, node_attr2 = molecule_graph(z[perm], inverse[bonds], hydrogens[perm])
     np.testing.assert_array_equal(node_attr2, node_attr[perm])
     features = {(int(i), int(j)): tuple(a) for (i, j), a in zip(edges.T, edge_attr)}
     for (i, j), a in zip(edges2.T, edge_attr2):
         assert features[(int(perm[i]), int(perm[j]))] == tuple(a)
     assert node_attr[:, -1].sum() == 6  # the benzene ring's atoms
+    oxygens = np.flatnonzero(z == 8)
+    carrying = node_attr[oxygens][:, NODE_FEATURES.index("hydrogens 1")]
+    assert carrying.tolist().count(1.0) == 1  # the carboxylic OH is told from the three other oxygens
+
+
+def test_hydrogens_in_the_file_must_sit_where_the_template_has_them():
+    """A tautomer of salicylic acid (the phenol's hydrogen moved to the carbonyl oxygen) has the same heavy-atom
+    graph but is not the molecule."""
+    template, s = _template("salicylic")
+    hydrogens = list(template.hydrogens)
+    neighbours = {k: [j for b in template.bonds for j in b if k in b and j != k] for k in range(len(hydrogens))}
+    oxygens = [k for k, z in enumerate(template.atomic_numbers) if z == 8]
+    carboxyl = next(c for c in range(len(hydrogens)) if sum(j in oxygens for j in neighbours[c]) == 2)
+    carbonyl = next(k for k in neighbours[carboxyl] if k in oxygens and hydrogens[k] == 0)
+    phenol = next(k for k in oxygens if carboxyl not in neighbours[k])
+    hydrogens[carbonyl], hydrogens[phenol] = 1, 0
+    tautomer = MoleculeTemplate(template.atomic_numbers, template.bonds, (), "tautomer", tuple(hydrogens))
+    assert template.match(s.numbers, s.bonds) is not None
+    with pytest.raises(MoleculeMismatchError, match="hydrogens on other atoms"):
+        tautomer.match(s.numbers, s.bonds)

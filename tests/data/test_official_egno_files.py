@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from geomol.data.datasets.md17 import MD17Dataset
-from geomol.data.datasets.mocap import MocapDataset
-from geomol.data.datasets.nbody import (
+from geomol.data.datasets.trajectories.md17 import MD17Dataset
+from geomol.data.datasets.trajectories.mocap import MocapDataset
+from geomol.data.datasets.trajectories.nbody import (
     OFFICIAL_SUFFIX,
     NBodyDataset,
     generate_splits,

@@ -8,7 +8,7 @@ from geomol.data import complex_from_structure, read_ligands, read_structure
 from geomol.data.complexes.fragment import FragmentVocab
 from geomol.data.complexes.pocket import DEFAULT_CUTOFF
 from geomol.data.complexes.recipe import RECIPE_VERSION, ComplexRecipe
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.data.vocab import VOCAB
 from geomol.errors import ConfigError, ModelLoadError
 from tests.conftest import REPO
@@ -79,8 +79,13 @@ def test_build_is_the_complex_builder_with_the_recipe_options(ligands):
 def test_trajectory_protocol_versions():
     protocol = TrajectoryProtocol("nbody", (2, 4), num_nodes=5)
     record = protocol.to_dict()
-    assert record["version"] == 1
+    assert record["version"] == 2
     assert TrajectoryProtocol.from_dict({k: v for k, v in record.items() if k != "version"}) == protocol
+    # a version-1 record (before velocity spans, bond lengths and hydrogens) reads with the reference velocity
+    old = TrajectoryProtocol.from_dict({k: v for k, v in record.items()
+                                        if k not in ("velocity_span", "velocity_direction", "bond_lengths",
+                                                     "hydrogens", "molecule")} | {"version": 1})
+    assert (old.velocity_span, old.velocity_direction) == (1, "forward") and old == protocol
     with pytest.raises(ModelLoadError, match="version 7"):
         TrajectoryProtocol.from_dict({**record, "version": 7})
     x, v, q = torch.randn(5, 3), torch.randn(5, 3), torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0])

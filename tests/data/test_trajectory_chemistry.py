@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph, perceive_bonds, selection_bonds
-from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_angles, bond_errors, bond_errors_by_kind,
+from geomol.data.chemistry.trajectory import (ChemistryFrames, bond_angles, bond_errors, bond_errors_by_kind,
                                               bond_kinds, bond_lengths, count_clashes, trajectory_chemistry)
 from geomol.errors import ConfigError
 from geomol.testing import random_e3

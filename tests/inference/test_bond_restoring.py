@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.trajectory_chemistry import bond_lengths
+from geomol.data.chemistry.trajectory import bond_lengths
 from geomol.errors import ConfigError
-from geomol.inference.bond_restoring import BondRestoring, bond_groups
+from geomol.inference.dynamics.bond_restoring import BondRestoring, bond_groups
 from geomol.testing import POSITION, assert_equivariant
 
 

@@ -1,4 +1,4 @@
-"""geomol.inference.rollout_error (``scripts/rollout_nbody.py``, ``scripts/rollout_mocap.py``): the error per offset
+"""geomol.inference.dynamics.rollout_error (``scripts/rollout_nbody.py``, ``scripts/rollout_mocap.py``): the error per offset
 of many rollouts against their truth, counted over the rollouts that reach each offset, and its report."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import geomol
-from geomol.data.datasets.nbody import draw_initial_states
-from geomol.inference.rollout import rollout_arrays
-from geomol.inference.rollout_error import report, score_rollouts
+from geomol.data.datasets.trajectories.nbody import draw_initial_states
+from geomol.inference.dynamics.rollout import rollout_arrays
+from geomol.inference.dynamics.rollout_error import report, score_rollouts
 
 
 @pytest.fixture(scope="module")

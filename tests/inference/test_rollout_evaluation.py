@@ -17,12 +17,12 @@ import torch
 import geomol
 from geomol.cli import main
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.datasets.md_trajectory import MDTrajectory, MDTrajectoryDataset
+from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory, MDTrajectoryDataset
 from geomol.data.io.trajectory import open_selection
-from geomol.data.trajectory_chemistry import trajectory_chemistry
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.chemistry.trajectory import trajectory_chemistry
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.errors import ConfigError, TrajectoryError
-from geomol.inference.rollout_evaluation import evaluation_offsets, window_starts
+from geomol.inference.dynamics.rollout_evaluation import evaluation_offsets, window_starts
 from geomol.models.dynamics import s2s_mse, s2t_mse
 from tests.affinity_fixtures import one_torch_thread  # noqa: F401 (autouse fixture)
 from tests.rollout_fixtures import MD_MODEL, helix_md  # noqa: F401 (session fixture)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from geomol.errors import ModelLoadError
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.rollout import next_velocity, num_windows
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.rollout import next_velocity, num_windows
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.models.egno import EGNO
 from geomol.tasks import MocapDataModule, NBodyDataModule
 from tests.conftest import shared_path

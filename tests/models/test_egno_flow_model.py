@@ -6,7 +6,7 @@ import torch
 from e3nn import o3
 from torch_geometric.data import Batch
 
-from geomol.data.datasets.trajectory import trajectory_graph
+from geomol.data.datasets.trajectories.trajectory import trajectory_graph
 from geomol.models.egno_flow import EGNOFlow, centred_noise
 from geomol.testing import INVARIANT, POSITION, VECTOR
 from geomol.testing.model_contract import ModelContract

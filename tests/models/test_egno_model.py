@@ -4,8 +4,8 @@ import torch
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
-from geomol.data.datasets.nbody import NBodyDataset, generate_splits
-from geomol.data.datasets.trajectory import trajectory_graph
+from geomol.data.datasets.trajectories.nbody import NBodyDataset, generate_splits
+from geomol.data.datasets.trajectories.trajectory import trajectory_graph
 from geomol.errors import ConfigError
 from geomol.models.dynamics import per_graph_mse, s2s_mse, s2t_mse, trajectory_loss
 from geomol.models.egno import EGNO
@@ -182,7 +182,7 @@ def test_reference_datasets_feed_the_models():
     """Feature widths of the reference Mocap config (F 2: |v|, body-part flag; E 2: edge type, d²), and the
     per-graph score of a batch equals the same score computed sample by sample."""
     from tests.conftest import shared_path
-    from geomol.data.datasets.mocap import MocapDataset
+    from geomol.data.datasets.trajectories.mocap import MocapDataset
     from geomol.models.dynamics import dynamics_inputs
 
     mocap = MocapDataset("train", shared_path("mocap_run", "cmu_subject09_run.npz"))

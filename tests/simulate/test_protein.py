@@ -13,7 +13,7 @@ pytest.importorskip("openmm")
 pytest.importorskip("pdbfixer")
 
 from geomol.simulate import ProteinSettings, simulate_protein  # noqa: E402
-from geomol.data.datasets.md_trajectory import MDTrajectory  # noqa: E402
+from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory  # noqa: E402
 
 # 40 fs frames of 4 fs steps, 0.1 ps of equilibration: a few hundred steps in all
 FAST = ProteinSettings(frame_interval_ps=0.04, equilibration_ps=0.1)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from geomol.data.datasets.md17 import STICK_PAIRS
+from geomol.data.datasets.trajectories.md17 import STICK_PAIRS
 from geomol.errors import ConfigError
 from geomol.simulate.langevin import LangevinIntegrator, LangevinState, kinetic_temperature
 from geomol.simulate.molecules import MD17_MOLECULES, starting_structure
@@ -77,7 +77,7 @@ def test_writes_md17_layout_that_reads_back(tmp_path):
     np.testing.assert_allclose(dE, work, atol=0.02 * np.abs(dE).max() + 1e-3)
     assert summary["frames"] == 6 and summary["steps"] == 5 and (tmp_path / "md17_ethanol.json").exists()
 
-    from geomol.data.datasets.md17 import MD17Dataset
+    from geomol.data.datasets.trajectories.md17 import MD17Dataset
 
     dataset = MD17Dataset(tmp_path / "md17_ethanol.npz", split_file=_tiny_split(tmp_path), delta=2, num_timesteps=2)
     graph = dataset[0]

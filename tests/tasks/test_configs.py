@@ -79,10 +79,17 @@ def _overrides(name: str, tmp: Path) -> list[str]:
         path = builders.write_md17(tmp / "md17_ethanol.npz", frames=600)
         return ["--data.init_args.path", str(path), "--data.init_args.delta", "40", "--data.init_args.margin", "50",
                 "--data.init_args.batch_size", "10"]
-    if name == "egno_md.yaml":
+    if name in ("egno_md.yaml", "egno_flow_md.yaml"):
         from MDAnalysisTests.datafiles import DCD, PSF
         return ["--data.init_args.topology", PSF, "--data.init_args.trajectory", DCD,
-                "--data.init_args.selection", "name CA", "--data.init_args.batch_size", "2"]
+                "--data.init_args.selection", "name CA", "--data.init_args.batch_size", "2"] + (
+            ["--data.init_args.test_trajectory", "null", "--trainer.val_check_interval", "2"]
+            if name == "egno_flow_md.yaml" else [])
+    if name == "egno_flow_molecule.yaml":  # Δ = 40 frames, P = 8: windows every 5 frames, velocity over 5
+        path = builders.write_md17(tmp / "md17_ethanol.npz", frames=600)
+        return ["--data.init_args.paths", f"[{path}]", "--data.init_args.test_paths", "null",
+                "--data.init_args.delta", "40", "--data.init_args.skip_frames", "50", "--data.init_args.valid_stride",
+                "5", "--data.init_args.batch_size", "10", "--trainer.val_check_interval", "2"]
     raise AssertionError(f"no test data for {name}")
 
 

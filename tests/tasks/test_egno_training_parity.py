@@ -21,7 +21,7 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
 
-from geomol.data.datasets.nbody import OFFICIAL_SUFFIX, generate_splits, save_official_files
+from geomol.data.datasets.trajectories.nbody import OFFICIAL_SUFFIX, generate_splits, save_official_files
 from geomol.models.egno import EGNO, load_official_state_dict
 from geomol.tasks import DynamicsModule, NBodyDataModule
 from tests.models.egno_reference import official_initial_state, official_layout, spec_egno

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.tasks import MD17DataModule
 from tests import builders
 

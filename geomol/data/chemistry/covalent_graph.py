@@ -1,6 +1,6 @@
 """The covalent bonds of an atom selection, and the angles and excluded pairs that follow from them.
 
-What the chemistry metrics of a trajectory (:mod:`geomol.data.trajectory_chemistry`) and the
+What the chemistry metrics of a trajectory (:mod:`geomol.data.chemistry.trajectory`) and the
 bond-restoring projection of a rollout measure against. Bonds come from one of two places, and
 :attr:`CovalentGraph.source` says which:
 

@@ -3,27 +3,31 @@
 For the heavy atoms of a small molecule (atomic numbers [n] and heavy-atom bonds [B, 2]):
 
 * nodes: one-hot element over :data:`ELEMENT_VOCABULARY` plus an "other" column, one-hot number of heavy-atom
-  neighbours (0 … 4+), and whether the atom is in a ring (a bond that is not a bridge of the graph);
+  neighbours (0 … 4+), one-hot number of hydrogens bonded to the atom (0 … 3+: what tells a carbonyl oxygen from a
+  hydroxyl one, or a CH3 from a C≡N), and whether the atom is in a ring (on a cycle of the graph);
 * edges: every ordered pair i ≠ j of the same molecule (a small molecule is seen whole: non-bonded atoms repel),
   with the one-hot graph distance (1 … :data:`MAX_HOP` bonds apart, or further / not connected).
 
 Nothing depends on the order of the atoms: a permutation of the input permutes the features, so a model built on
 them reads the same molecule in any order, and a molecule it never saw as well. The training datasets
-(:mod:`geomol.data.datasets.molecule_windows`) and rollouts (:mod:`geomol.data.dynamics_systems`) both call
+(:mod:`geomol.data.datasets.trajectories.molecule_windows`) and rollouts (:mod:`geomol.data.dynamics.systems`) both call
 :func:`molecule_graph`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ELEMENT_VOCABULARY", "MAX_HOP", "NODE_FEATURES", "EDGE_FEATURES", "molecule_graph", "hop_distances"]
+__all__ = ["ELEMENT_VOCABULARY", "MAX_HOP", "NODE_FEATURES", "EDGE_FEATURES", "molecule_graph", "hop_distances",
+           "heavy_atom_graph"]
 
 ELEMENT_VOCABULARY = (6, 7, 8, 9, 15, 16, 17, 35)
 """C, N, O, F, P, S, Cl, Br; any other heavy element sets the "other" column."""
 MAX_HOP = 3
 MAX_DEGREE = 4
+MAX_HYDROGENS = 3
 NODE_FEATURES = tuple(f"element {z}" for z in ELEMENT_VOCABULARY) + ("element other",) + tuple(
-    f"heavy neighbours {k}" for k in range(MAX_DEGREE)) + (f"heavy neighbours ≥ {MAX_DEGREE}", "in a ring")
+    f"heavy neighbours {k}" for k in range(MAX_DEGREE)) + (f"heavy neighbours ≥ {MAX_DEGREE}",) + tuple(
+    f"hydrogens {k}" for k in range(MAX_HYDROGENS)) + (f"hydrogens ≥ {MAX_HYDROGENS}", "in a ring")
 EDGE_FEATURES = tuple(f"{k} bond(s) apart" for k in range(1, MAX_HOP + 1)) + (f"> {MAX_HOP} bonds apart",)
 
 
@@ -51,11 +55,28 @@ def _ring_atoms(n: int, bonds: np.ndarray) -> np.ndarray:
     return on_cycle
 
 
-def molecule_graph(atomic_numbers, bonds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def heavy_atom_graph(atomic_numbers, bonds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The heavy atoms of all atoms [m] with bonds [B, 2]: (heavy [n] their indices, [B', 2] the bonds among them
+    renumbered 0 … n − 1, [n] the hydrogens bonded to each)."""
+    z = np.asarray(atomic_numbers, dtype=np.int64)
+    bonds = np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
+    heavy = np.flatnonzero(z > 1)
+    count = np.zeros(len(z), dtype=np.int64)
+    for a, b in bonds[(z[bonds] == 1).any(1)].tolist():
+        count[b if z[a] == 1 else a] += 1
+    new = np.full(len(z), -1, dtype=np.int64)
+    new[heavy] = np.arange(len(heavy))
+    pairs = np.sort(new[bonds][(new[bonds] >= 0).all(1)], axis=1)
+    pairs = np.unique(pairs, axis=0) if len(pairs) else np.zeros((0, 2), dtype=np.int64)
+    return heavy, pairs, count[heavy]
+
+
+def molecule_graph(atomic_numbers, bonds, hydrogens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(edge_index [2, M], edge_attr [M, len(EDGE_FEATURES)], node_attr [n, len(NODE_FEATURES)]) of one molecule.
 
     Args:
         atomic_numbers: [n] heavy atoms. bonds: [B, 2] bonds among them (indices into ``atomic_numbers``).
+        hydrogens: [n] hydrogens bonded to each heavy atom.
     """
     z = np.asarray(atomic_numbers, dtype=np.int64)
     bonds = np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
@@ -67,8 +88,13 @@ def molecule_graph(atomic_numbers, bonds) -> tuple[np.ndarray, np.ndarray, np.nd
     element = np.array([ELEMENT_VOCABULARY.index(a) if a in ELEMENT_VOCABULARY else len(ELEMENT_VOCABULARY)
                         for a in z], dtype=np.int64)
     degree = np.minimum(np.bincount(bonds.ravel(), minlength=n), MAX_DEGREE)
+    hydrogens = np.minimum(np.asarray(hydrogens, dtype=np.int64), MAX_HYDROGENS)
+    if hydrogens.shape != (n,):
+        raise ValueError(f"need one hydrogen count per heavy atom ({n}), got {hydrogens.shape}")
     node_attr = np.zeros((n, len(NODE_FEATURES)), dtype=np.float32)
     node_attr[np.arange(n), element] = 1.0
-    node_attr[np.arange(n), len(ELEMENT_VOCABULARY) + 1 + degree] = 1.0
+    first = len(ELEMENT_VOCABULARY) + 1
+    node_attr[np.arange(n), first + degree] = 1.0
+    node_attr[np.arange(n), first + MAX_DEGREE + 1 + hydrogens] = 1.0
     node_attr[:, -1] = _ring_atoms(n, bonds)
     return np.stack([i, j]).astype(np.int64), edge_attr, node_attr

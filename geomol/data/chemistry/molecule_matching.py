@@ -4,8 +4,9 @@ A small-molecule trajectory model was trained on one molecule's heavy atoms in o
 reads any molecule (``egno-molecules``). A user's file may list the same atoms in any order, with or without
 hydrogens. :class:`MoleculeTemplate` holds the model's heavy-atom graph (atomic numbers and bonds) and, where the
 training data gave them, the mean bond lengths; :meth:`MoleculeTemplate.match` finds the graph isomorphism from the
-model's atoms to the file's heavy atoms (elements equal, bonds equal). Where the molecule has symmetries (the two
-oxygens of a carboxylic acid without their hydrogen, a benzene ring's six turns), several isomorphisms exist: the one
+model's atoms to the file's heavy atoms (elements equal, bonds equal, and, where both know them, the hydrogens on
+each heavy atom equal). Where the molecule has symmetries (the two oxygens of a carboxylic acid in a file without
+hydrogens, a benzene ring's six turns), several isomorphisms exist: the one
 whose bond lengths in the file's frame best fit the template's means is chosen, so that a C=O is matched to the
 model's C=O and not to its C–O. A file of another molecule is refused with a :class:`~geomol.errors.MoleculeMismatchError`
 that says what differs (formula, number of bonds, which atoms are bonded differently).
@@ -18,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from geomol.data.chemistry.molecule_graph import heavy_atom_graph
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import ConfigError, MoleculeMismatchError
 
@@ -38,11 +40,12 @@ def heavy_formula(atomic_numbers: Sequence[int]) -> str:
     return "".join(f"{k}{counts[k] if counts[k] > 1 else ''}" for k in order)
 
 
-def _graph(atomic_numbers: Sequence[int], bonds: np.ndarray):
+def _graph(atomic_numbers: Sequence[int], bonds: np.ndarray, hydrogens=None):
     import networkx as nx
 
     graph = nx.Graph()
-    graph.add_nodes_from((i, {"z": int(z)}) for i, z in enumerate(atomic_numbers))
+    graph.add_nodes_from((i, {"z": int(z), "h": None if hydrogens is None else int(hydrogens[i])})
+                         for i, z in enumerate(atomic_numbers))
     graph.add_edges_from((int(i), int(j)) for i, j in bonds)
     return graph
 
@@ -61,12 +64,14 @@ class MoleculeTemplate:
         bonds: [(i, j)] heavy-atom bonds, i < j.
         bond_lengths: [B] mean length (Å) of each bond in the training data, or () when unknown.
         name: the molecule's name, for messages.
+        hydrogens: [n] hydrogens bonded to each heavy atom, or () when unknown.
     """
 
     atomic_numbers: tuple[int, ...]
     bonds: tuple[tuple[int, int], ...]
     bond_lengths: tuple[float, ...] = ()
     name: str = ""
+    hydrogens: tuple[int, ...] = ()
 
     def __post_init__(self):
         if any(int(z) <= 1 for z in self.atomic_numbers):
@@ -83,18 +88,20 @@ class MoleculeTemplate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"atomic_numbers": list(self.atomic_numbers), "bonds": [list(b) for b in self.bonds],
-                "bond_lengths": list(self.bond_lengths), "name": self.name}
+                "bond_lengths": list(self.bond_lengths), "name": self.name, "hydrogens": list(self.hydrogens)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "MoleculeTemplate":
         return cls(tuple(int(z) for z in data["atomic_numbers"]), tuple((int(i), int(j)) for i, j in data["bonds"]),
-                   tuple(float(d) for d in data.get("bond_lengths", ())), str(data.get("name", "")))
+                   tuple(float(d) for d in data.get("bond_lengths", ())), str(data.get("name", "")),
+                   tuple(int(h) for h in data.get("hydrogens", ())))
 
     def match(self, atomic_numbers: Sequence[int], bonds, positions=None, source=None) -> np.ndarray:
         """[n] indices into the given atoms: entry k is the atom that plays the model's atom k.
 
         Args:
-            atomic_numbers: [m] of the file's atoms (hydrogens allowed: they are never matched).
+            atomic_numbers: [m] of the file's atoms (hydrogens are never matched themselves; where the file has
+                them and the template knows its hydrogens, each heavy atom must carry as many as its match).
             bonds: [B', 2] the file's bonds among those atoms (from its topology, or perceived).
             positions: [m, 3] Å, one frame: chooses among symmetric matches by bond lengths (else the first).
             source: the file, for messages.
@@ -105,14 +112,13 @@ class MoleculeTemplate:
         from networkx.algorithms.isomorphism import GraphMatcher
 
         z = np.asarray(atomic_numbers, dtype=np.int64)
-        heavy = np.flatnonzero(z > 1)
-        position = {int(a): k for k, a in enumerate(heavy)}
-        pairs = np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
-        heavy_bonds = np.array([(position[i], position[j]) for i, j in pairs.tolist()
-                                if i in position and j in position], dtype=np.int64).reshape(-1, 2)
+        heavy, heavy_bonds, hydrogens = heavy_atom_graph(z, bonds)
         self._check_same_molecule(z[heavy], heavy_bonds, source)
-        theirs, ours = _graph(z[heavy], heavy_bonds), _graph(self.atomic_numbers, np.asarray(self.bonds).reshape(-1, 2))
-        matcher = GraphMatcher(ours, theirs, node_match=lambda a, b: a["z"] == b["z"])
+        with_hydrogens = bool(self.hydrogens) and bool((z == 1).any())
+        theirs = _graph(z[heavy], heavy_bonds, hydrogens if with_hydrogens else None)
+        ours = _graph(self.atomic_numbers, np.asarray(self.bonds).reshape(-1, 2),
+                      self.hydrogens if with_hydrogens else None)
+        matcher = GraphMatcher(ours, theirs, node_match=lambda a, b: a["z"] == b["z"] and a["h"] == b["h"])
         best, best_cost = None, np.inf
         lengths = None
         if positions is not None and self.bond_lengths:
@@ -133,7 +139,8 @@ class MoleculeTemplate:
         if best is None:
             raise MoleculeMismatchError(
                 f"the heavy atoms have the formula and bond count of {self.describe()} but are bonded "
-                "differently: another isomer, or bonds perceived wrongly from a distorted frame", source=source)
+                "differently" + (" or carry their hydrogens on other atoms" if with_hydrogens else "") +
+                ": another isomer or tautomer, or bonds perceived wrongly from a distorted frame", source=source)
         return heavy[best]
 
     def _check_same_molecule(self, z: np.ndarray, bonds: np.ndarray, source) -> None:

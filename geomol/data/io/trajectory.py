@@ -1,7 +1,7 @@
 """Trajectory files through MDAnalysis: one place that opens topology + trajectory and selects atoms.
 
-Used by the MD datasets (:mod:`geomol.data.datasets.md_trajectory`) and by rollouts
-(:meth:`geomol.data.trajectory_protocol.TrajectoryProtocol.open_trajectory`), so both read files alike.
+Used by the MD datasets (:mod:`geomol.data.datasets.trajectories.md_trajectory`) and by rollouts
+(:meth:`geomol.data.dynamics.protocol.TrajectoryProtocol.open_trajectory`), so both read files alike.
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ class TrajectoryRollout:
         summary: the JSON-ready record (also written to ``summary_file``).
         rmsd: [F_pred] RMSD (Å, no superposition) of the predicted frames to the reference, or None.
         chemistry: the summary's ``"chemistry"`` record (bond-length and angle errors, broken bonds,
-            clashes of the predicted frames against the start frame; :mod:`geomol.inference.rollout_chemistry`).
+            clashes of the predicted frames against the start frame; :mod:`geomol.inference.dynamics.rollout_chemistry`).
     """
 
     out: Path

@@ -32,8 +32,10 @@ from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
 from geomol.data.io.npz import open_npz
 from geomol.data.vocab import ELEMENTS, VOCAB, atom_index, element_block_symbol
-from geomol.data.datasets.trajectory import even_offsets, trajectory_graph
-from geomol.data.graph_edges import bond_and_two_hop_edges, md17_edge_features
+from geomol.data.datasets.trajectories.trajectory import even_offsets, trajectory_graph
+from geomol.data.chemistry.covalent_graph import perceive_bonds
+from geomol.data.chemistry.molecule_graph import heavy_atom_graph
+from geomol.data.dynamics.graphs import bond_and_two_hop_edges, md17_edge_features
 
 __all__ = ["MD17Dataset", "STICK_PAIRS", "md17_split"]
 
@@ -130,7 +132,8 @@ class MD17Dataset(torch.utils.data.Dataset):
 
     Attributes:
         sticks: the stick pairs used. frame_interval_ps: time between frames where the file records it
-            (files of ``geomol simulate``), else None.
+            (files of ``geomol simulate``), else None. hydrogens: [n] hydrogens bonded to each heavy atom
+            (perceived in the first frame).
     """
 
     def __init__(self, path: str | os.PathLike, split: str = "train", *, molecule: str | None = None,
@@ -166,6 +169,7 @@ class MD17Dataset(torch.utils.data.Dataset):
             raise DatasetError(f"a split start is within {velocity_span} frames of the trajectory's end: no "
                                f"{velocity_direction} velocity there", source=path)
         self.edge_index, self.edge_attr = self._graph(bond_cutoff)
+        self.hydrogens = heavy_atom_graph(z, perceive_bonds([int(a) for a in z], R[0]))[2]  # [n] H on each heavy atom
         self.atom_types = np.array([atom_index(ELEMENTS[a - 1]) for a in self.z])
         self.block_types = np.array([VOCAB.index(element_block_symbol(ELEMENTS[a - 1])) for a in self.z])
 

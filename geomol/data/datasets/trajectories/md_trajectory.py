@@ -4,7 +4,9 @@ Generalises the reference AdK protocol (``specs/EGNO.md`` §3.4) to PSF/DCD, GRO
 
 * an atom selection (default ``"backbone"``) read once into memory, positions in Å:
   :class:`MDTrajectory` ([F, N, 3] float32, F frames);
-* velocities v_i = x_{i+1} − x_i (Å per frame), so F − 1 frames are usable;
+* velocities v_i = x_{i+1} − x_i (Å per frame), so F − 1 frames are usable; or (not the reference) the backward
+  difference over s frames, v_i = (x_i − x_{i−s}) / s, which a rollout knows exactly at the end of each predicted
+  window when s is the spacing of its last two targets (windows then start at frame s or later);
 * start frame i, targets i + ⌊j(Δ+1)/P⌋ − 1 for j = 1..P (Δ = 15, P = 4: i+3, i+7, i+11, i+15);
 * chronological split of the F − 1 − Δ starts at int(0.6·(F−1−Δ)) and int(0.8·(F−1−Δ)).
   The reference lets the targets of the last training starts reach into the validation range
@@ -32,7 +34,7 @@ import torch
 
 from geomol.errors import ConfigError, DatasetError, TrajectoryError
 from geomol.data.vocab import VOCAB, BLOCK_UNK, atom_index, position_code, position_index, residue_block_symbol
-from geomol.data.datasets.trajectory import trajectory_graph
+from geomol.data.datasets.trajectories.trajectory import velocity_at, displacement_scale, trajectory_graph
 from geomol.data.io.trajectory import atom_elements, open_selection, trajectory_files
 from geomol.nn.neighbors import radius_graph
 
@@ -126,7 +128,8 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
     def __init__(self, source: MDTrajectory | str | os.PathLike, trajectory=None, *, split: str = "train",
                  selection: str = "backbone", delta: int = 15, num_timesteps: int = 4, cutoff: float = 8.0,
                  ratios=(0.6, 0.2, 0.2), leak_free: bool = False, charge_feature: bool | str = "auto",
-                 particles: str = "atom", start_stride: int = 1):
+                 particles: str = "atom", start_stride: int = 1, velocity_span: int = 1,
+                 velocity_direction: str = "forward"):
         if split not in ("train", "valid", "test"):
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         if delta < num_timesteps - 1 or num_timesteps < 1 or cutoff <= 0:
@@ -134,6 +137,10 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
                               f"cutoff={cutoff})")
         if start_stride < 1:
             raise ConfigError(f"start_stride must be ≥ 1, got {start_stride}")
+        if (velocity_direction, velocity_span) != ("forward", 1) and (velocity_direction != "backward" or
+                                                                      velocity_span < 1):
+            raise ConfigError(f"the velocity is the forward one-frame difference or a backward difference over ≥ 1 "
+                              f"frames, got {velocity_direction} over {velocity_span}")
         if particles not in ("atom", "residue"):
             raise ConfigError(f"particles must be 'atom' or 'residue', got {particles!r}")
         self.traj = source if isinstance(source, MDTrajectory) else MDTrajectory(source, trajectory,
@@ -143,6 +150,9 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         self.split, self.delta, self.cutoff = split, delta, cutoff
         self.offsets = md_target_offsets(delta, num_timesteps)
         self.begin, self.end = md_split_ranges(len(self.traj) - 1, delta, ratios, leak_free)[split]
+        self.velocity_span, self.velocity_direction = velocity_span, velocity_direction
+        if velocity_direction == "backward":  # the state reads frame start − s
+            self.begin = min(max(self.begin, velocity_span), max(self.end, self.begin))
         self.start_stride = start_stride
         self.particles = particles
         self._set_particles(particles, charge_feature)
@@ -193,13 +203,19 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         start = self.begin + i * self.start_stride
         return start, start + self.offsets
 
+    def displacement_scale(self, samples: int = 2000, seed: int = 0) -> np.ndarray:
+        """[P] σ_p (Å) of a generative model's prior over up to ``samples`` windows (:func:`displacement_scale`)."""
+        windows = [(self.positions[t], self.positions[s]) for s, t in (self.frames(i) for i in range(len(self)))]
+        return displacement_scale(windows, samples, seed)
+
     def __getitem__(self, i: int):
         start, targets = self.frames(i)
         pos = self.positions
         x = torch.from_numpy(pos[start])
         edge_index = radius_graph(x, self.cutoff)
         dist = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
-        return trajectory_graph(pos[start], pos[start + 1] - pos[start], pos[targets].transpose(1, 0, 2),
+        velocity = velocity_at(pos, start, self.velocity_span, self.velocity_direction)
+        return trajectory_graph(pos[start], velocity, pos[targets].transpose(1, 0, 2),
                                 edge_index, dist, node_attr=self.node_attr, atom_types=self.atom_types,
                                 atom_pos=self.atom_pos, block_id=self.block_id, block_types=self.block_types,
                                 name=f"md_{self.split}_{start}")

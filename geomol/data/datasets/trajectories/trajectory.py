@@ -18,10 +18,11 @@ import numpy as np
 import torch
 
 from geomol.data.blocks import BlockGraph
-from geomol.data.graph_edges import bond_and_two_hop_edges, complete_graph  # noqa: F401 (re-exported)
+from geomol.data.dynamics.graphs import bond_and_two_hop_edges, complete_graph  # noqa: F401 (re-exported)
 from geomol.data.vocab import ATOM_UNK, BLOCK_UNK, POS_UNK
 
-__all__ = ["trajectory_graph", "complete_graph", "bond_and_two_hop_edges", "even_offsets", "last_offsets"]
+__all__ = ["trajectory_graph", "complete_graph", "bond_and_two_hop_edges", "even_offsets", "last_offsets",
+           "displacement_scale", "velocity_at"]
 
 
 def _tensor(a, dtype) -> torch.Tensor:
@@ -75,3 +76,28 @@ def even_offsets(delta: int, num_timesteps: int) -> np.ndarray:
 def last_offsets(delta: int, num_timesteps: int) -> np.ndarray:
     """[P] target offsets Δ + p − P, p = 1..P (Mocap, ``last=True``): the P frames up to Δ."""
     return np.array([delta + p - num_timesteps for p in range(1, num_timesteps + 1)], dtype=np.int64)
+
+
+def velocity_at(positions: np.ndarray, start: int, span: int, direction: str) -> np.ndarray:
+    """[N, 3] velocity at frame ``start`` of frames [F, N, 3], per frame: (x[t] − x[t−s]) / s ("backward") or
+    (x[t+s] − x[t]) / s ("forward"; s = 1 is the reference protocols' x[t+1] − x[t])."""
+    other = start - span if direction == "backward" else start + span
+    return (positions[max(start, other)] - positions[min(start, other)]) / span
+
+
+def displacement_scale(windows, samples: int = 2000, seed: int = 0) -> np.ndarray:
+    """[P] root-mean-square displacement (per Cartesian component) of a node from its window's input frame at each
+    target frame, the graph's mean motion removed, over up to ``samples`` windows: a generative model's prior σ_p.
+
+    Args:
+        windows: a sequence of (positions [P, N, 3] at the targets, positions [N, 3] at the input frame).
+    """
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(len(windows), size=min(samples, len(windows)), replace=False)
+    squares = []
+    for i in chosen:
+        targets, start = windows[int(i)]
+        d = targets - start[None]
+        d = d - d.mean(axis=1, keepdims=True)
+        squares.append((d ** 2).mean(axis=(1, 2)))
+    return np.sqrt(np.mean(squares, axis=0))

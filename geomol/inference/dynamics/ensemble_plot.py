@@ -8,13 +8,13 @@ torsion the rollout gets most wrong.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from geomol.data.chemistry.conformations import BIN_WIDTHS, KINDS, histogram_divergence
+from geomol.inference.dynamics.rollout_report import save_figure
 
 __all__ = ["plot_ensemble"]
 
@@ -27,6 +27,18 @@ def _worst_torsion(comparison, frames: np.ndarray) -> int | None:
     divergences = [histogram_divergence(torsions[:, c], reference[:, c], BIN_WIDTHS["torsion"], periodic=True)
                    for c in range(torsions.shape[1])]
     return int(np.argmax(divergences))
+
+
+def _deviation_histograms(axis, reference: np.ndarray, rollout: np.ndarray, width: float) -> None:
+    """Every coordinate of one kind ([F, C] bonds in Å or angles in degrees) minus its mean over the reference MD,
+    pooled: the reference's and the rollout's histograms over ±20 bins of ``width`` (half-bins), outliers clipped
+    to the edges."""
+    mean = reference.mean(axis=0)
+    edges = np.arange(-20 * width, 20 * width + 1e-9, width / 2)
+    axis.hist((reference - mean).ravel(), bins=edges, density=True, alpha=0.5, label="reference MD")
+    axis.hist(np.clip((rollout - mean).ravel(), edges[0], edges[-1]), bins=edges, density=True, alpha=0.5,
+              label="rollout")
+    axis.legend(fontsize=8)
 
 
 def plot_ensemble(record: Mapping[str, Any], comparison, frames: np.ndarray, path: str | os.PathLike) -> Path:
@@ -53,13 +65,9 @@ def plot_ensemble(record: Mapping[str, Any], comparison, frames: np.ndarray, pat
     bars.set(xticks=positions, xticklabels=KINDS, ylabel="JS divergence (base 2)", ylim=(0, 1),
              title=f"distributions: {ensemble['verdict']}")
     bars.legend(fontsize=8)
-    ours = comparison.coordinates.values(frames)["bond"] - comparison.mean_lengths
-    theirs = comparison.coordinates.values(comparison.reference)["bond"] - comparison.mean_lengths
-    edges = np.arange(-0.4, 0.4001, BIN_WIDTHS["bond"] / 2)
-    bonds.hist(theirs.ravel(), bins=edges, density=True, alpha=0.5, label="reference MD")
-    bonds.hist(np.clip(ours.ravel(), edges[0], edges[-1]), bins=edges, density=True, alpha=0.5, label="rollout")
+    _deviation_histograms(bonds, comparison.coordinates.values(comparison.reference)["bond"],
+                          comparison.coordinates.values(frames)["bond"], width=BIN_WIDTHS["bond"])
     bonds.set(xlabel="d − d̄(MD) (Å), all bonds", ylabel="density", title="bond lengths")
-    bonds.legend(fontsize=8)
     worst = _worst_torsion(comparison, frames)
     if worst is not None:
         quad = comparison.coordinates.torsions[worst]
@@ -70,13 +78,10 @@ def plot_ensemble(record: Mapping[str, Any], comparison, frames: np.ndarray, pat
                      label="rollout")
         torsion.set(xlabel="degrees", title=f"the torsion {'-'.join(map(str, quad.tolist()))} (largest JS)")
         torsion.legend(fontsize=8)
+    else:  # no torsion between heavy atoms (ethanol): the angles, as the bonds
+        _deviation_histograms(torsion, comparison.coordinates.values(comparison.reference)["angle"],
+                              comparison.coordinates.values(frames)["angle"], width=BIN_WIDTHS["angle"])
+        torsion.set(xlabel="θ − θ̄(MD) (degrees), all angles", ylabel="density", title="angles")
     fig.suptitle(f"{record.get('model') or record['architecture']}: {record['windows']} window(s) from frame "
                  f"{record['inputs']['start_frame']} of {record['inputs']['file']}")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.trajectory_chemistry import bond_lengths
+from geomol.data.chemistry.trajectory import bond_lengths
 from geomol.errors import ConfigError
 
 __all__ = ["BondRestoring", "bond_groups"]

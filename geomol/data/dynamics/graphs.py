@@ -1,6 +1,6 @@
 """Edge sets of small fixed graphs (pure NumPy): complete graphs, bonds with their 2-hop pairs, MD17's edge features.
 
-Shared by the trajectory datasets and by rollouts (:mod:`geomol.data.dynamics_systems`), so that a rollout builds
+Shared by the trajectory datasets and by rollouts (:mod:`geomol.data.dynamics.systems`), so that a rollout builds
 exactly the graph a model was trained on.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def bond_edges(bonds, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def md17_edge_features(atomic_numbers, edge_index: np.ndarray, hop: np.ndarray, sticks) -> np.ndarray:
     """[M, 4] float32 MD17 edge features [z_i, z_j, hop, stick] (``specs/EGNO.md`` §3.3): the one definition that
-    :class:`~geomol.data.datasets.md17.MD17Dataset` and rollouts share."""
+    :class:`~geomol.data.datasets.trajectories.md17.MD17Dataset` and rollouts share."""
     z = np.asarray(atomic_numbers, dtype=np.float64)
     stick_set = {p for a, b in sticks for p in ((int(a), int(b)), (int(b), int(a)))}
     stick = [float((i, j) in stick_set) for i, j in np.asarray(edge_index).T.tolist()]

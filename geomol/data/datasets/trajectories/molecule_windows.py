@@ -25,22 +25,11 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import perceive_bonds
-from geomol.data.datasets.trajectory import trajectory_graph
-from geomol.data.chemistry.molecule_graph import molecule_graph
+from geomol.data.datasets.trajectories.trajectory import displacement_scale, trajectory_graph
+from geomol.data.chemistry.molecule_graph import heavy_atom_graph, molecule_graph
 from geomol.errors import DatasetError
 
-__all__ = ["MoleculeTrajectory", "MoleculeWindows", "heavy_atom_bonds"]
-
-
-def heavy_atom_bonds(atomic_numbers, bonds) -> tuple[np.ndarray, np.ndarray]:
-    """(heavy [n] indices of the heavy atoms, [B, 2] bonds among them renumbered 0 … n − 1)."""
-    z = np.asarray(atomic_numbers, dtype=np.int64)
-    heavy = np.flatnonzero(z > 1)
-    new = np.full(len(z), -1, dtype=np.int64)
-    new[heavy] = np.arange(len(heavy))
-    pairs = new[np.asarray(bonds, dtype=np.int64).reshape(-1, 2)]
-    pairs = np.sort(pairs[(pairs >= 0).all(1)], axis=1)
-    return heavy, (np.unique(pairs, axis=0) if len(pairs) else np.zeros((0, 2), dtype=np.int64))
+__all__ = ["MoleculeTrajectory", "MoleculeWindows"]
 
 
 @dataclass
@@ -49,6 +38,7 @@ class MoleculeTrajectory:
 
     Attributes:
         name: the molecule (or file) name. atomic_numbers: [n]. bonds: [B, 2] among the heavy atoms.
+        hydrogens: [n] hydrogens bonded to each heavy atom.
         positions: [F, n, 3] Å. frame_interval_ps: time between frames where the file records it.
         smiles: the molecule's SMILES where the file records it ("" otherwise).
     """
@@ -56,6 +46,7 @@ class MoleculeTrajectory:
     name: str
     atomic_numbers: np.ndarray
     bonds: np.ndarray
+    hydrogens: np.ndarray
     positions: np.ndarray
     frame_interval_ps: float | None = None
     smiles: str = ""
@@ -79,11 +70,14 @@ class MoleculeTrajectory:
                                "heavy atom", source=path)
         if bonds is None:
             bonds = perceive_bonds([int(a) for a in z], R[0])
-        heavy, heavy_bonds = heavy_atom_bonds(z, bonds)
+        if not (z == 1).any():
+            raise DatasetError("the run has no hydrogens: a molecule model needs them to know which heavy atoms carry "
+                               "hydrogens", source=path)
+        heavy, heavy_bonds, hydrogens = heavy_atom_graph(z, bonds)
         interval = (settings["timestep"] * settings["save_every"] * 1e-3
                     if {"timestep", "save_every"} <= set(settings) else None)
         label = name or (stored_name if stored_name and stored_name != "molecule" else path.stem.removeprefix("md17_"))
-        return cls(label, z[heavy], heavy_bonds, R[:, heavy], interval, smiles)
+        return cls(label, z[heavy], heavy_bonds, hydrogens, R[:, heavy], interval, smiles)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -110,7 +104,7 @@ class MoleculeWindows(torch.utils.data.Dataset):
             raise DatasetError(f"frame_range {frame_range} must satisfy 0 ≤ begin < end ≤ 1; start_stride ≥ 1")
         self.trajectories, self.offsets, self.velocity_span = list(trajectories), offsets, int(velocity_span)
         self.dtype = dtype
-        self.graphs = [molecule_graph(t.atomic_numbers, t.bonds) for t in self.trajectories]
+        self.graphs = [molecule_graph(t.atomic_numbers, t.bonds, t.hydrogens) for t in self.trajectories]
         index = []
         for k, traj in enumerate(self.trajectories):
             begin = max(skip_frames, int(frame_range[0] * len(traj)))
@@ -131,15 +125,21 @@ class MoleculeWindows(torch.utils.data.Dataset):
                                 dtype=self.dtype)
 
     def displacement_scale(self, samples: int = 2000, seed: int = 0) -> np.ndarray:
-        """[P] root-mean-square displacement (Å, per Cartesian component) of an atom from the window's input frame at
-        each target offset, over up to ``samples`` windows (centroid motion removed): the flow model's prior σ_p."""
-        rng = np.random.default_rng(seed)
-        chosen = rng.choice(len(self), size=min(samples, len(self)), replace=False)
-        squares = []
-        for i in chosen:
-            k, t = (int(a) for a in self.index[i])
-            x = self.trajectories[k].positions
-            d = x[t + self.offsets] - x[t]  # [P, n, 3]
-            d = d - d.mean(axis=1, keepdims=True)
-            squares.append((d ** 2).mean(axis=(1, 2)))
-        return np.sqrt(np.mean(squares, axis=0))
+        """[P] σ_p (Å) of the flow model's prior: :func:`~geomol.data.datasets.trajectories.trajectory.displacement_scale`
+        over up to ``samples`` windows."""
+        return displacement_scale(_Displacements(self), samples, seed)
+
+
+class _Displacements:
+    """(targets [P, n, 3], input frame [n, 3]) of each window, for :func:`displacement_scale`."""
+
+    def __init__(self, windows: MoleculeWindows):
+        self.windows = windows
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int):
+        k, t = (int(a) for a in self.windows.index[i])
+        x = self.windows.trajectories[k].positions
+        return x[t + self.windows.offsets], x[t]

@@ -13,7 +13,7 @@ in a shipped model's manifest, versioned; records without a version read as vers
   (the official protocols: s = 1), or "backward" v = (x[t] − x[t−s]) / (s·frame_time), which is what a rollout
   knows at the end of a predicted window: with s = o_P − o_{P−1} every window after the first starts from the
   velocity the model was trained on;
-* the graph and features of each kind of system: :data:`geomol.data.dynamics_systems.SYSTEMS` (md, mocap, md17,
+* the graph and features of each kind of system: :data:`geomol.data.dynamics.systems.SYSTEMS` (md, mocap, md17,
   molecule, nbody), one registered entry per kind.
 
 :meth:`TrajectoryProtocol.state_graph` builds those inputs with the system's builder, the one its training
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomol.data.dynamics_systems import SYSTEMS, MoleculeGraph, system_of
+from geomol.data.dynamics.systems import SYSTEMS, MoleculeGraph, system_of
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate
 from geomol.errors import ModelLoadError
 
@@ -39,7 +39,7 @@ __all__ = ["KINDS", "PROTOCOL_VERSION", "TrajectoryProtocol"]
 
 KINDS = tuple(SYSTEMS)
 PROTOCOL_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 2 added the velocity span and direction, bond lengths and the molecule name
+READABLE_VERSIONS = (1, 2)  # version 2 added the velocity span and direction, bond lengths, hydrogens, the molecule
 VELOCITY_DIRECTIONS = ("forward", "backward")
 
 
@@ -48,7 +48,7 @@ class TrajectoryProtocol:
     """How the training inputs of a trajectory model were built (see the module docstring).
 
     Attributes:
-        kind: a key of :data:`~geomol.data.dynamics_systems.SYSTEMS` ("md", "mocap", "nbody", "md17", "molecule").
+        kind: a key of :data:`~geomol.data.dynamics.systems.SYSTEMS` ("md", "mocap", "nbody", "md17", "molecule").
         target_offsets: [P] frames from the input frame to each predicted frame, increasing.
         frame_time: one frame in the velocity's time unit (1.0: velocity per frame).
         frame_interval, time_unit: time between two training frames (ps for MD; None if unknown).
@@ -63,6 +63,7 @@ class TrajectoryProtocol:
         velocity_span, velocity_direction: how the velocity was computed (module docstring).
         bond_lengths: [B] mean length (Å) of each of ``bonds`` in the training data (chooses among a molecule's
             symmetric atom matches). molecule: the molecule's name, or the molecules a model was trained on.
+        hydrogens: [n] hydrogens bonded to each heavy atom of the molecule (small-molecule kinds).
     """
 
     kind: str
@@ -87,6 +88,7 @@ class TrajectoryProtocol:
     velocity_direction: str = "forward"
     bond_lengths: tuple[float, ...] = ()
     molecule: str = ""
+    hydrogens: tuple[int, ...] = ()
 
     @property
     def num_timesteps(self) -> int:
@@ -115,6 +117,7 @@ class TrajectoryProtocol:
                 values[key] = tuple((int(i), int(j)) for i, j in values.get(key, ()))
             values["atomic_numbers"] = tuple(int(z) for z in values.get("atomic_numbers", ()))
             values["bond_lengths"] = tuple(float(d) for d in values.get("bond_lengths", ()))
+            values["hydrogens"] = tuple(int(h) for h in values.get("hydrogens", ()))
             for key in ("node_features", "edge_features"):
                 values[key] = tuple(str(s) for s in values.get(key, ()))
             protocol = cls(**values)
@@ -139,6 +142,8 @@ class TrajectoryProtocol:
                             f"{VELOCITY_DIRECTIONS}")
         if self.bond_lengths and len(self.bond_lengths) != len(self.bonds):
             problems.append(f"{len(self.bond_lengths)} bond lengths for {len(self.bonds)} bonds")
+        if self.hydrogens and len(self.hydrogens) != len(self.atomic_numbers):
+            problems.append(f"{len(self.hydrogens)} hydrogen counts for {len(self.atomic_numbers)} heavy atoms")
         if problems:
             raise ModelLoadError("invalid data protocol: " + "; ".join(problems), source=source)
 
@@ -153,13 +158,13 @@ class TrajectoryProtocol:
         """The model's molecule (small-molecule kinds trained on one molecule), else None."""
         if not system_of(self.kind).reads_molecules or not self.atomic_numbers:
             return None
-        return MoleculeTemplate(self.atomic_numbers, self.bonds, self.bond_lengths, self.molecule)
+        return MoleculeTemplate(self.atomic_numbers, self.bonds, self.bond_lengths, self.molecule, self.hydrogens)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"version": PROTOCOL_VERSION, **asdict(self)}
         out["target_offsets"], out["bonds"] = list(self.target_offsets), [list(b) for b in self.bonds]
         out["sticks"], out["atomic_numbers"] = [list(b) for b in self.sticks], list(self.atomic_numbers)
-        out["bond_lengths"] = list(self.bond_lengths)
+        out["bond_lengths"], out["hydrogens"] = list(self.bond_lengths), list(self.hydrogens)
         out["node_features"], out["edge_features"] = list(self.node_features), list(self.edge_features)
         return out
 

@@ -1,13 +1,13 @@
 """Trajectory models and baselines on the same windows of a held-out trajectory, in one table.
 
 For each start frame s of a trajectory x [F, N, 3] (Å) the state is x[s] with the velocity each model was trained
-on (:func:`~geomol.inference.rollout.state_at`: x[s+1] − x[s] for the official protocols), as in ``geomol rollout``; every predictor then predicts the frames s + o for the evaluation
+on (:func:`~geomol.inference.dynamics.rollout.state_at`: x[s+1] − x[s] for the official protocols), as in ``geomol rollout``; every predictor then predicts the frames s + o for the evaluation
 offsets o (frames after the start) up to a horizon (default: one window, the model's trained horizon
 o_P; longer horizons roll the models out window after window):
 
-* each model (EGNO, the EGNN baseline, any :class:`~geomol.inference.dynamics_model.DynamicsModel`),
-  rolled out with :func:`~geomol.inference.rollout.iter_windows`; with ``restore_bonds`` also each
-  model followed by the bond-restoring projection (:class:`~geomol.inference.bond_restoring.BondRestoring`),
+* each model (EGNO, the EGNN baseline, any :class:`~geomol.inference.dynamics.dynamics_model.DynamicsModel`),
+  rolled out with :func:`~geomol.inference.dynamics.rollout.iter_windows`; with ``restore_bonds`` also each
+  model followed by the bond-restoring projection (:class:`~geomol.inference.dynamics.bond_restoring.BondRestoring`),
   a row of its own ("<name> + bond restoring");
 * the baselines :data:`BASELINES`: ``no motion`` (x̂(s + o) = x[s], the last frame the state holds)
   and ``linear`` (x̂(s + o) = x[s] + o·(x[s+1] − x[s]), linear extrapolation of the state's two frames);
@@ -17,7 +17,7 @@ o_P; longer horizons roll the models out window after window):
 The evaluation offsets are the frames every model predicts (models with other target offsets
 share fewer); S2S MSE is at the last of them, S2T MSE the mean over them, both the mean over the
 atoms and xyz of (x̂ − x)² (Å², the training metrics' definition) averaged over the windows. The
-chemistry (:mod:`geomol.data.trajectory_chemistry`) of every predicted frame is measured against
+chemistry (:mod:`geomol.data.chemistry.trajectory`) of every predicted frame is measured against
 its window's start frame x[s]. A model's rollout that diverges in a window is counted
 (``diverged``) and that window is left out of its row.
 """
@@ -32,15 +32,15 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.dynamics_systems import system_of
-from geomol.data.datasets.md_trajectory import MDTrajectory, md_split_ranges
+from geomol.data.dynamics.systems import system_of
+from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory, md_split_ranges
 from geomol.data.io.trajectory import open_selection
-from geomol.data.trajectory_chemistry import (ChemistryFrames, bond_errors, bond_errors_by_kind, bond_kinds,
+from geomol.data.chemistry.trajectory import (ChemistryFrames, bond_errors, bond_errors_by_kind, bond_kinds,
                                               trajectory_chemistry)
 from geomol.errors import ConfigError, TrajectoryError
-from geomol.inference.bond_restoring import BondRestoring
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.rollout import frames_before, iter_windows, progress_bar, state_at
+from geomol.inference.dynamics.bond_restoring import BondRestoring
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.rollout import frames_before, iter_windows, progress_bar, state_at
 
 __all__ = ["BASELINES", "RolloutScore", "RolloutTable", "evaluate_rollouts", "evaluate_trajectory",
            "evaluate_molecule_file", "evaluation_offsets", "window_starts"]
@@ -57,7 +57,7 @@ class RolloutScore:
         s2s_mse, s2t_mse: Å² (None for the reference, or when every window diverged).
         chemistry: :meth:`ChemistryFrames.summary` over all predicted frames of all windows, plus
             ``broken_bond_window_fraction`` (windows with a broken bond in any frame) and, where the
-            atoms have names, ``by_bond_kind`` (:func:`~geomol.data.trajectory_chemistry.bond_errors_by_kind`).
+            atoms have names, ``by_bond_kind`` (:func:`~geomol.data.chemistry.trajectory.bond_errors_by_kind`).
         windows: windows scored. diverged: windows whose rollout diverged (left out).
     """
 
@@ -228,7 +228,7 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
         molecule: the heavy atoms' graph, for models of many molecules. seed: a generative model's random stream
             (each window from ``seed``; a generative model's S2S is that of one draw, not of the mean).
 
-    Each model's state is the one it was trained on (:func:`~geomol.inference.rollout.state_at`: the velocity
+    Each model's state is the one it was trained on (:func:`~geomol.inference.dynamics.rollout.state_at`: the velocity
     x[s+1] − x[s] of the official protocols, or the backward difference of the small-molecule models).
 
     Returns:
@@ -283,7 +283,7 @@ def window_starts(num_frames: int, horizon: int, *, split: str | None = None, de
 
     ``split=None``: every start whose window fits (s + horizon ≤ F − 1; the whole trajectory is held
     out). ``split="train" | "valid" | "test"``: the starts of that part of the chronological split the
-    MD data sets use (:func:`~geomol.data.datasets.md_trajectory.md_split_ranges` with Δ = ``delta``, the
+    MD data sets use (:func:`~geomol.data.datasets.trajectories.md_trajectory.md_split_ranges` with Δ = ``delta``, the
     model's o_P), for a model trained on the other parts of the same trajectory; starts whose window
     does not fit are dropped.
     """
@@ -351,9 +351,9 @@ def evaluate_molecule_file(models: Mapping[str, DynamicsModel], topology, trajec
                            restore_bonds: bool = False, baselines: bool = True, reference: bool = True,
                            progress: bool = False) -> RolloutTable:
     """:func:`evaluate_rollouts` of small-molecule models on a file of their molecule (any format
-    :class:`~geomol.inference.molecule_inputs.MoleculeInput` reads, any atom order: the heavy atoms are matched to the
+    :class:`~geomol.inference.dynamics.molecule_inputs.MoleculeInput` reads, any atom order: the heavy atoms are matched to the
     first model's molecule and every model must read them in that order; another molecule is refused)."""
-    from geomol.inference.molecule_inputs import MoleculeInput
+    from geomol.inference.dynamics.molecule_inputs import MoleculeInput
 
     first = next(iter(models.values()))
     inputs = MoleculeInput.open(first.protocol, topology, trajectory)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from geomol.errors import DatasetError
-from geomol.data.datasets.trajectory import complete_graph, even_offsets, trajectory_graph
+from geomol.data.datasets.trajectories.trajectory import complete_graph, even_offsets, trajectory_graph
 
 __all__ = ["ChargedParticles", "draw_initial_states", "simulate", "generate_splits", "load_or_generate",
            "load_official_files", "save_official_files", "NBodyDataset", "OFFICIAL_SUFFIX"]

@@ -1,7 +1,7 @@
 """The chemistry of a rollout's frames as they are predicted: bond-length and angle errors, broken bonds, clashes.
 
 :class:`ChemistryTracker` collects predicted frames (or reference frames) a few at a time and measures
-them with :func:`~geomol.data.trajectory_chemistry.trajectory_chemistry` against the rollout's start
+them with :func:`~geomol.data.chemistry.trajectory.trajectory_chemistry` against the rollout's start
 frame, so that a long rollout keeps only per-frame numbers. :meth:`ChemistryTracker.results` is the
 ``"chemistry"`` record of a rollout's JSON summary:
 
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.trajectory_chemistry import BROKEN_BOND, CLASH_DISTANCE, ChemistryFrames, trajectory_chemistry
+from geomol.data.chemistry.trajectory import BROKEN_BOND, CLASH_DISTANCE, ChemistryFrames, trajectory_chemistry
 
 __all__ = ["ChemistryTracker", "chemistry_line"]
 

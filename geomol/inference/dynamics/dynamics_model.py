@@ -3,7 +3,7 @@
 :class:`DynamicsModel` is what :func:`geomol.load_model` returns for a ``"dynamics"`` model (a
 ``geomol fit`` checkpoint of :class:`~geomol.tasks.DynamicsModule`, or a shipped model whose
 manifest says ``"task": "dynamics"``). It holds the network, its constructor arguments and the
-:class:`~geomol.data.trajectory_protocol.TrajectoryProtocol`; building and saving are those of every
+:class:`~geomol.data.dynamics.protocol.TrajectoryProtocol`; building and saving are those of every
 shipped model (:class:`~geomol.inference.shipped.ShippedModel`); the manifest carries both:
 
 .. code-block:: text
@@ -23,8 +23,8 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from geomol.data.trajectory_protocol import TrajectoryProtocol
-from geomol.errors import ModelLoadError
+from geomol.data.dynamics.protocol import TrajectoryProtocol
+from geomol.errors import ConfigError, ModelLoadError
 from geomol.inference.shipped import ShippedModel
 from geomol.models.dynamics import TrajectoryPrediction
 from geomol.models.egnn import EGNNDynamics
@@ -117,6 +117,19 @@ class DynamicsModel(ShippedModel):
         """Whether each window is drawn from a learned distribution (EGNOFlow) rather than predicted as a mean."""
         return getattr(self.network, "generative", False)
 
+    def set_sampling_steps(self, steps: int) -> None:
+        """Euler steps per window of a generative model (fewer: faster, each window nearer the mean of its futures;
+        a shipped model records the value it was judged with, and saving records a new one).
+
+        Raises:
+            ConfigError: the model is not generative, or ``steps`` < 1.
+        """
+        if not self.generative:
+            raise ConfigError(f"{self.name or self.architecture} predicts each window as a mean: it has no sampling steps")
+        if int(steps) < 1:
+            raise ConfigError(f"sampling steps must be at least 1, got {steps}")
+        self.network.sampling_steps = self.arguments["sampling_steps"] = int(steps)
+
     @torch.inference_mode()
     def predict(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None, *, molecule=None,
                 generator: torch.Generator | None = None) -> TrajectoryPrediction:
@@ -124,7 +137,7 @@ class DynamicsModel(ShippedModel):
 
         Inputs are moved to the model's device and dtype; ``charges`` and ``molecule`` (the heavy atoms' atomic
         numbers and bonds, for models of many molecules) as in
-        :meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`. ``generator``: the random
+        :meth:`~geomol.data.dynamics.protocol.TrajectoryProtocol.state_graph`. ``generator``: the random
         stream a generative model draws its window from (the same stream gives the same window).
         """
         x, v = x.to(self.device, self.dtype), v.to(self.device, self.dtype)

@@ -32,7 +32,7 @@ from geomol.data.paths import shared_data
 from geomol.errors import DatasetError
 from geomol.data.io.array_pickle import load_array_pickle
 from geomol.data.io.npz import open_npz
-from geomol.data.datasets.trajectory import bond_and_two_hop_edges, last_offsets, even_offsets, trajectory_graph
+from geomol.data.datasets.trajectories.trajectory import bond_and_two_hop_edges, last_offsets, even_offsets, trajectory_graph
 
 __all__ = ["MocapDataset", "MOCAP_FILE"]
 

@@ -1,6 +1,6 @@
 """Kinds of dynamical systems, one registered entry each: how a state becomes a trajectory model's input graph.
 
-A trajectory model's :class:`~geomol.data.trajectory_protocol.TrajectoryProtocol` names its system's ``kind``;
+A trajectory model's :class:`~geomol.data.dynamics.protocol.TrajectoryProtocol` names its system's ``kind``;
 :data:`SYSTEMS` maps the kind to a :class:`DynamicsSystem` that builds the graph of a state (positions, velocities
 and what else the kind needs) with the same functions the training datasets use, so one rollout window is the
 model's prediction on the corresponding dataset item. A new kind of system is a new entry, not a new branch:
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomol.data.graph_edges import bond_edges, complete_graph, md17_edge_features
+from geomol.data.dynamics.graphs import bond_edges, complete_graph, md17_edge_features
 from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.errors import ConfigError
 from geomol.nn.neighbors import radius_graph
@@ -54,10 +54,12 @@ def system_of(kind: str) -> "DynamicsSystem":
 
 @dataclass(frozen=True)
 class MoleculeGraph:
-    """A molecule's heavy atoms as a ``molecule`` model reads them: atomic numbers [n], bonds [B, 2]."""
+    """A molecule's heavy atoms as a ``molecule`` model reads them: atomic numbers [n], bonds [B, 2] among them and
+    the hydrogens [n] bonded to each."""
 
     atomic_numbers: np.ndarray
     bonds: np.ndarray
+    hydrogens: np.ndarray
 
 
 def _tensor(a, like: torch.Tensor) -> torch.Tensor:
@@ -160,10 +162,11 @@ class MoleculeSystem(DynamicsSystem):
         if molecule is None:
             if not protocol.atomic_numbers:
                 raise ConfigError("a molecule model needs the molecule's atoms and bonds with the state")
-            molecule = MoleculeGraph(np.asarray(protocol.atomic_numbers), np.asarray(protocol.bonds).reshape(-1, 2))
+            molecule = MoleculeGraph(np.asarray(protocol.atomic_numbers), np.asarray(protocol.bonds).reshape(-1, 2),
+                                     np.asarray(protocol.hydrogens))
         if len(molecule.atomic_numbers) != x.size(0):
             raise ConfigError(f"the state has {x.size(0)} atoms, the molecule {len(molecule.atomic_numbers)}")
-        edge_index, edge_attr, node_attr = molecule_graph(molecule.atomic_numbers, molecule.bonds)
+        edge_index, edge_attr, node_attr = molecule_graph(molecule.atomic_numbers, molecule.bonds, molecule.hydrogens)
         return torch.as_tensor(edge_index), _tensor(edge_attr, x), _tensor(node_attr, x)
 
 

@@ -2,13 +2,13 @@
 
 :meth:`MoleculeInput.open` reads any file :func:`~geomol.data.chemistry.molecule_frames.read_molecule_frames` reads and
 takes its heavy atoms (the models see no hydrogen). For a model trained on one molecule (its protocol holds the
-molecule: :meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.template`) the file's heavy atoms are matched to
+molecule: :meth:`~geomol.data.dynamics.protocol.TrajectoryProtocol.template`) the file's heavy atoms are matched to
 the model's by the molecular graph, so any atom order works and a file of another molecule is refused
 (:class:`~geomol.errors.MoleculeMismatchError`); a model of many molecules reads the file's molecule as it is.
 Everything the model sees is in the model's order; everything written back (:meth:`MoleculeInput.to_file_order`) is
 in the file's order of its heavy atoms.
 
-The start state at frame t follows the model's velocity definition (:func:`~geomol.inference.rollout.state_at`).
+The start state at frame t follows the model's velocity definition (:func:`~geomol.inference.dynamics.rollout.state_at`).
 """
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.datasets.molecule_windows import heavy_atom_bonds
-from geomol.data.dynamics_systems import MoleculeGraph
+from geomol.data.chemistry.molecule_graph import heavy_atom_graph
+from geomol.data.dynamics.systems import MoleculeGraph
 from geomol.data.chemistry.molecule_frames import MoleculeFrames, read_molecule_frames
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 from geomol.data.vocab import ELEMENTS
 from geomol.errors import TrajectoryError
-from geomol.inference.rollout import state_at
+from geomol.inference.dynamics.rollout import state_at
 
 __all__ = ["MoleculeInput", "match_heavy_atoms"]
 
@@ -56,18 +56,28 @@ class MoleculeInput:
     @classmethod
     def open(cls, protocol: TrajectoryProtocol, topology: str | os.PathLike,
              trajectory: str | os.PathLike | None = None) -> "MoleculeInput":
+        """The heavy atoms of the file(s), matched to the model's molecule where it has one.
+
+        Raises:
+            MoleculeMismatchError: another molecule. TrajectoryError: no heavy atom, or a model of many molecules
+                given a file without hydrogens (which heavy atoms carry them is one of its inputs).
+        """
         frames = read_molecule_frames(topology, trajectory)
-        heavy = frames.heavy
+        heavy, bonds, hydrogens = heavy_atom_graph(frames.atomic_numbers, frames.bonds)
         if not len(heavy):
             raise TrajectoryError("the file holds no heavy atom", source=frames.source)
         template = protocol.template()
-        z, bonds = heavy_atom_bonds(frames.atomic_numbers, frames.bonds)
         if template is not None:
             order = match_heavy_atoms(template, frames)
-            molecule = MoleculeGraph(np.asarray(template.atomic_numbers), np.asarray(template.bonds).reshape(-1, 2))
+            molecule = MoleculeGraph(np.asarray(template.atomic_numbers), np.asarray(template.bonds).reshape(-1, 2),
+                                     np.asarray(template.hydrogens) if template.hydrogens else hydrogens[order])
         else:
+            if not (frames.atomic_numbers == 1).any():
+                raise TrajectoryError("the file has no hydrogens; a model of many molecules needs them (which heavy "
+                                      "atoms carry hydrogens is one of its inputs): give the molecule with its "
+                                      "hydrogens", source=frames.source)
             order = np.arange(len(heavy))
-            molecule = MoleculeGraph(frames.atomic_numbers[heavy], bonds)
+            molecule = MoleculeGraph(frames.atomic_numbers[heavy], bonds, hydrogens)
         return cls(frames, order, molecule, frames.positions[:, heavy][:, order])
 
     @property
@@ -93,7 +103,7 @@ class MoleculeInput:
 
     def covalent_graph(self) -> CovalentGraph:
         """The heavy atoms' bonds in the file's order (what the chemistry of a rollout is measured on)."""
-        _, bonds = heavy_atom_bonds(self.frames.atomic_numbers, self.frames.bonds)
+        _, bonds, _ = heavy_atom_graph(self.frames.atomic_numbers, self.frames.bonds)
         return CovalentGraph.from_bonds(bonds, self.heavy_elements(),
                                         source="topology" if self.frames.bonds_source == "file" else "perceived")
 

@@ -11,13 +11,13 @@ in the unit the model was trained with (``frame_time`` = one frame in the veloci
 With P = 1 the input frame takes the place of x̂(t + o_{P−1}). This is exactly the training velocity when the
 protocol's velocity is the backward difference over the window's own frame spacing
 (``velocity_direction="backward"``, ``velocity_span`` = o_P − o_{P−1}: the ``molecule`` models, see
-:attr:`~geomol.data.trajectory_protocol.TrajectoryProtocol.seeds_in_distribution`). The official protocols train
+:attr:`~geomol.data.dynamics.protocol.TrajectoryProtocol.seeds_in_distribution`). The official protocols train
 on the forward difference x[t+1] − x[t] instead, and the estimate then is out of distribution: for Mocap (last
 offsets 1 frame apart) it is in the exact training unit but lags half a frame, for egno-fkbp12's offsets (+1, +3,
 +5, +7: 2 frames apart) it averages over 2 frames, for MD17's (375 frames apart) it averages over 375 frames, which
 on a molecule at 500 K is 2–3× smaller than the one-frame velocity, for N-body over 0.2 time units. Edges and
 features are rebuilt from each window's input state, as in training
-(:meth:`~geomol.data.trajectory_protocol.TrajectoryProtocol.state_graph`). A generative model (EGNOFlow) draws
+(:meth:`~geomol.data.dynamics.protocol.TrajectoryProtocol.state_graph`). A generative model (EGNOFlow) draws
 each window from a ``torch.Generator``: the same seed repeats a rollout.
 
 Only the current state is kept: :func:`iter_windows` yields one window at a time, so a rollout's
@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 from geomol.errors import ConfigError, TrajectoryError
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.data.trajectory_protocol import TrajectoryProtocol
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.data.dynamics.protocol import TrajectoryProtocol
 
 __all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "horizon_for_frames", "next_velocity", "iter_windows",
            "kept_frames", "rollout_arrays", "progress_bar", "frames_before", "state_frames", "state_at"]
@@ -161,9 +161,9 @@ def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None,
 
     ``charges`` [N]: partial charges (MD models with a charge feature) or particle charges (N-body).
     ``constrain``: an optional correction of each window's [P, N, 3] positions before they are yielded
-    and seed the next window (e.g. :class:`~geomol.inference.bond_restoring.BondRestoring`).
+    and seed the next window (e.g. :class:`~geomol.inference.dynamics.bond_restoring.BondRestoring`).
     ``molecule``: the heavy atoms' graph for models of many molecules
-    (:class:`~geomol.data.dynamics_systems.MoleculeGraph`). ``generator``: the random stream of a generative
+    (:class:`~geomol.data.dynamics.systems.MoleculeGraph`). ``generator``: the random stream of a generative
     model (default: seeded with 0, so that a rollout repeats).
     Runs under ``torch.inference_mode``; only the current state is kept between windows. A window
     whose positions are non-finite, or spread over more than ``BLOW_UP_FACTOR`` times the starting

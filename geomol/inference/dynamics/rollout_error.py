@@ -13,8 +13,8 @@ from typing import Iterable
 
 import numpy as np
 
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.rollout import rollout_arrays
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.rollout import rollout_arrays
 
 __all__ = ["score_rollouts", "report"]
 

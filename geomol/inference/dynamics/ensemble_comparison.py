@@ -7,7 +7,7 @@
   half (the floor: what sampling noise alone gives) and a frozen structure (the start frame, never moving: the
   ceiling a model must beat);
 * bonds against the reference's mean bond lengths: the largest deviation per frame, and the frames with a bond more
-  than :data:`~geomol.data.trajectory_chemistry.BROKEN_BOND` (0.3 Å) from its MD mean;
+  than :data:`~geomol.data.chemistry.trajectory.BROKEN_BOND` (0.3 Å) from its MD mean;
 * a verdict: a model whose divergence of some kind is no lower than the frozen structure's is "no better than no
   motion" (:meth:`EnsembleComparison.verdict`).
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from geomol.data.chemistry.conformations import (KINDS, InternalCoordinates, bond_deviations, ensemble_divergence,
                                        frozen_structure, half_against_half)
-from geomol.data.trajectory_chemistry import BROKEN_BOND
+from geomol.data.chemistry.trajectory import BROKEN_BOND
 from geomol.errors import ConfigError
 
 __all__ = ["EnsembleComparison", "ensemble_line"]

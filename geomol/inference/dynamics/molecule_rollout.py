@@ -1,6 +1,6 @@
 """Rollouts of small-molecule models from and to files, with the molecule's atoms in the file's own order.
 
-:func:`rollout_molecule` reads the start from any file :class:`~geomol.inference.molecule_inputs.MoleculeInput`
+:func:`rollout_molecule` reads the start from any file :class:`~geomol.inference.dynamics.molecule_inputs.MoleculeInput`
 reads (XYZ, PDB, SDF, MOL2, DCD/XTC with a topology, the MD17 npz), matches its heavy atoms to the model's molecule by
 the molecular graph (a model of many molecules reads the file's molecule as it is), rolls the model out window after
 window (a generative model draws each window from a seeded random stream: the same seed repeats the rollout) and
@@ -8,9 +8,9 @@ streams the predicted frames of the heavy atoms, in the file's order, to any tra
 (XYZ keeps the elements; coordinate-only formats get ``<stem>_topology.pdb`` beside them).
 
 The summary records the chemistry of every predicted frame against the start frame
-(:class:`~geomol.inference.rollout_chemistry.ChemistryTracker`), the speed (simulated ps per CPU second) and, with a
+(:class:`~geomol.inference.dynamics.rollout_chemistry.ChemistryTracker`), the speed (simulated ps per CPU second) and, with a
 reference run (``reference``: a file, or True for the input trajectory itself), the ensemble comparison of
-:class:`~geomol.inference.ensemble_comparison.EnsembleComparison`: JS divergences of bonds, angles and torsions with
+:class:`~geomol.inference.dynamics.ensemble_comparison.EnsembleComparison`: JS divergences of bonds, angles and torsions with
 the MD's own floor and a frozen structure beside them, bonds off their MD mean over time, and whether the model is
 better than no motion. With a reference, a PNG plot shows the bond deviations over time and the distributions.
 """
@@ -24,13 +24,13 @@ import numpy as np
 import torch
 
 from geomol.errors import ConfigError
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.ensemble_comparison import EnsembleComparison
-from geomol.inference.molecule_inputs import MoleculeInput
-from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
-from geomol.inference.rollout_chemistry import ChemistryTracker
-from geomol.inference.rollout_output import FrameWriter, TrajectoryRollout
-from geomol.inference.rollout_report import write_summary
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.ensemble_comparison import EnsembleComparison
+from geomol.inference.dynamics.molecule_inputs import MoleculeInput
+from geomol.inference.dynamics.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
+from geomol.inference.dynamics.rollout_chemistry import ChemistryTracker
+from geomol.inference.dynamics.rollout_output import FrameWriter, TrajectoryRollout
+from geomol.inference.dynamics.rollout_report import write_summary
 from geomol.provenance import provenance
 
 __all__ = ["rollout_molecule", "reference_frames"]
@@ -44,7 +44,7 @@ def reference_frames(inputs: MoleculeInput, topology, trajectory=None) -> tuple[
 
 def _input_protocol(inputs: MoleculeInput):
     """A protocol whose template is the input file's molecule, so that a reference is matched to the input's order."""
-    from geomol.data.trajectory_protocol import TrajectoryProtocol
+    from geomol.data.dynamics.protocol import TrajectoryProtocol
 
     z = inputs.frames.atomic_numbers[inputs.frames.heavy]
     bonds, x = inputs.covalent_graph().bonds, inputs.to_file_order(inputs.positions[0])
@@ -107,7 +107,7 @@ def rollout_molecule(model: DynamicsModel, topology, trajectory=None, *, out, st
     if comparison is not None and predicted:
         record["ensemble"] = comparison.results(np.stack(predicted))
         if plot is not None:
-            from geomol.inference.ensemble_plot import plot_ensemble
+            from geomol.inference.dynamics.ensemble_plot import plot_ensemble
 
             result.plot_file = plot_ensemble(record, comparison, np.stack(predicted), plot)
     result.summary = record

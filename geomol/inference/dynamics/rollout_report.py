@@ -13,7 +13,7 @@ trajectory itself, or another run saved at the same interval from the same start
 * baselines a model must beat, on the same frames: ``rmsd_no_motion_A`` (the start frame kept) and
   ``rmsd_linear_A`` (linear extrapolation x(start) + (f − start)·v of the start state, v in Å per frame).
 * ``chemistry``: the reference's own bond-length and angle errors, broken bonds and clashes against
-  the start frame (:mod:`geomol.inference.rollout_chemistry`): how much real dynamics moves the bonds.
+  the start frame (:mod:`geomol.inference.dynamics.rollout_chemistry`): how much real dynamics moves the bonds.
 
 Frames are compared as they are predicted; only running sums per atom are kept.
 """
@@ -29,7 +29,7 @@ import numpy as np
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
 from geomol.errors import ConfigError, TrajectoryError
-from geomol.inference.rollout_chemistry import ChemistryTracker
+from geomol.inference.dynamics.rollout_chemistry import ChemistryTracker
 
 __all__ = ["ReferenceComparison", "plot_rollout", "write_summary"]
 
@@ -208,11 +208,18 @@ def plot_rollout(record: Mapping[str, Any], path: str | os.PathLike) -> Path:
     restoring = " with bond restoring" if record.get("bond_restoring") else ""
     fig.suptitle(f"{record.get('model') or record['architecture']}: rollout from frame {inputs['start_frame']}, "
                  f"{record['windows']} window(s){restoring}")
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Lay out, write (folders made, matplotlib's layout warnings silenced) and close a figure; returns the path."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

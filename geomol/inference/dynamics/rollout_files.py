@@ -14,8 +14,8 @@ o_P). With the AdK-style offsets [3, 7, 11, 15] the predicted frames are *not* e
 frame's trajectory frame number and time in all cases.
 
 Every rollout measures the chemistry of its predicted frames against the start frame (bond-length
-and angle errors, broken bonds, clashes: :mod:`geomol.inference.rollout_chemistry`); with
-``restore_bonds`` the bond-restoring projection (:mod:`geomol.inference.bond_restoring`) corrects
+and angle errors, broken bonds, clashes: :mod:`geomol.inference.dynamics.rollout_chemistry`); with
+``restore_bonds`` the bond-restoring projection (:mod:`geomol.inference.dynamics.bond_restoring`) corrects
 each window before it is written and seeds the next.
 
 Coordinate-only formats (DCD, XTC, TRR, NetCDF) hold the selected atoms only, in topology order;
@@ -31,15 +31,16 @@ import numpy as np
 import torch
 
 from geomol.data.chemistry.covalent_graph import CovalentGraph
-from geomol.data.dynamics_systems import system_of
+from geomol.data.dynamics.systems import system_of
 from geomol.data.io.trajectory import open_selection
 from geomol.errors import ConfigError, TrajectoryError
-from geomol.inference.bond_restoring import BondRestoring
-from geomol.inference.dynamics_model import DynamicsModel
-from geomol.inference.rollout import OUTPUT_FRAMES, iter_windows, kept_frames, num_windows, progress_bar
-from geomol.inference.rollout_chemistry import ChemistryTracker
-from geomol.inference.rollout_output import FrameWriter, TrajectoryRollout
-from geomol.inference.rollout_report import ReferenceComparison, plot_rollout, write_summary
+from geomol.inference.dynamics.bond_restoring import BondRestoring
+from geomol.inference.dynamics.dynamics_model import DynamicsModel
+from geomol.inference.dynamics.rollout import (OUTPUT_FRAMES, frames_before, iter_windows, kept_frames, num_windows,
+                                              progress_bar, state_at)
+from geomol.inference.dynamics.rollout_chemistry import ChemistryTracker
+from geomol.inference.dynamics.rollout_output import FrameWriter, TrajectoryRollout
+from geomol.inference.dynamics.rollout_report import ReferenceComparison, plot_rollout, write_summary
 from geomol.provenance import provenance
 
 __all__ = ["TrajectoryRollout", "open_selection", "start_state", "FrameWriter", "rollout_trajectory"]
@@ -68,15 +69,24 @@ def _second_structure(topology, path, selection: str):
 
 
 def start_state(universe, atoms, start: int, velocity_from=None, *, topology=None, source: str = "",
-                selection: str = "") -> tuple[np.ndarray, np.ndarray, str]:
+                selection: str = "", protocol=None) -> tuple[np.ndarray, np.ndarray, str]:
     """Positions x [N, 3], velocity v [N, 3] (Å per frame) at frame ``start``, and how v was obtained.
 
-    ``velocity_from``: None (frame start + 1), a frame number k, or a structure file one frame
-    later (coordinates for ``topology``, or a standalone structure file).
+    ``velocity_from``: None (the model's own definition: frame start + 1, or for a model trained on a backward
+    difference over s frames, frame start − s; :func:`~geomol.inference.dynamics.rollout.state_at`), a frame number
+    k, or a structure file one frame later (coordinates for ``topology``, or a standalone structure file).
     """
     n_frames = len(universe.trajectory)
     if start < 0:
         raise ConfigError(f"start frame must be ≥ 0, got {start}")
+    if velocity_from is None and protocol is not None and frames_before(protocol):
+        before = start - frames_before(protocol)
+        if before < 0 or start >= n_frames:
+            raise TrajectoryError(f"has {n_frames} frame(s): the start state at frame {start} needs frames {before} … "
+                                  f"{start} (the model's velocity is a backward difference)", source=source)
+        pair = np.stack([_positions(universe, atoms, before, source), _positions(universe, atoms, start, source)])
+        x, v, note = state_at(protocol, pair, 1)
+        return x, v, note.replace("[1]", f"[{start}]").replace("[0]", f"[{before}]")
     if isinstance(velocity_from, (int, np.integer)) and not isinstance(velocity_from, bool):
         later = int(velocity_from)
         if later == start or later < 0:
@@ -126,7 +136,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
     """Roll ``model`` out from a frame of a molecular trajectory and write the predicted trajectory.
 
     See :func:`geomol.api.rollout` for the arguments. Small-molecule models (``md17``, ``molecule`` kinds) go
-    to :func:`~geomol.inference.molecule_rollout.rollout_molecule`. Raises EmptySelectionError (no atom
+    to :func:`~geomol.inference.dynamics.molecule_rollout.rollout_molecule`. Raises EmptySelectionError (no atom
     selected), TrajectoryError (unreadable files, too few frames for the start state or for the
     reference comparison), ConfigError (bad options, a model of particles or joints).
     """
@@ -137,7 +147,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
         if unused:
             raise ConfigError(f"{', '.join(unused)}: not for small-molecule models, which take the file's heavy "
                               "atoms and the velocity they were trained on")
-        from geomol.inference.molecule_rollout import rollout_molecule
+        from geomol.inference.dynamics.molecule_rollout import rollout_molecule
 
         return rollout_molecule(model, topology, trajectory, out=out, start=start, frames=frames, windows=windows,
                                 reference=reference, reference_topology=reference_topology, plot=plot,
@@ -157,7 +167,7 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
     last_offset = _last_offset(protocol, horizon, output_frames)
     universe, atoms = protocol.open_trajectory(topology, trajectory, selection)
     x, v, velocity_note = start_state(universe, atoms, start, velocity_from, topology=topology, source=source,
-                                      selection=selection)
+                                      selection=selection, protocol=protocol)
     dt = _frame_interval(universe, model, source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
