@@ -105,16 +105,23 @@ def fkbp12() -> np.ndarray | None:
     return _values(out.positions)
 
 
-def molecule_window(model: str, molecule: str) -> np.ndarray | None:
-    """``model`` (a one-molecule model), one window from the seeded RDKit conformer of ``molecule`` as the generator
-    simulates it (heavy atoms, zero velocity; a generative model draws with seed 0); None without RDKit."""
+def molecule_window(model: str, molecule: str, read_graph: bool = False) -> np.ndarray | None:
+    """``model``, one window from the seeded RDKit conformer of ``molecule`` as the generator simulates it (heavy
+    atoms, zero velocity; a generative model draws with seed 0); ``read_graph``: a model of many molecules, given the
+    molecule's graph as perceived from the conformer. None without RDKit."""
     try:
         from geomol.simulate.molecules import starting_structure
     except ImportError:
         return None
+    from geomol.data.chemistry.covalent_graph import perceive_bonds
+    from geomol.data.chemistry.molecule_graph import heavy_atom_graph
+    from geomol.data.dynamics.systems import MoleculeGraph
+
     start = starting_structure(molecule, seed=3)
-    x = start.positions[start.numbers > 1].astype(np.float64)
-    out = geomol.rollout_arrays(model, x, np.zeros_like(x), windows=1, seed=0)
+    heavy, bonds, hydrogens = heavy_atom_graph(start.numbers, perceive_bonds(start.numbers, start.positions))
+    x = start.positions[heavy].astype(np.float64)
+    graph = MoleculeGraph(start.numbers[heavy], bonds, hydrogens) if read_graph else None
+    out = geomol.rollout_arrays(model, x, np.zeros_like(x), windows=1, seed=0, molecule=graph)
     return _values(out.positions)
 
 
@@ -143,7 +150,8 @@ PREDICTIONS = {"ppa-affinity/pK_and_std": ppa, "na-affinity/pK_and_spread": nucl
                "egno-nbody/positions": nbody, "egno-mocap-run/positions": mocap, "egno-fkbp12/positions": fkbp12,
                "egno-md17-aspirin/positions": lambda: molecule_window("egno-md17-aspirin", "aspirin"),
                "egno-md17-ethanol/positions": lambda: molecule_window("egno-md17-ethanol", "ethanol"),
-               "egno-flow-ethanol/positions": lambda: molecule_window("egno-flow-ethanol", "ethanol")}
+               "egno-flow-ethanol/positions": lambda: molecule_window("egno-flow-ethanol", "ethanol"),
+               "egno-molecules/positions": lambda: molecule_window("egno-molecules", "paracetamol", read_graph=True)}
 
 
 def record(only: str | None = None) -> dict[str, np.ndarray]:

@@ -9,6 +9,8 @@ architectures it knows, how to read their arguments, and what its model card lis
 """
 from __future__ import annotations
 
+import itertools
+
 from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -89,8 +91,8 @@ class ShippedModel(nn.Module):
         return self._first_tensor().dtype
 
     def _first_tensor(self) -> torch.Tensor:
-        floating = (t for t in (*self.parameters(), *self.buffers()) if t.is_floating_point())
-        return next(floating)
+        floating = (t for t in itertools.chain(self.parameters(), self.buffers()) if t.is_floating_point())
+        return next(floating)  # lazily: a rollout asks for the device every window
 
     # ------------------------------------------------------------------ what a task says
     @classmethod

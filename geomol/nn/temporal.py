@@ -191,10 +191,21 @@ class VectorTimeConv(nn.Module):
         super().__init__()
         self.num_modes = num_modes
         self.weight = nn.Parameter(0.1 * torch.rand(2, 2, num_modes, 2))
+        self._inference_kernel: tuple[tuple, torch.Tensor] | None = None
+
+    def kernel(self, num_slices: int) -> torch.Tensor:
+        """[2P, 2P] :func:`circular_kernel` of the weights. Under ``torch.inference_mode`` it is kept until the
+        weights change (a sampler calls the layer many times per window with the same weights); the same numbers."""
+        if not torch.is_inference_mode_enabled():
+            return circular_kernel(self.weight, num_slices)
+        key = (num_slices, self.weight.dtype, self.weight.device, self.weight.data_ptr(), self.weight._version)
+        if self._inference_kernel is None or self._inference_kernel[0] != key:
+            self._inference_kernel = (key, circular_kernel(self.weight, num_slices))
+        return self._inference_kernel[1]
 
     def forward(self, x: torch.Tensor, v: torch.Tensor, center: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n, p, _ = x.shape
         z = torch.stack([x - center, v], dim=-1).transpose(1, 2).reshape(n * 3, p * 2)  # [(n, d), (s, c)]
-        y = (z @ circular_kernel(self.weight, p)).view(n, 3, p, 2).transpose(1, 2)  # [n, t, d, o]
+        y = (z @ self.kernel(p)).view(n, 3, p, 2).transpose(1, 2)  # [n, t, d, o]
         y_x, y_v = y.unbind(-1)
         return x + y_x, v + y_v

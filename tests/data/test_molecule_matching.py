@@ -111,3 +111,17 @@ def test_hydrogens_in_the_file_must_sit_where_the_template_has_them():
     assert template.match(s.numbers, s.bonds) is not None
     with pytest.raises(MoleculeMismatchError, match="hydrogens on other atoms"):
         tautomer.match(s.numbers, s.bonds)
+
+
+def test_molecule_graph_is_built_once_and_each_caller_gets_its_own_arrays():
+    """A rollout asks for the same molecule's graph every window: the arrays are cached, and changing the ones a caller
+    got does not change what the next caller gets."""
+    z, bonds, hydrogens = [6, 6, 8], [[0, 1], [1, 2]], [3, 2, 1]
+    first = molecule_graph(z, bonds, hydrogens)
+    expected = [a.copy() for a in first]
+    for array in first:
+        array[...] = 0
+    again = molecule_graph(np.array(z), np.array(bonds), np.array(hydrogens))
+    for got, want in zip(again, expected):
+        np.testing.assert_array_equal(got, want)
+    assert again[2].sum() > 0 and again[1].shape == (6, 4)

@@ -101,3 +101,24 @@ def test_training_works_after_an_inference_mode_call():
     (h + torch.nn.functional.leaky_relu(dft_conv(h, weight), 0.01)).sum().backward()  # explicit DFT sums
     assert conv.weight.grad is not None
     assert torch.allclose(conv.weight.grad, weight.grad, atol=1e-10) and weight.grad.abs().sum() > 0
+
+
+def test_vector_conv_keeps_its_kernel_in_inference_mode_until_the_weights_change():
+    """A sampler calls the layer many times per window: under inference mode the kernel is built once, gives the
+    same numbers as building it afresh, and is rebuilt after the weights change."""
+    torch.manual_seed(0)
+    conv = VectorTimeConv(num_modes=3)
+    x, v, center = torch.randn(5, 8, 3), torch.randn(5, 8, 3), torch.zeros(5, 1, 3)
+    fresh = conv(x, v, center)
+    with torch.inference_mode():
+        first = conv(x, v, center)
+        kept = conv.kernel(8)
+        assert conv.kernel(8) is kept
+    for a, b in zip(fresh, first):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with torch.no_grad():
+        conv.weight.mul_(2.0)
+    with torch.inference_mode():
+        assert conv.kernel(8) is not kept
+        after = conv(x, v, center)
+    torch.testing.assert_close(after[0], conv(x, v, center)[0].detach(), rtol=0, atol=0)

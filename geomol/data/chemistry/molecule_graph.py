@@ -15,6 +15,8 @@ them reads the same molecule in any order, and a molecule it never saw as well. 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["ELEMENT_VOCABULARY", "MAX_HOP", "NODE_FEATURES", "EDGE_FEATURES", "molecule_graph", "hop_distances",
@@ -77,7 +79,16 @@ def molecule_graph(atomic_numbers, bonds, hydrogens) -> tuple[np.ndarray, np.nda
     Args:
         atomic_numbers: [n] heavy atoms. bonds: [B, 2] bonds among them (indices into ``atomic_numbers``).
         hydrogens: [n] hydrogens bonded to each heavy atom.
+
+    The arrays depend on the graph alone, so they are computed once per molecule (a rollout asks every window); each
+    call gets its own copies.
     """
+    key = tuple(tuple(np.asarray(a, dtype=np.int64).ravel().tolist()) for a in (atomic_numbers, bonds, hydrogens))
+    return tuple(array.copy() for array in _molecule_graph(*key))
+
+
+@functools.lru_cache(maxsize=256)
+def _molecule_graph(atomic_numbers: tuple, bonds: tuple, hydrogens: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     z = np.asarray(atomic_numbers, dtype=np.int64)
     bonds = np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
     n = len(z)

@@ -155,8 +155,9 @@ class DynamicsModel(ShippedModel):
         """
         from torch_geometric.data import Batch
 
-        x, v = x.to(self.device, self.dtype), v.to(self.device, self.dtype)
-        charges = None if charges is None else charges.to(self.device, self.dtype)
+        device, dtype = self.device, self.dtype
+        x, v = x.to(device, dtype), v.to(device, dtype)
+        charges = None if charges is None else charges.to(device, dtype)
         batch = Batch.from_data_list([self.protocol.state_graph(a, b, charges, molecule) for a, b in zip(x, v)])
         out = (self.network(batch, generator) if self.generative else self.network(batch)).x  # [S·N, P, 3]
         return out.view(x.size(0), x.size(1), -1, 3).transpose(1, 2)
