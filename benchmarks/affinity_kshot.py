@@ -18,7 +18,7 @@ budget on validation series and its test figures, and the settings fitted on eve
 together (what ships in the model's manifest, ``metrics.anchoring``, with ``--write-manifest``). The featurised
 corpus, fitted settings and rows are kept under ``--work-dir``: rerun the same command to resume. ``--featurise``
 featurises only some sources' items (the validation series then come from those sources alone), the folds still the
-whole corpus's. Usage::
+whole corpus's (``--stored-only``: only their items already in the processed store, the others counted). Usage::
 
     OMP_NUM_THREADS=1 nice -n 15 python benchmarks/affinity_kshot.py --output benchmarks/results/affinity_kshot.json
 """
@@ -92,8 +92,9 @@ def run(args) -> dict:
 
     clock = time.process_time()
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    corpus = read_kshot_corpus(args.config, args.work_dir, args.cache_dir, args.featurise)
-    print(f"corpus: {len(corpus.ids)} complexes, {time.process_time() - clock:.0f} CPU s", flush=True)
+    corpus = read_kshot_corpus(args.config, args.work_dir, args.cache_dir, args.featurise, args.stored_only)
+    print(f"corpus: {len(corpus.ids)} complexes ({corpus.left_out or 'none'} left out: not in the store), "
+          f"{time.process_time() - clock:.0f} CPU s", flush=True)
     model = load_model(args.model)
     rows_path = args.work_dir / "rows.jsonl"
     rows = _rows(rows_path)
@@ -141,7 +142,8 @@ def run(args) -> dict:
                            "rest (mean over draws, then over targets), differences paired per target",
             "model": args.model, "config": str(args.config), "k": args.k, "draws": args.draws,
             "valid_draws": args.valid_draws, "source_draws": args.source_draws, "sample": args.sample,
-            "sources": args.sources, "featurised_sources": args.featurise or list(GROUPS_ALL), "folds": args.folds,
+            "sources": args.sources, "featurised_sources": args.featurise or list(GROUPS_ALL),
+            "left_out_not_in_store": corpus.left_out, "folds": args.folds,
             "settings_per_fold": fitted, "methods": list(KSHOT_METHODS), "chosen_on_validation": chosen,
             "validation_summary": valid_summary, "summary": summary, "settings_all_folds": shipped_record,
             "anchoring": anchoring,
@@ -185,6 +187,9 @@ def build_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--featurise", nargs="+", default=None, choices=GROUPS_ALL, metavar="SOURCE",
                         help="featurise only these sources' items (validation series come from them too); the folds "
                              "stay the whole corpus's (default: every source)")
+    parser.add_argument("--stored-only", action="store_true",
+                        help="with --featurise: only the items already in the processed store (the others left out "
+                             "and counted in the output)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--work-dir", type=Path, default=REPO / "runs" / "kshot")

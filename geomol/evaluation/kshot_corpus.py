@@ -12,7 +12,7 @@ once with the members' recipe and keeps the ligands' Morgan counts, names and SM
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -37,6 +37,7 @@ class KShotCorpus:
         data: the contact features (:class:`~geomol.training.contact_scorer.ContactData`; ``keys`` the series).
         morgan: ``(n, 1024)`` uint8 Morgan counts of the ligands.
         folds: the protocol's folds as item positions by part (``train``, ``valid``, ``test``).
+        left_out: per source, its items left out because they were not in the store (``stored_only``).
     """
 
     ids: list[str]
@@ -45,6 +46,7 @@ class KShotCorpus:
     data: ContactData
     morgan: np.ndarray
     folds: list[dict]
+    left_out: dict[str, int] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         d = self.data
@@ -52,46 +54,72 @@ class KShotCorpus:
                     "offsets": torch.from_numpy(d.offsets), "descriptors": d.descriptors,
                     "label": torch.from_numpy(d.label), "keys": [str(k) for k in d.keys],
                     "morgan": torch.from_numpy(self.morgan),
-                    "folds": [{part: [int(i) for i in idx] for part, idx in fold.items()} for fold in self.folds]},
-                   path)
+                    "folds": [{part: [int(i) for i in idx] for part, idx in fold.items()} for fold in self.folds],
+                    "left_out": dict(self.left_out)}, path)
 
     @classmethod
     def load(cls, path: Path) -> "KShotCorpus":
         saved = torch.load(path, weights_only=True)
         data = ContactData(atoms=saved["atoms"], offsets=saved["offsets"].numpy(), descriptors=saved["descriptors"],
                            label=saved["label"].numpy(), keys=np.asarray(saved["keys"]))
-        return cls(saved["ids"], saved["names"], saved["smiles"], data, saved["morgan"].numpy(), saved["folds"])
+        return cls(saved["ids"], saved["names"], saved["smiles"], data, saved["morgan"].numpy(), saved["folds"],
+                   saved.get("left_out", {}))
 
 
 class _SourcesFeaturised:
-    """A corpus source of which only the items of ``sources`` are featurised (built into the store where missing):
-    its records and protein clusters, hence the protocol's folds, stay the whole corpus's, so that every member
-    of the default model still meets only proteins of clusters it never saw."""
+    """A corpus source of which only the items of ``sources`` are featurised (built into the store where missing;
+    with ``stored_only``, only those already in the store, the others left out and counted in
+    :attr:`left_out`): its records and protein clusters, hence the protocol's folds, stay the whole corpus's, so
+    that every member of the default model still meets only proteins of clusters it never saw."""
 
-    def __init__(self, source, sources: Sequence[str]):
-        self.source, self.sources = source, tuple(sources)
+    def __init__(self, source, sources: Sequence[str], stored_only: bool = False):
+        self.source, self.sources, self.stored_only = source, tuple(sources), stored_only
         self.recipe, self.corpus = source.recipe, source.corpus
+        self.left_out: dict[str, int] = {}
 
     @property
     def clusters(self):
         return self.source.clusters
 
+    def _in_store(self, items: list) -> list:
+        """The items whose build is already in the store (a graph, or a failure that preprocessing reports)."""
+        from geomol.data.datasets.corpus_dataset import corpus_recipes
+        from geomol.data.datasets.processed import default_cache_dir
+        from geomol.data.store.cache import FileHasher, ProcessedStore, recipe_key
+
+        root = Path(default_cache_dir() if self.source.cache_dir is None else self.source.cache_dir)
+        store, hasher = ProcessedStore(root), FileHasher(root / "file_hashes.json")
+        recipes = corpus_recipes(items, self.clusters, recipe=self.recipe, pose_parameters=self.source.pose_parameters,
+                                 cache_dir=self.source.cache_dir)
+        kept = []
+        for item, (built, _) in zip(items, recipes):
+            key = recipe_key(built, hasher)
+            if store.has(key) or store.failure(key) is not None:
+                kept.append(item)
+            else:
+                self.left_out[item.source] = self.left_out.get(item.source, 0) + 1
+        return kept
+
     def make_dataset(self, num_workers: int = 0):
         from geomol.data.datasets.corpus_dataset import CorpusDataset
         from geomol.data.datasets.corpus_items import Corpus
 
-        part = Corpus([item for item in self.corpus.items if item.source in self.sources], self.corpus.receptors)
+        items = [item for item in self.corpus.items if item.source in self.sources]
+        part = Corpus(self._in_store(items) if self.stored_only else items, self.corpus.receptors)
         return CorpusDataset(part, self.clusters, recipe=self.recipe, pose_parameters=self.source.pose_parameters,
                              num_workers=num_workers, name="corpus-" + "+".join(self.sources),
                              cache_dir=self.source.cache_dir)
 
 
 def read_kshot_corpus(config_path: Path, work: Path, cache_dir: str | None = None,
-                      sources: Sequence[str] | None = None) -> KShotCorpus:
+                      sources: Sequence[str] | None = None, stored_only: bool = False) -> KShotCorpus:
     """The corpus featurised as the members of the train-affinity config ``config_path`` read it (the default
     model's: ``models/contact-corpus.yaml``), cached as ``work/corpus.pt``; with ``sources``, only those sources'
-    items (the folds still the whole corpus's), cached as ``work/corpus-<sources>.pt``."""
-    path = Path(work) / ("corpus.pt" if sources is None else f"corpus-{'+'.join(sources)}.pt")
+    items (the folds still the whole corpus's), cached as ``work/corpus-<sources>.pt``; with ``stored_only``
+    (needs ``sources``) only their items already in the processed store (:class:`KShotCorpus` ``left_out``: the
+    others per source)."""
+    path = Path(work) / ("corpus.pt" if sources is None
+                         else f"corpus-{'+'.join(sources)}{'-stored' if stored_only else ''}.pt")
     if path.exists():
         return KShotCorpus.load(path)
     from geomol.data.datasets.sources import CorpusSource, affinity_source
@@ -104,7 +132,9 @@ def read_kshot_corpus(config_path: Path, work: Path, cache_dir: str | None = Non
         if not isinstance(source, CorpusSource):
             raise ConfigError(f"featurising some sources only needs a corpus source, not {type(source).__name__}",
                               config_path)
-        source = _SourcesFeaturised(source, sources)
+        source = _SourcesFeaturised(source, sources, stored_only)
+    elif stored_only:
+        raise ConfigError("featurising only the stored items needs the sources to featurise", config_path)
     cv = contact_cv_of(config)
     morgan = []
     corpus = module_contacts(source, cv.recipe, n_folds=cv.folds,
@@ -113,7 +143,7 @@ def read_kshot_corpus(config_path: Path, work: Path, cache_dir: str | None = Non
     items = {item.id: item for item in source.corpus.items}
     chosen = [items[i] for i in corpus.ids]
     out = KShotCorpus(corpus.ids, [item.ligand for item in chosen], [item.smiles for item in chosen], corpus.data,
-                      np.stack(morgan).astype(np.uint8), corpus.folds)
+                      np.stack(morgan).astype(np.uint8), corpus.folds, dict(getattr(source, "left_out", {})))
     Path(work).mkdir(parents=True, exist_ok=True)
     out.save(path)
     return out

@@ -37,6 +37,20 @@ def test_featurising_one_source_keeps_the_whole_corpus_folds(tmp_path):
         assert {part: ids & plb_ids for part, ids in part_whole.items()} == part_plb
 
 
+def test_stored_only_leaves_out_and_counts_the_items_not_yet_built(tmp_path):
+    shared_path("fep_benchmark", "jacs_set")
+    shared_path("plb", "tnks2")
+    source = CorpusSource(ComplexRecipe(pocket_cutoff=10.0), series=SERIES, cache_dir=str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plb = module_contacts(_SourcesFeaturised(source, ["plb"]), ContactRecipe(), n_folds=3, valid_fraction=0.2)
+        both = _SourcesFeaturised(source, ["plb", "fep_benchmark"], stored_only=True)
+        stored = module_contacts(both, ContactRecipe(), n_folds=3, valid_fraction=0.2)
+    fep = sum(item.source == "fep_benchmark" for item in source.corpus.items)
+    assert fep > 0 and both.left_out == {"fep_benchmark": fep}
+    assert stored.ids == plb.ids and _ids_by_part(stored) == _ids_by_part(plb)
+
+
 def test_featurising_some_sources_needs_a_corpus_source(tmp_path):
     config = tmp_path / "plb.yaml"
     config.write_text((REPO / "models" / "get-plb.yaml").read_text())

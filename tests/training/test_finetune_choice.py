@@ -151,7 +151,7 @@ def test_the_command_prints_and_records_the_decision(tmp_path, capsys):
     measured.write_text("name,pK\nlig_1a,6.268\nlig_3a,8.060\nlig_5a,7.886\n")
     out = tmp_path / "tnks2-contact"
     assert main(["finetune", "--receptor", str(RECEPTOR), "--ligands", str(LIGANDS), "--measured", str(measured),
-                 "--out", str(out), "--threads", "1"]) == 0
+                 "--out", str(out), "--threads", "1", "--method", "finetuned"]) == 0  # the default model anchors
     printed = capsys.readouterr().out
     decision = json.loads((out / "manifest.json").read_text())["metrics"]["finetune"]["decision"]
     assert decision["reason"] == "too_few" and decision["ligands"] == 3 and decision["settings"]["steps"] == 10
