@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from geomol.benchmarking.run_record import run_metadata, write_result
+from geomol.benchmarking.run_record import labelled, run_metadata, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("bond", "angle", "torsion")
@@ -56,7 +56,7 @@ def main(argv=None) -> dict:
 
     torch.set_num_threads(args.threads)
     meta = run_metadata(args.threads)
-    models = dict(spec.split("=", 1) if "=" in spec else (spec, spec) for spec in args.model)
+    models = labelled(args.model)
     lines = ["| model | starts × windows (done) | JS bond / angle / torsion | MD half vs half | frozen start | "
              "Ramachandran JS φ / ψ | largest bond deviation from MD mean, Å (MD's own) | frames with a bond > 0.3 Å "
              "off | frames with a clash | diverged | simulated ps per CPU s |", "|---" * 11 + "|"]

@@ -20,13 +20,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from geomol.benchmarking.run_record import run_metadata, write_result
+from geomol.benchmarking.run_record import labelled, run_metadata, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _pairs(specs: list[str]) -> dict[str, str]:
-    return dict(spec.split("=", 1) if "=" in spec else (Path(spec).stem, spec) for spec in specs)
 
 
 def _row(model: str, run: str, record: dict, engine: dict | None) -> str:
@@ -68,8 +64,8 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
     meta = run_metadata(args.threads)
     record = {"settings": {k: v for k, v in vars(args).items() if k not in ("model", "run", "train")},
-              "models": _pairs(args.model), "runs": _pairs(args.run), "rows": [], "engine": {}}
-    trains = _pairs(args.train)
+              "models": labelled(args.model), "runs": labelled(args.run, lambda path: Path(path).stem), "rows": [], "engine": {}}
+    trains = labelled(args.train, lambda path: Path(path).stem)
     lines = ["| model | run | JS bond / angle / torsion | MD half vs half | frozen start | other MD | "
              "largest bond deviation from MD mean, Å (MD's own) | frames with a bond > 0.3 Å off | frames with a "
              "clash | simulated ps per CPU s | vs GFN2-xTB |", "|---" * 11 + "|"]

@@ -151,6 +151,7 @@ PREDICTIONS = {"ppa-affinity/pK_and_std": ppa, "na-affinity/pK_and_spread": nucl
                "egno-md17-aspirin/positions": lambda: molecule_window("egno-md17-aspirin", "aspirin"),
                "egno-md17-ethanol/positions": lambda: molecule_window("egno-md17-ethanol", "ethanol"),
                "egno-flow-ethanol/positions": lambda: molecule_window("egno-flow-ethanol", "ethanol"),
+               "egno-flow-aspirin/positions": lambda: molecule_window("egno-flow-aspirin", "aspirin"),
                "egno-molecules/positions": lambda: molecule_window("egno-molecules", "paracetamol", read_graph=True)}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 import torch
 
 import geomol
@@ -105,22 +106,27 @@ def _bond_lengths(positions: np.ndarray, bonds) -> np.ndarray:
     return np.linalg.norm(positions[:, bonds[:, 0]] - positions[:, bonds[:, 1]], axis=-1)
 
 
-def test_generative_ethanol_model_keeps_a_molecule_over_a_long_seeded_rollout():
-    """egno-flow-ethanol, 30 windows (45 ps) from the generator's RDKit conformer at rest: every predicted bond stays
-    within 0.3 Å of its MD mean, the bonds move (it samples, not a frozen mean), the same seed repeats the rollout
-    exactly and another seed gives another one."""
-    import pytest
-
+@pytest.mark.parametrize("name, molecule, rare_excursions", [("egno-flow-ethanol", "ethanol", False),
+                                                          ("egno-flow-aspirin", "aspirin", True)])
+def test_generative_model_keeps_its_molecule_over_a_long_seeded_rollout(name, molecule, rare_excursions):
+    """A shipped one-molecule generative model, 30 windows (45 ps) from the generator's RDKit conformer at rest: the
+    bonds stay near their MD means (ethanol: every bond within 0.3 Å in every frame; aspirin, whose card states rare
+    excursions: 95 % of frames so, and none beyond 1 Å), they move (it samples, not a frozen mean), the same seed
+    repeats the rollout exactly and another seed gives another one."""
     pytest.importorskip("rdkit")
     from geomol.simulate.molecules import starting_structure
 
-    model = _load("egno-flow-ethanol")
+    model = _load(name)
     assert model.generative
-    start = starting_structure("ethanol", seed=3)
+    start = starting_structure(molecule, seed=3)
     x = start.positions[start.numbers > 1].astype(np.float64)
-    rollouts = [geomol.rollout_arrays(model, x, np.zeros_like(x), windows=30, seed=seed) for seed in (1, 1, 2)]
+    rollouts = [geomol.rollout_arrays(model, x, np.zeros_like(x), windows=30, seed=seed) for seed in (2, 2, 3)]
     lengths = _bond_lengths(rollouts[0].positions[1:], model.protocol.bonds)
-    assert np.abs(lengths - np.asarray(model.protocol.bond_lengths)).max() < 0.3
+    worst = np.abs(lengths - np.asarray(model.protocol.bond_lengths)).max(axis=1)  # [F] per frame
+    if rare_excursions:
+        assert (worst < 0.3).mean() >= 0.95 and worst.max() < 1.0
+    else:
+        assert worst.max() < 0.3
     assert lengths.std(axis=0).min() > 0.01  # thermal motion at 500 K (MD: ~0.03 Å)
     np.testing.assert_array_equal(rollouts[0].positions, rollouts[1].positions)
     assert np.abs(rollouts[0].positions[-1] - rollouts[2].positions[-1]).max() > 0.05
@@ -130,8 +136,6 @@ def test_model_of_many_molecules_rolls_out_one_it_never_saw():
     """egno-molecules on paracetamol (held out of its training): 10 seeded windows (15 ps) from the generator's RDKit
     conformer at rest, the molecule read from the conformer's graph; every bond stays within 0.3 Å of its length in
     the start structure and the rollout repeats with its seed."""
-    import pytest
-
     pytest.importorskip("rdkit")
     from geomol.data.chemistry.covalent_graph import perceive_bonds
     from geomol.data.chemistry.molecule_graph import heavy_atom_graph

@@ -157,3 +157,11 @@ def test_interleaved_runs_alternate_the_loads_and_record_every_step():
                 "official_preempted"} <= set(figures)
     line = interleaved.load_line({"load_kind": "cpu", **runs["cpu"]})
     assert line.startswith("cpu") and "stressor" in line and "paired wall ratio" in line
+
+
+def test_labelled_command_line_items():
+    from geomol.benchmarking.run_record import labelled
+
+    assert labelled(["flow=runs/a/last.ckpt", "egno-fkbp12"]) == {"flow": "runs/a/last.ckpt", "egno-fkbp12": "egno-fkbp12"}
+    assert labelled(["md_data/x/md17_ethanol.npz", "a=b=c"], lambda p: p.rsplit("/", 1)[-1]) == {
+        "md17_ethanol.npz": "md_data/x/md17_ethanol.npz", "a": "b=c"}

@@ -25,7 +25,7 @@ from geomol.provenance import provenance
 from geomol.timing import median_seconds
 from geomol.version import PACKAGE_DIR
 
-__all__ = ["CHECKOUT", "REFERENCE", "run_metadata", "torch_threads", "machine_probe", "fresh_page_microseconds",
+__all__ = ["CHECKOUT", "REFERENCE", "labelled", "run_metadata", "torch_threads", "machine_probe", "fresh_page_microseconds",
            "official_checkout", "peak_rss_gb", "start_step_memory", "step_memory_gb", "run_worker", "write_result"]
 
 CHECKOUT = PACKAGE_DIR.parent
@@ -166,3 +166,10 @@ def write_result(path: Path, meta: dict, rows: list[dict], **extra) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"meta": meta, **extra, "rows": rows}, indent=1))
     print(f"wrote {path.relative_to(CHECKOUT) if path.is_relative_to(CHECKOUT) else path}")
+
+
+def labelled(specs: list[str], label_of=lambda spec: spec) -> dict[str, str]:
+    """``{label: value}`` of command-line items ``LABEL=VALUE`` (``--model egno-flow=runs/…/last.ckpt``,
+    ``--run aspirin=md_data/…npz``); an item without ``=`` is labelled by ``label_of(item)`` (default: itself)."""
+    return dict(spec.split("=", 1) if "=" in spec else (label_of(spec), spec) for spec in specs)
+

@@ -160,8 +160,9 @@ def _docked_input(context: _Context, item, posed, rows: dict[int, dict], entry: 
 
 
 def _progress_events(topic: str | None, shard: int):
-    """A callback that sends ``(shard, ligands posed)`` to ``topic`` at most every :data:`PROGRESS_SECONDS`
-    (None outside a Dask worker or without a topic)."""
+    """A callback that sends ``(shard, ligands posed)`` to ``topic``: the first ligand at once (a shard faster than
+    :data:`PROGRESS_SECONDS` still shows it has started), then at most every :data:`PROGRESS_SECONDS` (None outside
+    a Dask worker or without a topic)."""
     if topic is None:
         return None
     from distributed import get_worker
@@ -170,7 +171,7 @@ def _progress_events(topic: str | None, shard: int):
         worker = get_worker()
     except ValueError:  # run outside a worker (a test calling the task directly)
         return None
-    last = [time.monotonic()]
+    last = [-float("inf")]
 
     def report(posed: int) -> None:
         now = time.monotonic()
