@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from geomol.benchmarking.run_record import checkout_relative
 from geomol.evaluation.anchor_fit import fit_settings
 from geomol.evaluation.fewshot import run_and_write
 from geomol.evaluation.kshot import KSHOT_METHODS, KShotSettings, series_rows
@@ -140,7 +141,7 @@ def run(args) -> dict:
         write_anchoring(args.write_manifest, anchoring)
     return {"description": "k measured ligands of a series of an unseen protein; every method's Spearman on the "
                            "rest (mean over draws, then over targets), differences paired per target",
-            "model": args.model, "config": str(args.config), "k": args.k, "draws": args.draws,
+            "model": args.model, "config": checkout_relative(args.config), "k": args.k, "draws": args.draws,
             "valid_draws": args.valid_draws, "source_draws": args.source_draws, "sample": args.sample,
             "sources": args.sources, "featurised_sources": args.featurise or list(GROUPS_ALL),
             "left_out_not_in_store": corpus.left_out, "folds": args.folds,

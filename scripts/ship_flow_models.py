@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import geomol
+from geomol.benchmarking.run_record import checkout_relative
 from geomol.provenance import user_command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,11 +27,6 @@ KINDS = ("bond", "angle", "torsion")
 
 def _cells(values: dict) -> str:
     return " / ".join("–" if values[k] is None else f"{values[k]:.3f}" for k in KINDS)
-
-
-def _shown(path) -> str:
-    path = Path(path).resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def data_lines(summaries: list[dict]) -> list[str]:
@@ -121,7 +117,7 @@ def main(argv=None) -> int:
                  f"{model.network.sampling_steps}: give --sampling-steps {judged_steps}")
     summaries = [json.loads(Path(p).read_text()) for p in args.data]
     text = card(args, model, summaries, record)
-    metrics = {"evaluation": _shown(args.ensembles),
+    metrics = {"evaluation": checkout_relative(args.ensembles),
                **{f"js_{kind}_{row['run']}": row["js_divergence"][kind] for row in record["rows"] for kind in KINDS
                   if row["model"] == args.name}}
     target = model.save(Path(args.out_dir) / args.name, card=text, name=args.name, overwrite=args.overwrite,

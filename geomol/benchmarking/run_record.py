@@ -25,7 +25,7 @@ from geomol.provenance import provenance
 from geomol.timing import median_seconds
 from geomol.version import PACKAGE_DIR
 
-__all__ = ["CHECKOUT", "REFERENCE", "labelled", "run_metadata", "torch_threads", "machine_probe", "fresh_page_microseconds",
+__all__ = ["CHECKOUT", "REFERENCE", "checkout_relative", "labelled", "run_metadata", "torch_threads", "machine_probe", "fresh_page_microseconds",
            "official_checkout", "peak_rss_gb", "start_step_memory", "step_memory_gb", "run_worker", "write_result"]
 
 CHECKOUT = PACKAGE_DIR.parent
@@ -165,7 +165,13 @@ def write_result(path: Path, meta: dict, rows: list[dict], **extra) -> None:
     meta = {**meta, "load_average_after": load_average()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"meta": meta, **extra, "rows": rows}, indent=1))
-    print(f"wrote {path.relative_to(CHECKOUT) if path.is_relative_to(CHECKOUT) else path}")
+    print(f"wrote {checkout_relative(path)}")
+
+
+def checkout_relative(path) -> str:
+    """``path`` relative to the checkout when it lies inside it (what results record and print), else as given."""
+    path = Path(path).resolve()
+    return str(path.relative_to(CHECKOUT) if path.is_relative_to(CHECKOUT) else path)
 
 
 def labelled(specs: list[str], label_of=lambda spec: spec) -> dict[str, str]:

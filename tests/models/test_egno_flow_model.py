@@ -10,7 +10,7 @@ from geomol.data.datasets.trajectories.trajectory import trajectory_graph
 from geomol.models.egno_flow import EGNOFlow, centred_noise
 from geomol.testing import INVARIANT, POSITION, VECTOR
 from geomol.testing.model_contract import ModelContract
-from tests.models.test_egno_model import P, random_graphs
+from tests.models.test_egno_model import P, permuted_graph, random_graphs
 
 
 def _with_noisy_window(graphs, seed=11):
@@ -63,9 +63,7 @@ class TestEGNOFlowDenoiser(ModelContract):
 
     def permuted(self, graph, generator):
         perm = torch.randperm(graph.num_nodes, generator=generator)
-        inverse = torch.argsort(perm)
-        moved = trajectory_graph(graph.X[perm], graph.V[perm], graph.X_target[perm], inverse[graph.edge_index],
-                                 graph.edge_attr, dtype=torch.float64)
+        moved = permuted_graph(graph, perm)
         moved.window, moved.tau = graph.window[perm], graph.tau
         return moved, {"x": perm, "displacement": perm}
 

@@ -35,6 +35,13 @@ def random_graphs(sizes=(7, 12, 9), seed=4, **kwargs):
                        torch.randn(n, 3, dtype=torch.float64, generator=gen), seed=n, **kwargs) for n in sizes]
 
 
+def permuted_graph(graph, perm: torch.Tensor):
+    """The trajectory graph with its nodes in the order ``perm`` [N] (node i of the result is node perm[i])."""
+    inverse = torch.argsort(perm)
+    return trajectory_graph(graph.X[perm], graph.V[perm], graph.X_target[perm], inverse[graph.edge_index],
+                            graph.edge_attr, dtype=torch.float64)
+
+
 class DynamicsContract(ModelContract):
     """Trajectory models: positions X move, velocities V only rotate; per node and frame x, v [N, P, 3], h [N, P, H]."""
 
@@ -62,10 +69,7 @@ class DynamicsContract(ModelContract):
 
     def permuted(self, graph, generator):
         perm = torch.randperm(graph.num_nodes, generator=generator)
-        inverse = torch.argsort(perm)
-        moved = trajectory_graph(graph.X[perm], graph.V[perm], graph.X_target[perm], inverse[graph.edge_index],
-                                 graph.edge_attr, dtype=torch.float64)
-        return moved, {name: perm for name in self.outputs}
+        return permuted_graph(graph, perm), {name: perm for name in self.outputs}
 
     def loss(self, model, graphs):
         batch = Batch.from_data_list(graphs)
