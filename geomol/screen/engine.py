@@ -200,6 +200,9 @@ def run_shards(client, inputs: ScreenInputs, shards: Iterable[Shard], on_result:
         client.subscribe_topic(topic, lambda event: on_progress(event[1]["shard"], event[1]["posed"]))
     client.register_plugin(QuietCancellations())
     shared = client.submit(_identity, inputs, key=f"screen-inputs-{key}", pure=False)
+    # every worker holds the inputs: a shard then goes to a free thread, not to the worker that made them (with
+    # few shards the scheduler's preference for data locality left the other workers idle)
+    client.replicate([shared])
     queue = iter(shards)
     by_key: dict[str, Shard] = {}
     running = as_completed()
