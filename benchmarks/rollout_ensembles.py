@@ -48,6 +48,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sampling-steps", type=int, default=None,
                         help="Euler steps per window of the generative models (default: each model's own)")
+    parser.add_argument("--sampling-noise", type=float, default=None,
+                        help="η of the generative models' stochastic sampler (default: each model's own; 0: the ODE)")
     parser.add_argument("--skip-frames", type=int, default=2000)
     parser.add_argument("--engine-steps", type=int, default=200, help="GFN2-xTB steps timed per molecule (0: none)")
     parser.add_argument("--threads", type=int, default=1)
@@ -76,8 +78,8 @@ def main(argv=None) -> dict:
             engine = record["engine"][run_name] = engine_speed(smiles, steps=args.engine_steps)
         for label, reference in record["models"].items():
             model = geomol.load_model(reference)
-            if args.sampling_steps and model.generative:
-                model.set_sampling_steps(args.sampling_steps)
+            if model.generative:
+                model.set_sampling(args.sampling_steps, args.sampling_noise)
             extra = {}
             if run_name in trains:
                 inputs = MoleculeInput.open(model.protocol, run_file)

@@ -58,6 +58,13 @@ def ensemble_lines(record: dict) -> list[str]:
     return lines
 
 
+def _sampler(network) -> str:
+    """How the model samples a window, in words."""
+    if not network.sampling_noise:
+        return f"{network.sampling_steps} Euler steps of the flow"
+    return f"{network.sampling_steps} steps of the flow's SDE, η = {network.sampling_noise:g}"
+
+
 def card(args, model, summaries: list[dict], record: dict) -> str:
     protocol = model.protocol
     offsets, interval = protocol.target_offsets, protocol.frame_interval or 0.0
@@ -67,7 +74,7 @@ def card(args, model, summaries: list[dict], record: dict) -> str:
     description = (f"Generative EGNO (EGNOFlow, conditional flow matching) for {what} at 500 K: each window samples "
                    f"the positions at +{offsets[0]} … +{offsets[-1]} frames ({interval * 1e3:g} fs each, up to "
                    f"{offsets[-1] * interval:g} ps) given one frame and the velocity over the last {protocol.velocity_span} "
-                   f"frames ({model.network.sampling_steps} Euler steps of the flow per window), so a long rollout "
+                   f"frames ({_sampler(model.network)} per window), so a long rollout "
                    "samples the molecule's ensemble.")
     settings = record["settings"]
     lines = [f"# {args.name}", "", description, "", "## Data (made here; not shipped)", "", *data_lines(summaries), "",
@@ -104,17 +111,20 @@ def main(argv=None) -> int:
     parser.add_argument("--limitation", action="append", default=[])
     parser.add_argument("--sampling-steps", type=int, default=None,
                         help="Euler steps per window the shipped model uses (as judged by the ensemble benchmark)")
+    parser.add_argument("--sampling-noise", type=float, default=None,
+                        help="η of the stochastic sampler the shipped model uses (as judged by the ensemble benchmark)")
     parser.add_argument("--out-dir", default=str(REPO / "models"))
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     model = geomol.load_model(args.checkpoint)
-    if args.sampling_steps:
-        model.set_sampling_steps(args.sampling_steps)
+    model.set_sampling(args.sampling_steps, args.sampling_noise)
     record = json.loads(Path(args.ensembles).read_text())
-    judged_steps = record["settings"].get("sampling_steps")
-    if judged_steps and judged_steps != model.network.sampling_steps:
-        sys.exit(f"the ensemble benchmark sampled with {judged_steps} steps per window, the model has "
-                 f"{model.network.sampling_steps}: give --sampling-steps {judged_steps}")
+    for setting, option, value in (("sampling_steps", "--sampling-steps", model.network.sampling_steps),
+                                   ("sampling_noise", "--sampling-noise", model.network.sampling_noise)):
+        judged = record["settings"].get(setting)
+        if judged is not None and judged != value:
+            sys.exit(f"the ensemble benchmark sampled with {setting} {judged}, the model has {value}: "
+                     f"give {option} {judged}")
     summaries = [json.loads(Path(p).read_text()) for p in args.data]
     text = card(args, model, summaries, record)
     metrics = {"evaluation": checkout_relative(args.ensembles),

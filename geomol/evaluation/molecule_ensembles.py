@@ -114,6 +114,8 @@ def judge_model(model: DynamicsModel, topology, trajectory=None, *, starts: int 
                   speed={"simulated_ps_per_start": rollouts.simulated_ps_per_start,
                          "cpu_seconds": rollouts.cpu_seconds, "starts_batched": len(chosen),
                          "simulated_ps_per_cpu_second": rollouts.simulated_ps_per_cpu_second})
+    if model.generative:
+        record["sampling"] = {"steps": model.network.sampling_steps, "noise": model.network.sampling_noise}
     for label, frames in (extra_references or {}).items():
         record.setdefault("other_ensembles", {})[label] = comparison.compare(np.asarray(frames))["js_divergence"]
     return record

@@ -21,7 +21,14 @@ window X¹ [N, P, 3]:
   0.05 Å too long as little as a 0.05 Å shift of the whole molecule, while a bond's length is what a molecule must
   keep;
 * sampling: Euler steps of the ODE dX/dτ = û from τ = 0 to 1 (``sampling_steps``); the last step lands on X̂¹.
-  A ``torch.Generator`` makes a sample repeat.
+  A ``torch.Generator`` makes a sample repeat;
+* or (``sampling_noise`` η > 0) Euler–Maruyama steps of an SDE with the same marginal distributions as the ODE:
+  given X^τ the true window's posterior is that of a Gaussian path, X^τ ~ N((1 − τ)x₀ + τX¹, (1 − τ)²σ_p²), so the
+  score is −ε̂ / ((1 − τ)σ_p), ε̂ = (X^τ − (1 − τ)x₀ − τX̂¹) / ((1 − τ)σ_p) (centred), and for any ε(τ) ≥ 0
+  dX = (û + ε·score) dτ + √(2ε) dW keeps the ODE's marginals. With ε = η(1 − τ)σ_p² a step is
+  X ← X + Δτ(û − ησ_p ε̂) + σ_p √(2ηΔτ(1 − τ)) ξ, ξ centred standard noise. The injected noise, removed again by the
+  score term, lets a sample correct the errors that the network's X̂¹ made at earlier steps instead of carrying
+  them to τ = 1 (η = 0 is the ODE; the noise fades as τ → 1; the last step still lands on X̂¹).
 
 The backbone is EGNO's: the state and the window share the time axis as P + 2 slices — the previous frame
 x₀ − s·v (s = ``velocity_span`` frames), the state x₀, then the P noisy frames — each with its slice embedding and
@@ -82,7 +89,8 @@ class EGNOFlow(nn.Module):
             from the training data or loaded with the weights, where it is a buffer).
         velocity_span: s, frames between the two frames whose difference is the velocity (the previous slice is
             x₀ − s·v).
-        sampling_steps: Euler steps of a sample. tau_floor: smallest 1 − τ in the loss weight.
+        sampling_steps: Euler steps of a sample. sampling_noise: η of the stochastic sampler (module docstring;
+            0: the flow's ODE). tau_floor: smallest 1 − τ in the loss weight.
         distance_weight: λ of the edge-length term of the loss (0: positions only).
         grid_power: γ of the sampling time grid (:meth:`time_grid`; 1: even steps).
         tau_power: training draws τ = 1 − (1 − u)^κ, u ~ U(0, 1) (κ > 1 trains the nearly clean end of the flow, where
@@ -96,11 +104,13 @@ class EGNOFlow(nn.Module):
                  num_timesteps: int = 8, num_modes: int = 3, time_embedding_dim: int = 32,
                  prior_scale: float | Sequence[float] | None = None, velocity_span: float = 1.0, sampling_steps: int = 10,
                  tau_floor: float = 0.05, distance_weight: float = 0.0, grid_power: float = 1.0,
-                 tau_power: float = 1.0, node_attr_norm: NodeAttrNorm = "dataset"):
+                 tau_power: float = 1.0, node_attr_norm: NodeAttrNorm = "dataset", sampling_noise: float = 0.0):
         super().__init__()
         slices = num_timesteps + CLEAN_SLICES
         if num_timesteps < 1 or num_layers < 1 or hidden < 1 or sampling_steps < 1:
             raise ConfigError("num_timesteps, num_layers, hidden and sampling_steps must be ≥ 1")
+        if not sampling_noise >= 0:
+            raise ConfigError(f"sampling_noise must be ≥ 0, got {sampling_noise}")
         if num_modes > slices // 2 + 1:
             raise ConfigError(f"num_modes={num_modes} exceeds the {slices // 2 + 1} Fourier bins of {slices} slices")
         prior_scale = 1.0 if prior_scale is None else prior_scale
@@ -110,6 +120,7 @@ class EGNOFlow(nn.Module):
         self.node_features, self.edge_features, self.hidden = node_features, edge_features, hidden
         self.num_timesteps, self.num_modes, self.time_embedding_dim = num_timesteps, num_modes, time_embedding_dim
         self.velocity_span, self.sampling_steps, self.tau_floor = float(velocity_span), sampling_steps, tau_floor
+        self.sampling_noise = float(sampling_noise)
         self.distance_weight, self.grid_power, self.tau_power = float(distance_weight), float(grid_power), float(tau_power)
         self.node_attr_norm = node_attr_norm
         self.register_buffer("prior_scale", torch.tensor(scale, dtype=torch.float32))
@@ -182,22 +193,39 @@ class EGNOFlow(nn.Module):
         return loss
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, graph, generator=None, steps: int | None = None, prior: torch.Tensor | None = None) -> torch.Tensor:
-        """[N, P, 3] one window drawn for each state of the batch (Euler integration of the flow).
+    def sample(self, graph, generator=None, steps: int | None = None, prior: torch.Tensor | None = None,
+               noise: float | None = None) -> torch.Tensor:
+        """[N, P, 3] one window drawn for each state of the batch (the flow integrated from τ = 0 to 1).
 
-        ``prior``: the start Z of the integration [N, P, 3] instead of a draw from ``generator`` (the sample is then
-        a deterministic, E(3)-equivariant function of the state and Z).
+        ``prior``: the start Z of the integration [N, P, 3] instead of a draw from ``generator`` (with η = 0 the
+        sample is then a deterministic, E(3)-equivariant function of the state and Z). ``steps``, ``noise``: the
+        number of steps and η instead of ``sampling_steps`` and ``sampling_noise``.
         """
         inputs = dynamics_inputs(graph, self.node_attr_norm)
         self._check(inputs)
         steps = steps or self.sampling_steps
+        eta = self.sampling_noise if noise is None else float(noise)
         window = self.prior(inputs, generator) if prior is None else prior.to(inputs.x)
         grid = self.time_grid(steps)
         for begin, end in zip(grid[:-1], grid[1:]):
             tau = torch.full((inputs.num_graphs,), begin, dtype=window.dtype, device=window.device)
             clean = self.denoise(inputs, window, tau)
-            window = window + (clean - window) * ((end - begin) / (1 - begin))  # Δτ · û, û = (X̂¹ − X^τ) / (1 − τ)
+            step = (clean - window) * ((end - begin) / (1 - begin))  # Δτ · û, û = (X̂¹ − X^τ) / (1 − τ)
+            if eta > 0 and end < 1:
+                step = step + self._noise_step(inputs, window, clean, begin, end - begin, eta, generator)
+            window = window + step
         return window
+
+    def _noise_step(self, inputs, window: torch.Tensor, clean: torch.Tensor, tau: float, dtau: float, eta: float,
+                    generator) -> torch.Tensor:
+        """[N, P, 3] the SDE's part of a step: −Δτ·η·σ_p·ε̂ + σ_p·√(2ηΔτ(1 − τ))·ξ (module docstring)."""
+        sigma = self._scale(window)
+        residual = (window - (1 - tau) * inputs.x.unsqueeze(1) - tau * clean).reshape(window.size(0), -1)
+        residual = residual - scatter_mean(residual, inputs.batch, inputs.num_graphs)[inputs.batch]
+        epsilon = residual.view_as(window) / ((1 - tau) * sigma)
+        xi = centred_noise(window.shape, inputs.batch, inputs.num_graphs, generator=generator, dtype=window.dtype,
+                           device=window.device)
+        return sigma * (math.sqrt(2 * eta * dtau * (1 - tau)) * xi - dtau * eta * epsilon)
 
     def time_grid(self, steps: int) -> list[float]:
         """Flow times 0 = τ_0 < … < τ_K = 1 of the Euler steps: τ_k = 1 − (1 − k/K)^γ (``grid_power`` γ ≥ 1 puts

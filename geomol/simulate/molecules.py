@@ -31,9 +31,10 @@ MD17_MOLECULES: dict[str, str] = {
 """name (as in ``md17_<name>.npz``) → SMILES in the stick-compatible atom order."""
 
 DRUG_LIKE_MOLECULES: dict[str, str] = {
-    # the training set of egno-molecules beside the eight MD17 molecules: rings (benzene, pyridine, thiophene,
-    # imidazole), their common substituents (OH, OMe, F, Cl, NH2, CHO, COOH, acetamido) and small chains
-    # (acid, ester, amide); neutral closed-shell molecules of C, N, O, F, S, Cl
+    # the training set of egno-molecules beside the eight MD17 molecules: aromatic rings (benzene, pyridine,
+    # thiophene, imidazole) with their common substituents (OH, OMe, F, Cl, NH2, CHO, COOH, COMe, COOMe, CONH2,
+    # acetamido), para- and ortho-disubstituted rings, saturated rings and small chains (acid, ester, amide);
+    # neutral closed-shell molecules of C, N, O, F, S, Cl
     "phenol": "Oc1ccccc1",
     "pyridine": "c1ccncc1",
     "benzoic_acid": "OC(=O)c1ccccc1",
@@ -48,6 +49,16 @@ DRUG_LIKE_MOLECULES: dict[str, str] = {
     "methyl_acetate": "COC(C)=O",
     "benzaldehyde": "O=Cc1ccccc1",
     "aniline": "Nc1ccccc1",
+    # para- and ortho-disubstituted rings, aryl carbonyls (ketone, ester, amide)
+    "p_cresol": "Cc1ccc(O)cc1",
+    "hydroquinone": "Oc1ccc(O)cc1",
+    "acetophenone": "CC(=O)c1ccccc1",
+    "methyl_benzoate": "COC(=O)c1ccccc1",
+    "benzamide": "NC(=O)c1ccccc1",
+    "guaiacol": "COc1ccccc1O",
+    # saturated rings
+    "piperidine": "C1CCNCC1",
+    "cyclohexanol": "OC1CCCCC1",
     # held out from egno-molecules' training, for its zero-shot test
     "paracetamol": "CC(=O)Nc1ccc(O)cc1",
     "methyl_salicylate": "COC(=O)c1ccccc1O",

@@ -45,7 +45,8 @@ class DynamicsModule(GeomolModule):
             rollout; validation, test and prediction roll out freely either way.
         prior_scale: EGNOFlow only: σ_p (Å) of its prior, one value or P; None takes the training data's
             displacement spread from the data module (``prior_scale()``) when training starts.
-        sampling_steps: EGNOFlow only: Euler steps of a sample.
+        sampling_steps: EGNOFlow only: Euler steps of a sample. sampling_noise: EGNOFlow only: η of its stochastic
+            sampler (0: the flow's ODE).
         velocity_span: EGNOFlow only: frames between the state and its previous frame, in the velocity's unit of time
             (the model's previous slice is x − velocity_span·v): 1 for the molecule data (v per window spacing), the
             spacing s for MD data whose velocity is a per-frame difference over s frames.
@@ -60,7 +61,8 @@ class DynamicsModule(GeomolModule):
                  node_attr_norm: Literal["dataset", "batch_max"] = "dataset",
                  lr: float = 1e-4, weight_decay: float = 1e-8, final_lr: float | None = None, compile: bool = False,
                  teacher_forcing: bool = False, prior_scale: float | list[float] | None = None,
-                 sampling_steps: int = 10, velocity_span: float = 1.0, tau_power: float = 1.0):
+                 sampling_steps: int = 10, velocity_span: float = 1.0, tau_power: float = 1.0,
+                 sampling_noise: float = 0.0):
         super().__init__()
         self.save_hyperparameters()
         if teacher_forcing and model != "egnn":
@@ -75,8 +77,8 @@ class DynamicsModule(GeomolModule):
         elif model == "egno_flow":
             self.model = EGNOFlow(num_modes=num_modes, time_embedding_dim=time_embedding_dim,
                                   prior_scale=1.0 if prior_scale is None else prior_scale,
-                                  sampling_steps=sampling_steps, velocity_span=velocity_span, tau_power=tau_power,
-                                  **common)
+                                  sampling_steps=sampling_steps, sampling_noise=sampling_noise,
+                                  velocity_span=velocity_span, tau_power=tau_power, **common)
         else:
             raise ValueError(f"unknown model {model!r} (egno | egnn | egno_flow)")
         if compile:

@@ -116,3 +116,24 @@ def test_evaluation_reads_a_file_with_its_atoms_in_another_order_as_the_same_mol
     assert first.s2s_mse == pytest.approx(second.s2s_mse, rel=1e-5) and first.s2s_mse < 1.0
     with pytest.raises(MoleculeMismatchError):
         geomol.evaluate_rollouts("egno-md17-aspirin", path, starts=[0])
+
+
+def test_the_sampler_settings_are_saved_with_the_model_and_refused_where_they_make_no_sense(tmp_path,
+                                                                                              flow_checkpoint):
+    from geomol.errors import ConfigError
+
+    checkpoint, data = flow_checkpoint
+    model = geomol.load_model(checkpoint)
+    model.set_sampling(steps=3, noise=0.5)
+    saved = geomol.load_model(model.save(tmp_path / "flow", name="flow"))
+    assert (saved.network.sampling_steps, saved.network.sampling_noise) == (3, 0.5)
+    rolls = {}
+    for noise in (0.5, 0.0):
+        saved.set_sampling(noise=noise)
+        rolls[noise] = geomol.rollout(saved, data, out=tmp_path / f"roll{noise}.xyz", start=20, windows=2, seed=1)
+    frames = [read_molecule_frames(tmp_path / f"roll{noise}.xyz").positions for noise in (0.5, 0.0)]
+    assert not np.allclose(frames[0][1:], frames[1][1:])
+    with pytest.raises(ConfigError, match="η must be ≥ 0"):
+        saved.set_sampling(noise=-1)
+    with pytest.raises(ConfigError, match="no sampler"):
+        geomol.load_model("egno-md17-ethanol").set_sampling(noise=1.0)

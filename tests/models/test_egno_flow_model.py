@@ -120,3 +120,54 @@ def test_the_flow_learns_two_futures_that_a_mean_would_average():
     near = torch.minimum((lengths - 1.0).abs(), (lengths - 2.0).abs())
     assert float(near.median()) < 0.15 and float((lengths > 1.5).float().mean()) > 0.2
     assert float((lengths < 1.5).float().mean()) > 0.2
+
+
+def _gaussian_flow(data_scale: torch.Tensor):
+    """A 2-slice EGNOFlow whose denoiser is the exact posterior mean for windows X¹ = x₀ + s_p·δ, δ centred standard
+    noise: in the centred subspace y = X^τ − x₀ = (1 − τ)σ_p ε + τ s_p δ, so E[X¹ | X^τ] = x₀ + τs²y / ((1 − τ)²σ² + τ²s²)."""
+    model = EGNOFlow(node_features=1, edge_features=2, hidden=8, num_layers=1, num_timesteps=2, num_modes=2,
+                     prior_scale=[0.5, 1.0]).double()
+    sigma, s = model.prior_scale.double().view(1, -1, 1), data_scale.view(1, -1, 1)
+
+    def exact_denoiser(inputs, window, tau):
+        t = tau[inputs.batch].view(-1, 1, 1)
+        y = window - inputs.x.unsqueeze(1)
+        return inputs.x.unsqueeze(1) + t * s**2 * y / ((1 - t) ** 2 * sigma**2 + t**2 * s**2)
+
+    model.denoise = exact_denoiser
+    return model
+
+
+def test_the_stochastic_sampler_keeps_the_flows_distribution():
+    """With the exact denoiser of a Gaussian window distribution, the ODE (η = 0) and the SDE (η = 1, 2) both draw
+    windows whose spread per slice is the data's s_p (centred over 3 atoms: s_p²·(1 − 1/3) per coordinate); a sign or
+    a factor wrong in the SDE's drift or noise would shrink or inflate it."""
+    scale = torch.tensor([0.2, 0.7], dtype=torch.float64)
+    model = _gaussian_flow(scale)
+    graphs = random_graphs(sizes=(3,) * 1500, seed=1)
+    batch = Batch.from_data_list(graphs)
+    expected = scale**2 * (1 - 1 / 3)
+    for eta in (0.0, 1.0, 2.0):
+        window = model.sample(batch, torch.Generator().manual_seed(3), steps=200, noise=eta)
+        spread = (window - batch.X.unsqueeze(1)).pow(2).mean(dim=(0, 2))  # [P] per coordinate
+        torch.testing.assert_close(spread, expected, rtol=0.06, atol=0)
+
+
+def test_the_stochastic_sampler_repeats_with_its_seed_and_never_moves_a_centroid():
+    """A seeded SDE sample repeats and differs from the ODE's; the SDE's own part of a step (drift and noise) is
+    centred per graph and slice, so it moves no molecule as a whole."""
+    from geomol.models.dynamics import dynamics_inputs
+    from geomol.nn.scatter import scatter_mean
+
+    model, batch = _model(3), Batch.from_data_list(random_graphs())
+    model.sampling_noise = 1.0
+    first = model.sample(batch, torch.Generator().manual_seed(5))
+    assert torch.equal(first, model.sample(batch, torch.Generator().manual_seed(5)))
+    assert not torch.allclose(first, model.sample(batch, torch.Generator().manual_seed(5), noise=0.0))
+    inputs = dynamics_inputs(batch)
+    window = model.prior(inputs, torch.Generator().manual_seed(1))
+    clean = window + 0.3  # a denoiser output whose centroid is off the path's
+    step = model._noise_step(inputs, window, clean, 0.4, 0.1, 1.0, torch.Generator().manual_seed(2))
+    assert step.abs().max() > 1e-3
+    centroid = scatter_mean(step.reshape(step.size(0), -1), batch.batch, batch.num_graphs)
+    torch.testing.assert_close(centroid, torch.zeros_like(centroid), atol=1e-12, rtol=0)

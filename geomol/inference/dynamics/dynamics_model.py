@@ -117,18 +117,24 @@ class DynamicsModel(ShippedModel):
         """Whether each window is drawn from a learned distribution (EGNOFlow) rather than predicted as a mean."""
         return getattr(self.network, "generative", False)
 
-    def set_sampling_steps(self, steps: int) -> None:
-        """Euler steps per window of a generative model (fewer: faster, each window nearer the mean of its futures;
-        a shipped model records the value it was judged with, and saving records a new one).
+    def set_sampling(self, steps: int | None = None, noise: float | None = None) -> None:
+        """Steps per window and η of a generative model's sampler (fewer steps: faster, each window nearer the mean
+        of its futures; η > 0: the stochastic sampler of :class:`~geomol.models.egno_flow.EGNOFlow`). A shipped
+        model records the values it was judged with, and saving records new ones; None keeps a value.
 
         Raises:
-            ConfigError: the model is not generative, or ``steps`` < 1.
+            ConfigError: the model is not generative, ``steps`` < 1 or ``noise`` < 0.
         """
         if not self.generative:
-            raise ConfigError(f"{self.name or self.architecture} predicts each window as a mean: it has no sampling steps")
-        if int(steps) < 1:
-            raise ConfigError(f"sampling steps must be at least 1, got {steps}")
-        self.network.sampling_steps = self.arguments["sampling_steps"] = int(steps)
+            raise ConfigError(f"{self.name or self.architecture} predicts each window as a mean: it has no sampler")
+        if steps is not None:
+            if int(steps) < 1:
+                raise ConfigError(f"sampling steps must be at least 1, got {steps}")
+            self.network.sampling_steps = self.arguments["sampling_steps"] = int(steps)
+        if noise is not None:
+            if not float(noise) >= 0:
+                raise ConfigError(f"the sampling noise η must be ≥ 0, got {noise}")
+            self.network.sampling_noise = self.arguments["sampling_noise"] = float(noise)
 
     @torch.inference_mode()
     def predict(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None, *, molecule=None,
