@@ -62,7 +62,7 @@ def _sampler(network) -> str:
     """How the model samples a window, in words."""
     if not network.sampling_noise:
         return f"{network.sampling_steps} Euler steps of the flow"
-    return f"{network.sampling_steps} steps of the flow's SDE, η = {network.sampling_noise:g}"
+    return f"{network.sampling_steps} steps of the flow's SDE with η = {network.sampling_noise:g}"
 
 
 def card(args, model, summaries: list[dict], record: dict) -> str:
@@ -74,7 +74,7 @@ def card(args, model, summaries: list[dict], record: dict) -> str:
     description = (f"Generative EGNO (EGNOFlow, conditional flow matching) for {what} at 500 K: each window samples "
                    f"the positions at +{offsets[0]} … +{offsets[-1]} frames ({interval * 1e3:g} fs each, up to "
                    f"{offsets[-1] * interval:g} ps) given one frame and the velocity over the last {protocol.velocity_span} "
-                   f"frames ({_sampler(model.network)} per window), so a long rollout "
+                   f"frames ({_sampler(model.network)} for each window), so a long rollout "
                    "samples the molecule's ensemble.")
     settings = record["settings"]
     lines = [f"# {args.name}", "", description, "", "## Data (made here; not shipped)", "", *data_lines(summaries), "",

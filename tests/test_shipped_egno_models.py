@@ -106,13 +106,11 @@ def _bond_lengths(positions: np.ndarray, bonds) -> np.ndarray:
     return np.linalg.norm(positions[:, bonds[:, 0]] - positions[:, bonds[:, 1]], axis=-1)
 
 
-@pytest.mark.parametrize("name, molecule, rare_excursions", [("egno-flow-ethanol", "ethanol", False),
-                                                          ("egno-flow-aspirin", "aspirin", True)])
-def test_generative_model_keeps_its_molecule_over_a_long_seeded_rollout(name, molecule, rare_excursions):
+@pytest.mark.parametrize("name, molecule", [("egno-flow-ethanol", "ethanol"), ("egno-flow-aspirin", "aspirin")])
+def test_generative_model_keeps_its_molecule_over_a_long_seeded_rollout(name, molecule):
     """A shipped one-molecule generative model, 30 windows (45 ps) from the generator's RDKit conformer at rest: the
-    bonds stay near their MD means (ethanol: every bond within 0.3 Å in every frame; aspirin, whose card states rare
-    excursions: 95 % of frames so, and none beyond 1 Å), they move (it samples, not a frozen mean), the same seed
-    repeats the rollout exactly and another seed gives another one."""
+    bonds stay near their MD means (every bond within 0.3 Å in every frame), they move (it samples, not a frozen
+    mean), the same seed repeats the rollout exactly and another seed gives another one."""
     pytest.importorskip("rdkit")
     from geomol.simulate.molecules import starting_structure
 
@@ -123,10 +121,7 @@ def test_generative_model_keeps_its_molecule_over_a_long_seeded_rollout(name, mo
     rollouts = [geomol.rollout_arrays(model, x, np.zeros_like(x), windows=30, seed=seed) for seed in (2, 2, 3)]
     lengths = _bond_lengths(rollouts[0].positions[1:], model.protocol.bonds)
     worst = np.abs(lengths - np.asarray(model.protocol.bond_lengths)).max(axis=1)  # [F] per frame
-    if rare_excursions:
-        assert (worst < 0.3).mean() >= 0.95 and worst.max() < 1.0
-    else:
-        assert worst.max() < 0.3
+    assert worst.max() < 0.3
     assert lengths.std(axis=0).min() > 0.01  # thermal motion at 500 K (MD: ~0.03 Å)
     np.testing.assert_array_equal(rollouts[0].positions, rollouts[1].positions)
     assert np.abs(rollouts[0].positions[-1] - rollouts[2].positions[-1]).max() > 0.05
