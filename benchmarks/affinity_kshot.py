@@ -41,6 +41,7 @@ from geomol.evaluation.kshot_corpus import fold_series, member_of_fold, read_ksh
 from geomol.evaluation.kshot_summary import (anchoring_record, anchoring_text, choose_methods, format_kshot,
                                             summarise_kshot)
 from geomol.inference.anchoring import AnchorKernel
+from geomol.inference.interval_scale import IntervalScale
 from geomol.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def _settings(path: Path, series, args) -> tuple[KShotSettings, dict]:
     if path.exists():
         saved = json.loads(path.read_text())
         return KShotSettings(AnchorKernel.from_dict(saved["kernel"]), AnchorKernel.from_dict(saved["ligand_kernel"]),
-                             float(saved["power"])), saved
+                             float(saved["power"]), interval=IntervalScale.from_dict(saved.get("interval_scale"))), saved
     settings, record = fit_settings(series, ks=args.fit_k, draws=args.valid_draws, seed=args.seed)
     record["power"] = settings.power
     path.write_text(json.dumps(record, indent=1) + "\n")

@@ -6,7 +6,9 @@ marginal likelihood of whole validation series under it (:func:`fit_kernel`, emp
 the validation series' residuals most probable); then the similarity and slope sds are rescaled by the factors of a
 small grid that rank the validation series best with k measured ligands, and every sd by one factor that makes the
 nominal 68 % interval hold 68 % of the validation series' held-out values (:func:`tune_kernel`), so that its ± means
-what it says on new series. The ligand-only Gaussian process's prior is fitted by the likelihood alone with a
+what it says on new series; then one more factor per budget k, so that it does at each budget (with none the prior
+sd describes a new target's absolute error, with many the series' own terms: the error of the posterior sd depends
+on k) (:func:`calibrate_intervals`). The ligand-only Gaussian process's prior is fitted by the likelihood alone with a
 constant mean (the series' mean pK, no slope term). The anchored average's similarity exponent is the one of a grid
 with the best mean k-shot Spearman on the validation series (:func:`choose_power`).
 """
@@ -19,11 +21,15 @@ import numpy as np
 
 from geomol.evaluation.kshot import KShotSettings, SeriesData, eligible, method_predictions, series_rows
 from geomol.inference.anchoring import AnchorKernel, minmax_similarity
+from geomol.inference.interval_scale import IntervalScale
 from geomol.metrics.scores import mean_of
 
-__all__ = ["series_log_likelihood", "fit_kernel", "tune_kernel", "choose_power", "fit_settings"]
+__all__ = ["series_log_likelihood", "fit_kernel", "tune_kernel", "standardised_errors", "calibrate_intervals",
+           "choose_power", "fit_settings"]
 
 _FIELDS = ("level", "slope", "similarity", "noise")
+NOMINAL = 0.6827
+"""The coverage the ± is calibrated to: P(|z| ≤ 1) of a normal distribution."""
 
 
 def series_log_likelihood(kernel: AnchorKernel, residual: np.ndarray, shifted_base: np.ndarray,
@@ -109,30 +115,49 @@ def tune_kernel(series: Sequence[SeriesData], kernel: AnchorKernel, ks: Sequence
             scores[(a, b)] = mean_of(mean_of(r["mean"]["residual"] for r in rows if r["k"] == k) for k in ks)
     best = max(scores, key=lambda ab: (round(scores[ab], 4), ab == (1.0, 1.0)))
     tuned = _scaled(kernel, *best)
-    z = []
+    z = [e for errors in standardised_errors(series, KShotSettings(tuned), ks, draws, seed).values() for e in errors]
+    factor = float(np.quantile(z, NOMINAL)) if z else 1.0
+    return _scaled(tuned, every=factor), {f"{a:g}x{b:g}": v for (a, b), v in scores.items()} | {"sd_factor": factor}
+
+
+def standardised_errors(series: Sequence[SeriesData], settings: KShotSettings, ks: Sequence[int], draws: int,
+                        seed: int) -> dict[int, list[float]]:
+    """Per budget k, the residual model's |measured − mean| / sd of every held-out ligand of ``series`` over
+    ``draws`` random draws of k measured ligands (one draw of none for k = 0); the same draws for any settings."""
+    out: dict[int, list[float]] = {k: [] for k in ks}
     for number, s in enumerate(series):
         rng = np.random.default_rng([seed, number])
         for k in ks:
             if eligible(len(s), k):
-                for _ in range(draws):
+                for _ in range(draws if k else 1):
                     chosen = np.sort(rng.choice(len(s), size=k, replace=False))
                     rest = np.setdiff1d(np.arange(len(s)), chosen)
-                    mean, sd = method_predictions(s, chosen, rest, KShotSettings(tuned), ("residual",))["residual"]
-                    z.extend(np.abs(s.measured[rest] - mean) / sd)
-    factor = float(np.quantile(z, 0.6827)) if z else 1.0
-    return _scaled(tuned, every=factor), {f"{a:g}x{b:g}": v for (a, b), v in scores.items()} | {"sd_factor": factor}
+                    mean, sd = method_predictions(s, chosen, rest, settings, ("residual",))["residual"]
+                    out[k].extend((np.abs(s.measured[rest] - mean) / sd).tolist())
+    return out
+
+
+def calibrate_intervals(series: Sequence[SeriesData], kernel: AnchorKernel, ks: Sequence[int], draws: int,
+                        seed: int = 0) -> IntervalScale:
+    """The residual model's sd factor per budget of ``ks`` (:class:`~geomol.inference.interval_scale.IntervalScale`):
+    at each budget, the factor that makes the nominal 68 % interval hold 68 % of the validation ``series``' held-out
+    values (the :data:`NOMINAL` quantile of |measured − mean| / sd under ``kernel``); a budget no series takes part
+    in is left out (its neighbours' factors apply)."""
+    errors = standardised_errors(series, KShotSettings(kernel), ks, draws, seed)
+    return IntervalScale({k: float(np.quantile(z, NOMINAL)) for k, z in errors.items() if z})
 
 
 def fit_settings(series: Sequence[SeriesData], *, power_grid: Sequence[float] = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0),
-                 ks: Sequence[int] = (3, 5, 10), draws: int = 2, seed: int = 0) -> tuple[KShotSettings, dict]:
-    """Every method's settings fitted on the validation ``series`` (see the module notes), and what was tried."""
+                 ks: Sequence[int] = (3, 5, 10), draws: int = 2, seed: int = 0,
+                 calibration_ks: Sequence[int] = (0, 3, 5, 10, 20)) -> tuple[KShotSettings, dict]:
+    """Every method's settings fitted on the validation ``series`` (see the module notes), and what was tried;
+    the residual model's ± is calibrated per budget of ``calibration_ks`` (:func:`calibrate_intervals`)."""
     likelihood = fit_kernel(series)
     kernel, tuning = tune_kernel(series, likelihood, ks, draws, seed)
+    interval = calibrate_intervals(series, kernel, calibration_ks, draws, seed)
     ligand_kernel = fit_kernel(series, constant_mean=True)
     power, scores = choose_power(series, KShotSettings(kernel, ligand_kernel), power_grid, ks, draws, seed)
-    return KShotSettings(kernel, ligand_kernel, power), {"kernel": kernel.to_dict(),
-                                                          "likelihood_kernel": likelihood.to_dict(),
-                                                          "kernel_tuning": tuning,
-                                                          "ligand_kernel": ligand_kernel.to_dict(),
-                                                          "power_scores": {str(p): s for p, s in scores.items()},
-                                                          "series": len(series)}
+    return KShotSettings(kernel, ligand_kernel, power, interval=interval), {
+        "kernel": kernel.to_dict(), "likelihood_kernel": likelihood.to_dict(), "kernel_tuning": tuning,
+        "interval_scale": interval.to_dict(), "ligand_kernel": ligand_kernel.to_dict(),
+        "power_scores": {str(p): s for p, s in scores.items()}, "series": len(series)}

@@ -27,6 +27,7 @@ import numpy as np
 
 from geomol.errors import ConfigError
 from geomol.inference.anchoring import AnchorKernel, Anchors, anchored_average, residual_predictions
+from geomol.inference.interval_scale import IntervalScale
 from geomol.metrics.scores import mean_of, spearman
 
 __all__ = ["KSHOT_METHODS", "LIGAND_ONLY", "SeriesData", "KShotSettings", "distinct_compounds", "method_predictions",
@@ -82,6 +83,7 @@ class KShotSettings:
         power: the anchored average's similarity exponent.
         forest_trees: trees of the ligand-only random forest.
         seed: the forest's seed.
+        interval: the residual model's sd factor per number of measured ligands (None: 1).
     """
 
     kernel: AnchorKernel = field(default_factory=AnchorKernel)
@@ -89,6 +91,7 @@ class KShotSettings:
     power: float = 2.0
     forest_trees: int = 50
     seed: int = 0
+    interval: IntervalScale | None = None
 
 
 def distinct_compounds(names: Sequence[str], smiles: Sequence[str]) -> np.ndarray:
@@ -134,7 +137,7 @@ def method_predictions(series: SeriesData, chosen: np.ndarray, rest: np.ndarray,
         if method == "base":
             out[method] = (base, None)
         elif method == "residual":
-            out[method] = residual_predictions(settings.kernel, anchors, base, fps)
+            out[method] = residual_predictions(settings.kernel, anchors, base, fps, interval=settings.interval)
         elif method == "anchored" and len(chosen):
             out[method] = (anchored_average(anchors, base, fps, settings.power), None)
         elif len(chosen) < 2:

@@ -116,8 +116,8 @@ def anchoring_record(test_rows: Sequence[dict], fitted: dict, chosen: dict[int, 
         expected[str(k)] = {"spearman": mean_of(r["mean"].get(method, np.nan) for r in rows),
                             "base": mean_of(r["mean"]["base"] for r in rows), "targets": len(rows),
                             "coverage": _coverage(rows, "residual")[0]}
-    return {"kernel": fitted["kernel"], "power": fitted["power"], "methods": {str(k): m for k, m in chosen.items()},
-            "expected": expected, "about": about}
+    return {"kernel": fitted["kernel"], "interval_scale": fitted.get("interval_scale", {}), "power": fitted["power"],
+            "methods": {str(k): m for k, m in chosen.items()}, "expected": expected, "about": about}
 
 
 def anchoring_text(anchoring: dict) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from geomol.errors import ConfigError
 from geomol.inference.anchoring import AnchorKernel, Anchors, anchored_average, residual_predictions
+from geomol.inference.interval_scale import IntervalScale
 from geomol.units import dg_from_pk
 
 __all__ = ["ANCHOR_METHODS", "ANCHOR_COLUMNS", "AnchoringSettings", "AnchoredSeries", "graph_fingerprint"]
@@ -51,6 +52,7 @@ class AnchoringSettings:
 
     Attributes:
         kernel: the residual model's prior; power: the anchored average's exponent.
+        interval: the residual model's sd factor per number of measured ligands (calibrated on validation series).
         methods: per budget k (measured ligands), the method chosen on validation series (:data:`ANCHOR_METHODS`).
         expected: per budget, held-out figures: mean per-series Spearman of the method and of the base model on
             the rest (``spearman``, ``base``), series (``targets``), and the 68 % interval's coverage (``coverage``).
@@ -62,6 +64,7 @@ class AnchoringSettings:
     methods: Mapping[int, str] = field(default_factory=lambda: {0: "base", 3: "residual"})
     expected: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
     about: str = ""
+    interval: IntervalScale = field(default_factory=IntervalScale)
 
     def __post_init__(self):
         unknown = set(self.methods.values()) - set(ANCHOR_METHODS)
@@ -96,7 +99,8 @@ class AnchoringSettings:
     def to_dict(self) -> dict:
         return {"kernel": self.kernel.to_dict(), "power": self.power,
                 "methods": {str(k): m for k, m in sorted(self.methods.items())},
-                "expected": {str(k): dict(v) for k, v in sorted(self.expected.items())}, "about": self.about}
+                "expected": {str(k): dict(v) for k, v in sorted(self.expected.items())}, "about": self.about,
+                "interval_scale": self.interval.to_dict()}
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any], source=None) -> "AnchoringSettings":
@@ -104,7 +108,8 @@ class AnchoringSettings:
             return cls(AnchorKernel.from_dict(record["kernel"]), float(record.get("power", 2.0)),
                        {int(k): str(m) for k, m in record["methods"].items()},
                        {int(k): {n: float(v) for n, v in figures.items()}
-                        for k, figures in record.get("expected", {}).items()}, str(record.get("about", "")))
+                        for k, figures in record.get("expected", {}).items()}, str(record.get("about", "")),
+                       IntervalScale.from_dict(record.get("interval_scale")))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"unreadable anchoring settings ({exc})", source=source) from None
 
@@ -156,7 +161,8 @@ class AnchoredSeries:
                 ) -> tuple[np.ndarray, np.ndarray]:
         """(pK, sd) of ligands with base pK ``base`` and Morgan counts ``fingerprints`` ``(n, F)``; a ligand named as
         an anchor is predicted from the others. The sd is the residual model's (calibrated) for every method."""
-        mean, sd = residual_predictions(self.settings.kernel, self.anchors, base, fingerprints, names)
+        mean, sd = residual_predictions(self.settings.kernel, self.anchors, base, fingerprints, names,
+                                        interval=self.settings.interval)
         if self.method == "anchored":
             mean = anchored_average(self.anchors, base, fingerprints, self.settings.power, names)
         elif self.method in ("base", "finetuned"):

@@ -13,7 +13,9 @@ A chemist who has measured k ligands of a series asks how the others rank. The b
   fingerprints; prior sd ``similarity``) and ``ε`` what no term explains, measurement error included (sd
   ``noise``). The posterior mean is the prediction; its sd, noise included, is the ± of a *measured* value,
   so a nominal 68 % interval (mean ± sd) should hold 68 % of measurements. Without anchors it is the base model
-  with the prior sd (its error on a new target's absolute pK).
+  with the prior sd (its error on a new target's absolute pK). An optional
+  :class:`~geomol.inference.interval_scale.IntervalScale` multiplies the sd by a factor per number of anchors,
+  calibrated on validation series (the mean is unchanged).
 * **anchored** (:func:`anchored_average`): the base model's pairwise differences, pK(q) = y_a + base(q) − base(a),
   averaged over the anchors a with weights similarity(q, a)^power + 1e-3 (the PBCNet-style relative prediction:
   an analogue is predicted from the measured ligands most like it). ``power`` 0 only shifts the base model
@@ -33,6 +35,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from geomol.errors import ConfigError
+from geomol.inference.interval_scale import IntervalScale
 
 __all__ = ["AnchorKernel", "Anchors", "minmax_similarity", "residual_predictions", "anchored_average",
            "next_best", "SELECTIONS"]
@@ -166,16 +169,23 @@ def _grouped(anchors: Anchors, names, base, fingerprints, predict) -> tuple[np.n
 
 
 def residual_predictions(kernel: AnchorKernel, anchors: Anchors, base: np.ndarray, fingerprints: np.ndarray,
-                         names: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                         names: Sequence[str] | None = None, interval: IntervalScale | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
     """The residual model's (mean pK, sd of a measurement) of every query (see the module notes).
 
     Args:
         kernel: the prior; anchors: the series' measured ligands (may be empty: the base model and the prior sd).
         base: ``(n,)`` the base model's pK of the queries; fingerprints: ``(n, F)`` their Morgan counts.
         names: the queries' names; a query named as an anchor is predicted from the other anchors.
+        interval: the sd's factor per number of anchors used (None: 1).
     """
+    interval = interval or IntervalScale()
 
     def predict(used: Anchors, base_q: np.ndarray, fp_q: np.ndarray):
+        mean, sd = posterior(used, base_q, fp_q)
+        return mean, sd * interval.factor(len(used))
+
+    def posterior(used: Anchors, base_q: np.ndarray, fp_q: np.ndarray):
         if len(used) == 0:
             prior = kernel.level ** 2 + kernel.similarity ** 2 * np.diag(minmax_similarity(fp_q, fp_q))
             return base_q.copy(), np.sqrt(prior + kernel.noise ** 2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geomol.evaluation.anchor_fit import fit_kernel, fit_settings
+from geomol.evaluation.anchor_fit import calibrate_intervals, fit_kernel, fit_settings, standardised_errors
 from geomol.evaluation.kshot import (KSHOT_METHODS, KShotSettings, SeriesData, distinct_compounds, draw_record,
                                      eligible, series_rows)
 from geomol.evaluation.kshot_summary import choose_methods, format_kshot, summarise_kshot
@@ -73,8 +73,9 @@ def test_priors_fitted_on_series_drawn_from_them_are_recovered():
 
 def test_settings_fitted_on_validation_series_and_tables():
     series = [drawn_series(25, seed) for seed in range(8)]
-    settings, record = fit_settings(series, power_grid=(0.0, 4.0), ks=(5,), draws=1)
+    settings, record = fit_settings(series, power_grid=(0.0, 4.0), ks=(5,), draws=1, calibration_ks=(0, 5))
     assert settings.power in (0.0, 4.0) and record["series"] == 8 and set(record["power_scores"]) == {"0.0", "4.0"}
+    assert set(record["interval_scale"]) == {"0", "5"} and settings.interval.factor(5) > 0
     tuning = record["kernel_tuning"]
     assert set(tuning) == {"0.5x1", "0.5x3", "1x1", "1x3", "2x1", "2x3", "sd_factor"} and tuning["sd_factor"] > 0
     # a common factor on every sd leaves the predictions and only calibrates the ±
@@ -91,3 +92,21 @@ def test_settings_fitted_on_validation_series_and_tables():
     assert "**synthetic**" in table and table.count("\n| 5 | 8 |") == 1
     chosen = choose_methods(rows, [0, 5], ["base", "anchored", "residual"])
     assert chosen[0] == "base" and chosen[5] in ("anchored", "residual")
+
+
+def test_intervals_calibrated_per_budget_hold_68_percent_at_every_budget():
+    # the prior misses the series' offset (level 0.05 for a true 0.8): without anchors its ± is far too narrow,
+    # while anchors reveal the offset; one factor per budget, fitted on other series, calibrates each budget
+    wrong = AnchorKernel(level=0.05, slope=TRUE.slope, similarity=TRUE.similarity, noise=TRUE.noise)
+    validation = [drawn_series(30, seed) for seed in range(30)]
+    held_out = [drawn_series(30, seed) for seed in range(100, 130)]
+    scale = calibrate_intervals(validation, wrong, (0, 3, 10), draws=3)
+    assert scale.factor(0) > 1.3 and scale.factor(0) > scale.factor(10)
+
+    def coverage(settings, k):
+        z = standardised_errors(held_out, settings, (k,), 3, seed=1)[k]
+        return np.mean(np.asarray(z) <= 1.0)
+
+    assert coverage(KShotSettings(wrong), 0) < 0.55
+    for k in (0, 3, 10):
+        assert 0.6 <= coverage(KShotSettings(wrong, interval=scale), k) <= 0.76

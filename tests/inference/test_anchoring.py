@@ -10,6 +10,7 @@ from geomol.errors import ConfigError
 from geomol.inference.anchored_series import AnchoredSeries, AnchoringSettings
 from geomol.inference.anchoring import (AnchorKernel, Anchors, anchored_average, minmax_similarity, next_best,
                                         residual_predictions)
+from geomol.inference.interval_scale import IntervalScale
 from geomol.metrics.scores import spearman
 
 KERNEL = AnchorKernel(level=1.0, slope=0.3, similarity=0.8, noise=0.3)
@@ -115,3 +116,26 @@ def test_anchors_round_trip_through_a_dict():
     assert np.allclose(again.predict(base, fingerprints, names)[0], series.predict(base, fingerprints, names)[0])
     with pytest.raises(ConfigError):
         AnchoredSeries.from_dict({"anchors": [{"name": "x"}], "fingerprint_length": 4})
+
+
+def test_the_interval_scale_multiplies_the_sd_by_its_budget_and_leaves_the_mean():
+    scale = IntervalScale({0: 2.0, 10: 1.0, 20: 0.5})
+    assert [scale.factor(k) for k in (0, 5, 10, 15, 20, 40)] == pytest.approx([2.0, 1.5, 1.0, 0.75, 0.5, 0.5])
+    assert IntervalScale().factor(7) == 1.0 and IntervalScale.from_dict(scale.to_dict()) == scale
+    for bad in ({-1: 1.0}, {3: 0.0}, {3: float("nan")}):
+        with pytest.raises(ConfigError):
+            IntervalScale(bad)
+    names, truth, base, fingerprints = synthetic_series(30)
+    anchors = Anchors(names[:10], base[:10], fingerprints[:10], truth[:10])
+    plain = residual_predictions(KERNEL, anchors, base, fingerprints, names)
+    scaled = residual_predictions(KERNEL, anchors, base, fingerprints, names, interval=scale)
+    assert np.allclose(scaled[0], plain[0])
+    # the measured ligands are predicted from the 9 others: their factor is the budget 9's
+    assert np.allclose(scaled[1][10:], plain[1][10:] * 1.0) and np.allclose(scaled[1][:10], plain[1][:10] * 1.1)
+    settings = AnchoringSettings(KERNEL, methods={0: "base", 3: "residual"}, interval=scale)
+    assert AnchoringSettings.from_dict(settings.to_dict()) == settings
+    series = AnchoredSeries(settings, anchors)
+    assert np.allclose(series.predict(base, fingerprints, names)[1], scaled[1])
+    assert AnchoringSettings.from_dict({"kernel": KERNEL.to_dict(), "methods": {"0": "base"}}).interval.factor(3) == 1
+    with pytest.raises(ConfigError):
+        AnchoringSettings.from_dict({"kernel": KERNEL.to_dict(), "methods": {"0": "base"}, "interval_scale": {"x": 1}})
