@@ -64,9 +64,13 @@ CLEAN_SLICES = 2  # the previous frame and the state
 def centred_noise(shape: Sequence[int], batch: torch.Tensor, num_graphs: int, generator=None, dtype=None,
                   device=None) -> torch.Tensor:
     """[N, P, 3] standard normal noise with each graph's mean over its atoms removed (per slice)."""
-    noise = torch.randn(*shape, generator=generator, dtype=dtype, device=device)
-    flat = noise.reshape(noise.size(0), -1)
-    return (flat - scatter_mean(flat, batch, num_graphs)[batch]).view_as(noise)
+    return _centred(torch.randn(*shape, generator=generator, dtype=dtype, device=device), batch, num_graphs)
+
+
+def _centred(x: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
+    """[N, ...] ``x`` with each graph's mean over its atoms removed (per slice and coordinate)."""
+    flat = x.reshape(x.size(0), -1)
+    return (flat - scatter_mean(flat, batch, num_graphs)[batch]).view_as(x)
 
 
 def _flow_time_embedding(tau: torch.Tensor, dim: int) -> torch.Tensor:
@@ -220,9 +224,8 @@ class EGNOFlow(nn.Module):
                     generator) -> torch.Tensor:
         """[N, P, 3] the SDE's part of a step: −Δτ·η·σ_p·ε̂ + σ_p·√(2ηΔτ(1 − τ))·ξ (module docstring)."""
         sigma = self._scale(window)
-        residual = (window - (1 - tau) * inputs.x.unsqueeze(1) - tau * clean).reshape(window.size(0), -1)
-        residual = residual - scatter_mean(residual, inputs.batch, inputs.num_graphs)[inputs.batch]
-        epsilon = residual.view_as(window) / ((1 - tau) * sigma)
+        residual = _centred(window - (1 - tau) * inputs.x.unsqueeze(1) - tau * clean, inputs.batch, inputs.num_graphs)
+        epsilon = residual / ((1 - tau) * sigma)
         xi = centred_noise(window.shape, inputs.batch, inputs.num_graphs, generator=generator, dtype=window.dtype,
                            device=window.device)
         return sigma * (math.sqrt(2 * eta * dtau * (1 - tau)) * xi - dtau * eta * epsilon)
