@@ -68,6 +68,7 @@ class GeomolCLI(LightningCLI):
         self._earlier_logs = []
         if trainer is not None:
             _place_outputs(trainer)
+            _drop_progress_bars(trainer)
             if self.subcommand in EVALUATION_SUBCOMMANDS:
                 _evaluation_outputs(trainer, config.get("ckpt_path"), str(self.subcommand))
             if self.subcommand == "fit" and str(config.get("ckpt_path")) == "last":
@@ -130,6 +131,16 @@ def _entries(value: Any) -> list:
 
 def _class_name(entry) -> str:
     return str(entry.get("class_path", "")).rsplit(".", 1)[-1] if hasattr(entry, "get") else type(entry).__name__
+
+
+def _drop_progress_bars(trainer) -> None:
+    """``--trainer.enable_progress_bar false`` over a config that names a progress-bar callback (the shipped
+    configs name ``RichProgressBar``): the flag wins, as on a plain Trainer, instead of Lightning refusing the pair."""
+    if trainer.get("enable_progress_bar") is not False:
+        return
+    callbacks = trainer.get("callbacks")
+    if isinstance(callbacks, (list, tuple)):
+        trainer["callbacks"] = [entry for entry in callbacks if not _class_name(entry).endswith("ProgressBar")]
 
 
 def _place_outputs(trainer) -> None:

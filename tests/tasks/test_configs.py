@@ -180,3 +180,16 @@ def test_last_checkpoint_is_fresh_when_validation_stops_improving(tmp_path, monk
     checkpoints = next(tmp_path.glob("runs/**/checkpoints"))
     assert sorted(p.name for p in checkpoints.iterdir()) == ["best-epoch=0.ckpt", "last.ckpt"]
     assert torch.load(checkpoints / "last.ckpt", weights_only=True)["epoch"] == 2
+
+
+def test_enable_progress_bar_false_wins_over_a_configs_progress_bar(tmp_path, monkeypatch, capsys):
+    """The shipped configs name RichProgressBar; ``--trainer.enable_progress_bar false`` turns it off, as on a plain
+    Trainer (Lightning itself refuses the pair with a MisconfigurationException)."""
+    monkeypatch.chdir(tmp_path)
+    assert "RichProgressBar" in (REPO / "configs" / "egno_md.yaml").read_text()
+    args = ["fit", "--config", str(REPO / "configs" / "egno_md.yaml"), *_overrides("egno_md.yaml", tmp_path),
+            "--trainer.max_steps", "2", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0",
+            "--trainer.enable_progress_bar", "false"]
+    assert main(args) == 0
+    assert list(tmp_path.glob("runs/**/checkpoints/*.ckpt"))
+    assert "it/s" not in capsys.readouterr().out  # no bar drawn (Rich's shows a rate)
