@@ -23,6 +23,7 @@ from geomol.data.datasets.trajectories.md_trajectory import MDTrajectory
 from geomol.data.io.trajectory import open_selection
 from geomol.data.chemistry.trajectory import count_clashes
 from geomol.errors import ConfigError
+from geomol.inference.dynamics.bond_restoring import BondRestoring
 from geomol.inference.dynamics.dynamics_model import DynamicsModel
 from geomol.inference.dynamics.ensemble_comparison import EnsembleComparison
 from geomol.inference.dynamics.rollout import frames_before, iter_windows, state_at
@@ -82,12 +83,16 @@ def ramachandran_divergence(frames, reference, dihedrals: dict[str, np.ndarray])
 
 
 def judge_protein(model: DynamicsModel, topology, trajectory, *, starts: int = 3, windows: int = 1000,
-                  seed: int = 0, keep_every: int = 1) -> dict[str, Any]:
+                  seed: int = 0, keep_every: int = 1, restore_bonds: bool = False) -> dict[str, Any]:
     """Long rollouts of an MD model from a run it never saw, judged against that run (module docstring).
 
     Args:
         model: an MD-kind model. topology, trajectory: the independent run. starts: start frames spread evenly.
         windows: windows per start. keep_every: keep every k-th predicted frame (memory on long rollouts).
+        restore_bonds: project every predicted window's bonds back to their lengths in the first start frame
+            (:class:`~geomol.inference.dynamics.bond_restoring.BondRestoring`, as ``geomol rollout --restore-bonds``);
+            the bonds are then kept by construction, and what the judge tests is the rest (angles, torsions,
+            Ramachandran, clashes, blow-up).
     """
     if not model.protocol.selection:
         raise ConfigError(f"{model!r} is not a model of an atom selection")
@@ -102,8 +107,9 @@ def judge_protein(model: DynamicsModel, topology, trajectory, *, starts: int = 3
     states = [state_at(model.protocol, positions, s) for s in chosen]
     x, v = (torch.as_tensor(np.stack([s[k] for s in states])) for k in (0, 1))
     generator = torch.Generator(model.device).manual_seed(seed)
+    restoring = BondRestoring(graph, positions[chosen[0]]) if restore_bonds else None
     frames, done, cpu = [], 0, time.process_time()
-    for window in iter_windows(model, x, v, windows, traj.charges, generator=generator):
+    for window in iter_windows(model, x, v, windows, traj.charges, constrain=restoring, generator=generator):
         frames.append(window.positions.double().cpu().numpy()[:, ::keep_every])  # [S, P', N, 3]
         done += 1
     cpu = time.process_time() - cpu
@@ -117,5 +123,7 @@ def judge_protein(model: DynamicsModel, topology, trajectory, *, starts: int = 3
                   ramachandran=ramachandran_divergence(pooled, positions, backbone_dihedrals(traj.names, residues)),
                   largest_bond_deviation_over_time_A=deviation.max(axis=0)[::max(1, deviation.shape[1] // 50)].tolist(),
                   clash_frame_fraction=float((count_clashes(pooled[::10], graph) > 0).mean()),
-                  simulated_ps_per_start=done * model.protocol.window_frames * interval, cpu_seconds=cpu)
+                  simulated_ps_per_start=done * model.protocol.window_frames * interval, cpu_seconds=cpu,
+                  bond_restoring=None if restoring is None else {
+                      "most_sweeps_used": restoring.most_sweeps, "largest_bond_error_left_A": restoring.worst_residual})
     return record

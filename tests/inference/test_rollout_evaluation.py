@@ -143,6 +143,24 @@ def test_a_stretched_bond_is_counted_broken_in_every_frame_and_restored(model, h
     assert fixed["bond_error_max_A"] < 2e-3 and fixed["broken_bond_fraction"] == 0.0
 
 
+def test_judge_protein_counts_a_stretched_bond_and_restoring_keeps_every_bond(model, helix_md, backbone):
+    """The long-rollout judge (benchmarks/protein_ensembles.py): a model that stretches one bond by 0.5 Å has it off
+    its MD mean in every frame; with ``restore_bonds`` every bond is back to the first start frame's length."""
+    from geomol.evaluation.protein_ensembles import judge_protein
+
+    atom, neighbour = (int(i) for i in backbone.bonds[len(backbone.bonds) // 2])
+    broken = stretched(model, atom, neighbour)
+    plain = judge_protein(broken, helix_md.topology, helix_md.trajectory, starts=2, windows=3)
+    assert plain["frames_with_a_bond_off_md_mean"] == 1.0 and plain["bond_restoring"] is None
+    assert plain["bond_deviation_from_md_mean_max_A"] > 0.5 - plain["reference_bond_deviation_max_A"]
+    fixed = judge_protein(broken, helix_md.topology, helix_md.trajectory, starts=2, windows=3, restore_bonds=True)
+    assert fixed["windows"] == 3 and not fixed["diverged"]
+    assert fixed["bond_restoring"]["largest_bond_error_left_A"] <= 1e-3
+    assert fixed["frames_with_a_bond_off_md_mean"] == 0.0
+    assert fixed["bond_deviation_from_md_mean_max_A"] < 0.3
+    assert set(fixed["ramachandran"]) == {"phi", "psi", "phi_psi_map"}
+
+
 def test_window_starts_and_offsets_shared_by_the_models():
     assert window_starts(98, 15, split="test", delta=15) == list(range(65, 82))  # the data set's test starts
     assert window_starts(98, 60, stride=10) == [0, 10, 20, 30]  # every window reaches s + 60 ≤ 97
