@@ -91,7 +91,7 @@ def card(args, model, summaries: list[dict], record: dict) -> str:
              "frozen start: one structure that never moves (no motion); another MD run: the training run of the same "
              "molecule against this one.", "", *ensemble_lines(record), "",
              "## Limitations", "", *[f"- {line}" for line in args.limitation], "",
-             "## Reproduce", "", "```", *[user_command(s["provenance"]["command"]) for s in summaries],
+             "## Reproduce", "", "```", *dict.fromkeys(user_command(s["provenance"]["command"]) for s in summaries),  # one line per command
              args.train_command or "", user_command(record["meta"]["command"]),
              f"python scripts/ship_flow_models.py --name {args.name} ...", "```", "",
              "## Use", "", "```bash",

@@ -32,7 +32,7 @@ MD17_MOLECULES: dict[str, str] = {
 
 DRUG_LIKE_MOLECULES: dict[str, str] = {
     # the training set of egno-molecules beside the eight MD17 molecules: aromatic rings (benzene, pyridine,
-    # thiophene, imidazole) with their common substituents (OH, OMe, F, Cl, NH2, CHO, COOH, COMe, COOMe, CONH2,
+    # thiophene, imidazole, indole) with their common substituents (OH, OMe, F, Cl, NH2, CHO, COOH, COMe, COOMe, CONH2,
     # acetamido), para- and ortho-disubstituted rings, saturated rings and small chains (acid, ester, amide);
     # neutral closed-shell molecules of C, N, O, F, S, Cl
     "phenol": "Oc1ccccc1",
@@ -59,6 +59,15 @@ DRUG_LIKE_MOLECULES: dict[str, str] = {
     # saturated rings
     "piperidine": "C1CCNCC1",
     "cyclohexanol": "OC1CCCCC1",
+    "morpholine": "C1COCCN1",
+    # fused and heteroaromatic rings with drug-like substituents, benzylic chains, more para-disubstituted rings
+    "indole": "c1ccc2[nH]ccc2c1",
+    "nicotinamide": "NC(=O)c1cccnc1",
+    "aminopyridine": "Nc1ccccn1",
+    "benzyl_alcohol": "OCc1ccccc1",
+    "phenylacetic_acid": "OC(=O)Cc1ccccc1",
+    "p_fluorophenol": "Oc1ccc(F)cc1",
+    "p_toluidine": "Cc1ccc(N)cc1",
     # held out from egno-molecules' training, for its zero-shot test
     "paracetamol": "CC(=O)Nc1ccc(O)cc1",
     "methyl_salicylate": "COC(=O)c1ccccc1O",
