@@ -82,6 +82,12 @@ class AnchorKernel:
         return (self.level ** 2 + self.slope ** 2 * np.outer(shifted_a, shifted_b)
                 + self.similarity ** 2 * minmax_similarity(fp_a, fp_b))
 
+    def variance(self, base: np.ndarray, centre: float | None = None) -> np.ndarray:
+        """``(n,)`` the diagonal of :meth:`covariance` of ligands with base pK ``base`` (no noise): a ligand's MinMax
+        similarity to itself is 1, so no fingerprint is needed. ``centre`` None (no anchors): no slope term."""
+        slope = 0.0 if centre is None else self.slope ** 2 * (base - centre) ** 2
+        return self.level ** 2 + slope + self.similarity ** 2 * np.ones(len(base))
+
 
 @dataclass
 class Anchors:
@@ -182,26 +188,27 @@ def residual_predictions(kernel: AnchorKernel, anchors: Anchors, base: np.ndarra
     interval = interval or IntervalScale()
 
     def predict(used: Anchors, base_q: np.ndarray, fp_q: np.ndarray):
-        mean, sd = posterior(used, base_q, fp_q)
+        mean, sd = _residual_posterior(kernel, used, base_q, fp_q)
         return mean, sd * interval.factor(len(used))
 
-    def posterior(used: Anchors, base_q: np.ndarray, fp_q: np.ndarray):
-        if len(used) == 0:
-            prior = kernel.level ** 2 + kernel.similarity ** 2 * np.diag(minmax_similarity(fp_q, fp_q))
-            return base_q.copy(), np.sqrt(prior + kernel.noise ** 2)
-        centre = float(used.base.mean())
-        k_aa = kernel.covariance(used.base, used.fingerprints, used.base, used.fingerprints, centre)
-        k_aa[np.diag_indices_from(k_aa)] += kernel.noise ** 2
-        k_qa = kernel.covariance(base_q, fp_q, used.base, used.fingerprints, centre)
-        factor = np.linalg.cholesky(k_aa)
-        solve = lambda rhs: np.linalg.solve(factor.T, np.linalg.solve(factor, rhs))  # noqa: E731
-        weights = solve(used.measured - used.base)
-        prior = (kernel.level ** 2 + kernel.slope ** 2 * (base_q - centre) ** 2
-                 + kernel.similarity ** 2 * np.diag(minmax_similarity(fp_q, fp_q)))
-        explained = np.einsum("qa,qa->q", k_qa, solve(k_qa.T).T)
-        return base_q + k_qa @ weights, np.sqrt(np.maximum(prior - explained, 0.0) + kernel.noise ** 2)
-
     return _grouped(anchors, names, base, fingerprints, predict)
+
+
+def _residual_posterior(kernel: AnchorKernel, used: Anchors, base_q: np.ndarray, fp_q: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The Gaussian process's (posterior mean pK, sd of a measurement) of queries ``(q,)``, ``(q, F)`` given ``used``."""
+    if len(used) == 0:
+        return base_q.copy(), np.sqrt(kernel.variance(base_q) + kernel.noise ** 2)
+    centre = float(used.base.mean())
+    k_aa = kernel.covariance(used.base, used.fingerprints, used.base, used.fingerprints, centre)
+    k_aa[np.diag_indices_from(k_aa)] += kernel.noise ** 2
+    k_qa = kernel.covariance(base_q, fp_q, used.base, used.fingerprints, centre)
+    factor = np.linalg.cholesky(k_aa)
+    solve = lambda rhs: np.linalg.solve(factor.T, np.linalg.solve(factor, rhs))  # noqa: E731
+    weights = solve(used.measured - used.base)
+    explained = np.einsum("qa,qa->q", k_qa, solve(k_qa.T).T)
+    prior = kernel.variance(base_q, centre)
+    return base_q + k_qa @ weights, np.sqrt(np.maximum(prior - explained, 0.0) + kernel.noise ** 2)
 
 
 def anchored_average(anchors: Anchors, base: np.ndarray, fingerprints: np.ndarray, power: float = 1.0,
