@@ -205,20 +205,15 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
         test_trajectory: an independent run of the same system (same topology and selection): the
             test split is then every window of it, and ``ratios`` split the main trajectory into train
             and valid only (their test fraction must be 0), so no test window shares a frame with training.
-        state_noise: σ (Å) of Gaussian noise on the input frame of each training sample (validation and test
-            stay clean): the model learns to pull a rollout's slightly-off state back (see
-            :class:`~geomol.data.datasets.trajectories.md_trajectory.MDTrajectoryDataset`).
     """
 
     def __init__(self, topology: str, trajectory: str | None = None, selection: str = "backbone",
                  cutoff: float = 8.0, delta: int = 15, ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
                  leak_free: bool = True, num_timesteps: int = 4, batch_size: int = 8,
                  test_trajectory: str | None = None, start_stride: int = 1, velocity_span: int = 1,
-                 velocity_direction: Literal["forward", "backward"] = "forward", state_noise: float = 0.0,
-                 **kwargs):
+                 velocity_direction: Literal["forward", "backward"] = "forward", **kwargs):
         super().__init__(num_timesteps=num_timesteps, batch_size=batch_size, **kwargs)
         self.velocity = dict(velocity_span=velocity_span, velocity_direction=velocity_direction)
-        self.state_noise = state_noise
         self.topology, self.trajectory, self.selection = topology, trajectory, selection
         self.cutoff, self.delta, self.ratios, self.leak_free = cutoff, delta, tuple(ratios), leak_free
         self.test_trajectory, self.start_stride = test_trajectory, start_stride
@@ -239,8 +234,7 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
             self._traj = MDTrajectory(self.topology, self.trajectory, selection=self.selection)
         return MDTrajectoryDataset(self._traj, split=stage, delta=self.delta, num_timesteps=self.num_timesteps,
                                    cutoff=self.cutoff, ratios=self.ratios, leak_free=self.leak_free,
-                                   start_stride=self.start_stride, state_noise=self.state_noise if stage == "train"
-                                   else 0.0, **self.velocity)
+                                   start_stride=self.start_stride, **self.velocity)
 
     def prior_scale(self) -> list[float]:
         """[P] σ_p of a generative model's prior: the training windows' displacement spread (Å)."""

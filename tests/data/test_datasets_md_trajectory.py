@@ -126,30 +126,6 @@ def test_a_backward_velocity_over_the_target_spacing(adk):
     assert scale.shape == (4,) and (np.diff(scale) > 0).all()  # further targets move further
 
 
-def test_state_noise_moves_the_input_frame_only(adk):
-    """state_noise σ: a training item's input frame is the run's plus centred noise of about σ per coordinate, a
-    fresh draw per access, its radius graph and distances those of the noised frame; velocity and targets stay the
-    clean run's. Only the training split takes it."""
-    sigma = 0.05
-    clean = MDTrajectoryDataset(adk, split="train", delta=7, num_timesteps=4, cutoff=5.0)
-    noisy = MDTrajectoryDataset(adk, split="train", delta=7, num_timesteps=4, cutoff=5.0, state_noise=sigma)
-    torch.manual_seed(0)
-    a, b, c = clean[3], noisy[3], noisy[3]
-    offset = b.X - a.X
-    assert abs(float(offset.std()) - sigma) < 0.005 and float(offset.mean(0).abs().max()) < 1e-6
-    assert not torch.equal(b.X, c.X)  # a fresh draw each time
-    assert torch.equal(b.V, a.V) and torch.equal(b.X_target, a.X_target)
-    d = torch.cdist(b.X.double(), b.X.double())
-    brute = ((d < 5.0) & ~torch.eye(len(d), dtype=torch.bool)).nonzero().T
-    assert torch.equal(b.edge_index, brute)
-    assert torch.allclose(b.edge_attr[:, 0].double(), d[brute[0], brute[1]], atol=1e-4)
-    for split in ("valid", "test"):
-        with pytest.raises(ConfigError, match="state_noise"):
-            MDTrajectoryDataset(adk, split=split, delta=7, num_timesteps=4, state_noise=sigma)
-    with pytest.raises(ConfigError, match="state_noise"):
-        MDTrajectoryDataset(adk, split="train", delta=7, num_timesteps=4, state_noise=-1.0)
-
-
 @pytest.mark.parametrize("content", [None, b"not a trajectory at all"], ids=["missing", "unreadable"])
 @pytest.mark.parametrize("suffix", [".xtc", ".dcd"])
 def test_a_missing_or_unreadable_trajectory_is_one_error_and_nothing_else(tmp_path, monkeypatch, suffix, content):

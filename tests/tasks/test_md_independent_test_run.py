@@ -25,12 +25,3 @@ def test_a_test_fraction_with_a_test_run_is_refused():
 
     with pytest.raises(ConfigError, match="test fraction"):
         MDTrajectoryDataModule(PSF, DCD, test_trajectory=DCD2)
-
-
-def test_state_noise_reaches_the_training_split_only():
-    from MDAnalysisTests.datafiles import DCD, DCD2, PSF
-
-    data = MDTrajectoryDataModule(PSF, DCD, selection="name CA", delta=15, ratios=(0.8, 0.2, 0.0),
-                                  test_trajectory=DCD2, state_noise=0.05)
-    data.setup()
-    assert [data.splits[s].state_noise for s in ("train", "valid", "test")] == [0.05, 0.0, 0.0]

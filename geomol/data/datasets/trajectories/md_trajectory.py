@@ -16,12 +16,7 @@ Generalises the reference AdK protocol (``specs/EGNO.md`` §3.4) to PSF/DCD, GRO
   ``contact_matrix``), edge_attr = distance d (the model adds d²);
 * ``node_attr``: partial charge / max charge of the selection (the reference's batch maximum is
   this same constant, since every frame has the same topology); omitted when the topology has no
-  charges (F = 1 then);
-* ``state_noise`` σ (training split only, not the reference): each access adds a fresh draw of centred Gaussian noise
-  of σ Å per coordinate to the input frame and builds the graph from the noised frame, while the velocity and the
-  targets stay those of the clean run. A rollout feeds the model its own predicted frames, a little off the
-  run's; trained on noised states, the model learns to pull such a state back (its bonds to their lengths) instead
-  of carrying the error into every later window.
+  charges (F = 1 then).
 
 Blocks are residues (consecutive atoms of one residue), so a protein's BlockGraph has the same
 block structure as elsewhere in geomol; with ``particles="residue"`` the residues themselves
@@ -128,14 +123,13 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
             for trajectories saved every integration step, whose neighbouring windows are nearly the same).
         particles: "atom" (each selected atom is a node, blocks are residues) or "residue" (each
             residue's centroid is a node and its own block; charge = the residue's net charge).
-        state_noise: σ (Å) of the noise on the input frame of training samples (module docstring; 0: none).
     """
 
     def __init__(self, source: MDTrajectory | str | os.PathLike, trajectory=None, *, split: str = "train",
                  selection: str = "backbone", delta: int = 15, num_timesteps: int = 4, cutoff: float = 8.0,
                  ratios=(0.6, 0.2, 0.2), leak_free: bool = False, charge_feature: bool | str = "auto",
                  particles: str = "atom", start_stride: int = 1, velocity_span: int = 1,
-                 velocity_direction: str = "forward", state_noise: float = 0.0):
+                 velocity_direction: str = "forward"):
         if split not in ("train", "valid", "test"):
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         if delta < num_timesteps - 1 or num_timesteps < 1 or cutoff <= 0:
@@ -149,9 +143,6 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
                               f"frames, got {velocity_direction} over {velocity_span}")
         if particles not in ("atom", "residue"):
             raise ConfigError(f"particles must be 'atom' or 'residue', got {particles!r}")
-        if not state_noise >= 0 or (state_noise and split != "train"):
-            raise ConfigError(f"state_noise is a σ ≥ 0 in Å for the training split, got {state_noise} for the "
-                              f"{split} split")
         self.traj = source if isinstance(source, MDTrajectory) else MDTrajectory(source, trajectory,
                                                                                  selection=selection)
         if len(self.traj) < delta + 2:
@@ -162,7 +153,7 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         self.velocity_span, self.velocity_direction = velocity_span, velocity_direction
         if velocity_direction == "backward":  # the state reads frame start − s
             self.begin = min(max(self.begin, velocity_span), max(self.end, self.begin))
-        self.start_stride, self.state_noise = start_stride, float(state_noise)
+        self.start_stride = start_stride
         self.particles = particles
         self._set_particles(particles, charge_feature)
 
@@ -221,13 +212,10 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         start, targets = self.frames(i)
         pos = self.positions
         x = torch.from_numpy(pos[start])
-        if self.state_noise:
-            noise = torch.randn(x.shape, dtype=x.dtype)
-            x = x + self.state_noise * (noise - noise.mean(0))
         edge_index = radius_graph(x, self.cutoff)
         dist = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
         velocity = velocity_at(pos, start, self.velocity_span, self.velocity_direction)
-        return trajectory_graph(x, velocity, pos[targets].transpose(1, 0, 2),
+        return trajectory_graph(pos[start], velocity, pos[targets].transpose(1, 0, 2),
                                 edge_index, dist, node_attr=self.node_attr, atom_types=self.atom_types,
                                 atom_pos=self.atom_pos, block_id=self.block_id, block_types=self.block_types,
                                 name=f"md_{self.split}_{start}")
