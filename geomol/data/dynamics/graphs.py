@@ -1,4 +1,5 @@
-"""Edge sets of small fixed graphs (pure NumPy): complete graphs, bonds with their 2-hop pairs, MD17's edge features.
+"""Edge sets of the dynamics systems: complete graphs, bonds with their 2-hop pairs, MD17's edge features, an MD state's
+radius graph.
 
 Shared by the trajectory datasets and by rollouts (:mod:`geomol.data.dynamics.systems`), so that a rollout builds
 exactly the graph a model was trained on.
@@ -6,8 +7,11 @@ exactly the graph a model was trained on.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-__all__ = ["complete_graph", "bond_and_two_hop_edges", "bond_edges", "md17_edge_features"]
+from geomol.nn.neighbors import radius_graph
+
+__all__ = ["complete_graph", "bond_and_two_hop_edges", "bond_edges", "md17_edge_features", "radius_edges"]
 
 
 def complete_graph(n: int) -> np.ndarray:
@@ -47,3 +51,10 @@ def md17_edge_features(atomic_numbers, edge_index: np.ndarray, hop: np.ndarray, 
     stick_set = {p for a, b in sticks for p in ((int(a), int(b)), (int(b), int(a)))}
     stick = [float((i, j) in stick_set) for i, j in np.asarray(edge_index).T.tolist()]
     return np.stack([z[edge_index[0]], z[edge_index[1]], hop, stick], axis=1).astype(np.float32)
+
+
+def radius_edges(x: torch.Tensor, cutoff: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """An MD state's graph: edge_index [2, M] of the atom pairs of x [N, 3] (Å) closer than ``cutoff`` (Å) and their
+    distances [M, 1] (Å), the MD kind's edge feature (the model adds d²)."""
+    edge_index = radius_graph(x, cutoff)
+    return edge_index, (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)

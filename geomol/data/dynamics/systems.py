@@ -29,10 +29,9 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomol.data.dynamics.graphs import bond_edges, complete_graph, md17_edge_features
+from geomol.data.dynamics.graphs import bond_edges, complete_graph, md17_edge_features, radius_edges
 from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.errors import ConfigError
-from geomol.nn.neighbors import radius_graph
 
 __all__ = ["DynamicsSystem", "SYSTEMS", "register_system", "system_of", "MoleculeGraph"]
 
@@ -109,8 +108,7 @@ class MDSystem(DynamicsSystem):
         return found
 
     def graph(self, protocol, x, charges, molecule):
-        edge_index = radius_graph(x, protocol.cutoff)
-        edge_attr = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
+        edge_index, edge_attr = radius_edges(x, protocol.cutoff)
         node_attr = None
         if protocol.charge_scale is not None:
             if charges is None:

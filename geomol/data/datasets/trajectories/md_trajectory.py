@@ -35,8 +35,8 @@ import torch
 from geomol.errors import ConfigError, DatasetError, TrajectoryError
 from geomol.data.vocab import VOCAB, BLOCK_UNK, atom_index, position_code, position_index, residue_block_symbol
 from geomol.data.datasets.trajectories.trajectory import velocity_at, displacement_scale, trajectory_graph
+from geomol.data.dynamics.graphs import radius_edges
 from geomol.data.io.trajectory import atom_elements, open_selection, trajectory_files
-from geomol.nn.neighbors import radius_graph
 
 __all__ = ["MDTrajectory", "MDTrajectoryDataset", "md_target_offsets", "md_split_ranges", "open_selection"]
 
@@ -212,8 +212,7 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         start, targets = self.frames(i)
         pos = self.positions
         x = torch.from_numpy(pos[start])
-        edge_index = radius_graph(x, self.cutoff)
-        dist = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
+        edge_index, dist = radius_edges(x, self.cutoff)
         velocity = velocity_at(pos, start, self.velocity_span, self.velocity_direction)
         return trajectory_graph(pos[start], velocity, pos[targets].transpose(1, 0, 2),
                                 edge_index, dist, node_attr=self.node_attr, atom_types=self.atom_types,
