@@ -109,7 +109,8 @@ def judge_protein(model: DynamicsModel, topology, trajectory, *, starts: int = 3
     generator = torch.Generator(model.device).manual_seed(seed)
     restoring = BondRestoring(graph, positions[chosen[0]]) if restore_bonds else None
     frames, done, cpu = [], 0, time.process_time()
-    for window in iter_windows(model, x, v, windows, traj.charges, constrain=restoring, generator=generator):
+    for window in iter_windows(model, x, v, windows, traj.charges, constrain=restoring, generator=generator,
+                               molecule=model.protocol.coarse_nodes(traj.names, trajectory)):
         frames.append(window.positions.double().cpu().numpy()[:, ::keep_every])  # [S, P', N, 3]
         done += 1
     cpu = time.process_time() - cpu

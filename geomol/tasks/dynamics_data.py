@@ -199,6 +199,8 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
     Args:
         topology, trajectory: files MDAnalysis reads (PSF + DCD, GRO + XTC, PDB, ...).
         selection: atom selection (default ``backbone``). cutoff: radius graph in Å.
+        coarse_atom, coarse_cutoff: atoms of this name (e.g. ``CA``) closer than ``coarse_cutoff`` Å are joined by
+            coarse edges as well (a second edge feature flags them); None: the radius graph alone.
         delta: Δ frames to the last target. ratios: train / valid / test fractions of time.
         leak_free: keep every target inside its own split's time range.
         start_stride: a window starts every ``start_stride`` frames (for frames saved every integration step).
@@ -211,9 +213,11 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
                  cutoff: float = 8.0, delta: int = 15, ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
                  leak_free: bool = True, num_timesteps: int = 4, batch_size: int = 8,
                  test_trajectory: str | None = None, start_stride: int = 1, velocity_span: int = 1,
-                 velocity_direction: Literal["forward", "backward"] = "forward", **kwargs):
+                 velocity_direction: Literal["forward", "backward"] = "forward", coarse_atom: str | None = None,
+                 coarse_cutoff: float | None = None, **kwargs):
         super().__init__(num_timesteps=num_timesteps, batch_size=batch_size, **kwargs)
         self.velocity = dict(velocity_span=velocity_span, velocity_direction=velocity_direction)
+        self.coarse = dict(coarse_atom=coarse_atom, coarse_cutoff=coarse_cutoff)
         self.topology, self.trajectory, self.selection = topology, trajectory, selection
         self.cutoff, self.delta, self.ratios, self.leak_free = cutoff, delta, tuple(ratios), leak_free
         self.test_trajectory, self.start_stride = test_trajectory, start_stride
@@ -229,12 +233,12 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
             independent = MDTrajectory(self.topology, self.test_trajectory, selection=self.selection)
             return MDTrajectoryDataset(independent, split="test", delta=self.delta, num_timesteps=self.num_timesteps,
                                        cutoff=self.cutoff, ratios=(0.0, 0.0, 1.0), start_stride=self.start_stride,
-                                       **self.velocity)
+                                       **self.velocity, **self.coarse)
         if self._traj is None:
             self._traj = MDTrajectory(self.topology, self.trajectory, selection=self.selection)
         return MDTrajectoryDataset(self._traj, split=stage, delta=self.delta, num_timesteps=self.num_timesteps,
                                    cutoff=self.cutoff, ratios=self.ratios, leak_free=self.leak_free,
-                                   start_stride=self.start_stride, **self.velocity)
+                                   start_stride=self.start_stride, **self.velocity, **self.coarse)
 
     def prior_scale(self) -> list[float]:
         """[P] σ_p of a generative model's prior: the training windows' displacement spread (Å)."""
@@ -245,10 +249,13 @@ class MDTrajectoryDataModule(TrajectoryDataModule):
         dataset = self._train_split()
         times = dataset.traj.time_ps
         charged = dataset.charge_scale is not None
+        coarse = dataset.coarse_atom
         return TrajectoryProtocol(
             "md", tuple(dataset.offsets.tolist()), selection=self.selection, particles=dataset.particles,
             cutoff=float(self.cutoff), charge_scale=dataset.charge_scale, frame_time=1.0,
             frame_interval=float(times[1] - times[0]) if len(times) > 1 else None, time_unit="ps", length_unit="Å",
             velocity=velocity_text(dataset.velocity_span, dataset.velocity_direction), **self.velocity,
             node_features=("|v|",) + (("partial charge / charge_scale",) if charged else ()),
-            edge_features=("d (Å)", "d² (Å²)"))
+            coarse_atom=coarse or "", coarse_cutoff=dataset.coarse_cutoff,
+            edge_features=("d (Å)",) + ((f"coarse edge ({coarse}–{coarse} < {dataset.coarse_cutoff:g} Å)",)
+                                        if coarse else ()) + ("d² (Å²)",))

@@ -1,5 +1,5 @@
 """Edge sets of the dynamics systems: complete graphs, bonds with their 2-hop pairs, MD17's edge features, an MD state's
-radius graph.
+radius graph (with optional coarse edges between, e.g., a protein's Cα).
 
 Shared by the trajectory datasets and by rollouts (:mod:`geomol.data.dynamics.systems`), so that a rollout builds
 exactly the graph a model was trained on.
@@ -53,8 +53,22 @@ def md17_edge_features(atomic_numbers, edge_index: np.ndarray, hop: np.ndarray, 
     return np.stack([z[edge_index[0]], z[edge_index[1]], hop, stick], axis=1).astype(np.float32)
 
 
-def radius_edges(x: torch.Tensor, cutoff: float) -> tuple[torch.Tensor, torch.Tensor]:
+def radius_edges(x: torch.Tensor, cutoff: float, coarse: torch.Tensor | None = None,
+                 coarse_cutoff: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """An MD state's graph: edge_index [2, M] of the atom pairs of x [N, 3] (Å) closer than ``cutoff`` (Å) and their
-    distances [M, 1] (Å), the MD kind's edge feature (the model adds d²)."""
+    distances [M, 1] (Å), the MD kind's edge feature (the model adds d²).
+
+    With ``coarse`` [C] (node indices, e.g. a protein's Cα) and ``coarse_cutoff`` (Å), the pairs of coarse nodes
+    closer than ``coarse_cutoff`` are edges too, after the radius graph's: a short cutoff over every atom sees
+    bonded and hydrogen-bonded neighbours only, the coarse edges the fold around them. ``edge_attr`` is then
+    [M, 2]: d and 1 on a coarse edge, 0 on a radius edge (a coarse pair closer than ``cutoff`` is both).
+    """
     edge_index = radius_graph(x, cutoff)
-    return edge_index, (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
+    flags = []
+    if coarse is not None:
+        coarse = torch.as_tensor(coarse, device=x.device, dtype=torch.long)
+        far = coarse[radius_graph(x[coarse], coarse_cutoff)]
+        flags = [x.new_zeros(edge_index.size(1), 1), x.new_ones(far.size(1), 1)]
+        edge_index = torch.cat([edge_index, far], dim=1)
+    distance = (x[edge_index[0]] - x[edge_index[1]]).norm(dim=-1, keepdim=True)
+    return edge_index, torch.cat([distance, torch.cat(flags)], dim=1) if flags else distance

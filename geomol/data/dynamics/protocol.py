@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomol.data.dynamics.systems import SYSTEMS, MoleculeGraph, system_of
+from geomol.data.dynamics.systems import SYSTEMS, CoarseNodes, MoleculeGraph, system_of
 from geomol.data.chemistry.molecule_matching import MoleculeTemplate
 from geomol.errors import ModelLoadError
 
@@ -55,6 +55,9 @@ class TrajectoryProtocol:
         length_unit, velocity: descriptions of the units.
         node_features, edge_features: what the model's input columns are, in order.
         selection, particles, cutoff, charge_scale: MD (charge_scale None: no charge feature).
+        coarse_atom, coarse_cutoff: MD: the atom name of the coarse nodes (e.g. ``CA``) and the distance (Å) within
+            which they are joined by coarse edges as well (:func:`~geomol.data.dynamics.graphs.radius_edges`);
+            None: no coarse edges.
         bonds, height_scale: Mocap skeleton (joint pairs) and height scale (None: no height feature);
             MD17: the heavy-atom bonds of the molecule (pairs < 1.6 Å in the data's first frame).
         atomic_numbers, sticks: MD17 (and a one-molecule ``molecule`` model): [n] atomic numbers of the heavy
@@ -89,6 +92,8 @@ class TrajectoryProtocol:
     bond_lengths: tuple[float, ...] = ()
     molecule: str = ""
     hydrogens: tuple[int, ...] = ()
+    coarse_atom: str = ""
+    coarse_cutoff: float | None = None
 
     @property
     def num_timesteps(self) -> int:
@@ -154,6 +159,15 @@ class TrajectoryProtocol:
         gap = self.target_offsets[-1] - (self.target_offsets[-2] if len(self.target_offsets) > 1 else 0)
         return self.velocity_direction == "backward" and self.velocity_span == gap
 
+    def coarse_nodes(self, names, source=None) -> CoarseNodes | None:
+        """The coarse nodes of a selection whose atom names are ``names`` [N] (None: the model has no coarse edges);
+        what an MD rollout passes as ``molecule``.
+
+        Raises:
+            ConfigError: the selection has no atom of that name.
+        """
+        return None if self.coarse_cutoff is None else CoarseNodes.named(names, self.coarse_atom, source)
+
     def template(self) -> MoleculeTemplate | None:
         """The model's molecule (small-molecule kinds trained on one molecule), else None."""
         if not system_of(self.kind).reads_molecules or not self.atomic_numbers:
@@ -179,14 +193,15 @@ class TrajectoryProtocol:
         return open_selection(topology, trajectory, selection or self.selection or "backbone")
 
     def state_graph(self, x: torch.Tensor, v: torch.Tensor, charges: torch.Tensor | None = None,
-                    molecule: MoleculeGraph | None = None) -> Data:
+                    molecule: MoleculeGraph | CoarseNodes | None = None) -> Data:
         """Model inputs of one state, built as the training dataset built them (by the system's builder).
 
         Args:
             x, v: [N, 3] positions and velocities (velocity in the protocol's unit), float, any device.
             charges: [N] partial charges (MD; required when the model has a charge feature) or
                 particle charges (N-body, required), in the training data's units.
-            molecule: the heavy atoms' atomic numbers and bonds (``molecule`` models of many molecules).
+            molecule: the heavy atoms' atomic numbers and bonds (``molecule`` models of many molecules), or an MD
+                model's :class:`~geomol.data.dynamics.systems.CoarseNodes` (:meth:`coarse_nodes`).
 
         Returns:
             a PyG ``Data`` with ``X``, ``V``, ``edge_index`` [2, M], ``edge_attr`` [M, E_d] and, where

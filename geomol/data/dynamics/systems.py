@@ -8,13 +8,15 @@ model's prediction on the corresponding dataset item. A new kind of system is a 
 ======== ========================================= ============================= =====================
 kind     edges                                     edge_attr                     node_attr
 ======== ========================================= ============================= =====================
-md       radius graph of the state, d < cutoff     d (Å)                         charge / charge_scale
+md       radius graph of the state, d < cutoff     d (Å) [, coarse edge 0/1]     charge / charge_scale
 mocap    skeleton bonds (hop 1) and 2-hop pairs    hop                           (y/10) / height_scale
 md17     heavy-atom bonds (hop 1) and 2-hop pairs  z_i, z_j, hop, stick          z / max z
 molecule every pair of the molecule's heavy atoms  graph distance (one-hot)      element, degree, ring
 nbody    complete graph                            q_i q_j                       none
 ======== ========================================= ============================= =====================
 
+An MD protocol with ``coarse_cutoff`` adds edges between its coarse atoms (e.g. a protein's Cα) closer than that: the
+rollout passes them as ``molecule`` (:class:`CoarseNodes`, found by atom name in the selection).
 The models add |v| (node) and d² (edge) themselves (:func:`~geomol.models.dynamics.dynamics_inputs`).
 Small-molecule kinds (``md17``, ``molecule``) read molecules: a rollout matches a user's atoms to the model's by the
 molecular graph (:mod:`geomol.data.chemistry.molecule_matching`) and ``molecule`` models build the graph of whatever molecule
@@ -33,7 +35,7 @@ from geomol.data.dynamics.graphs import bond_edges, complete_graph, md17_edge_fe
 from geomol.data.chemistry.molecule_graph import molecule_graph
 from geomol.errors import ConfigError
 
-__all__ = ["DynamicsSystem", "SYSTEMS", "register_system", "system_of", "MoleculeGraph"]
+__all__ = ["DynamicsSystem", "SYSTEMS", "register_system", "system_of", "MoleculeGraph", "CoarseNodes"]
 
 SYSTEMS: dict[str, "DynamicsSystem"] = {}
 
@@ -59,6 +61,30 @@ class MoleculeGraph:
     atomic_numbers: np.ndarray
     bonds: np.ndarray
     hydrogens: np.ndarray
+
+
+@dataclass(frozen=True)
+class CoarseNodes:
+    """The nodes of an MD selection that coarse edges join (an MD protocol's ``coarse_atom``, e.g. every Cα).
+
+    Attributes:
+        index: [C] their positions in the selection.
+    """
+
+    index: torch.Tensor
+
+    @classmethod
+    def named(cls, names, atom_name: str, source=None) -> "CoarseNodes":
+        """The atoms of the selection (atom names ``names`` [N]) called ``atom_name``.
+
+        Raises:
+            ConfigError: none is.
+        """
+        index = np.flatnonzero(np.asarray(names).astype(str) == atom_name)
+        if not len(index):
+            raise ConfigError(f"the model joins its {atom_name!r} atoms by coarse edges, but the selection has no "
+                              f"atom named {atom_name!r}", source=source)
+        return cls(torch.as_tensor(index, dtype=torch.long))
 
 
 def _tensor(a, like: torch.Tensor) -> torch.Tensor:
@@ -105,10 +131,18 @@ class MDSystem(DynamicsSystem):
         if protocol.particles != "atom":
             found.append(f"particles={protocol.particles!r}: rollouts write atoms, so only atom particles are "
                          "supported")
+        if protocol.coarse_cutoff is not None and not (protocol.coarse_atom and protocol.coarse_cutoff > 0):
+            found.append("coarse edges need an atom name and a positive coarse cutoff")
         return found
 
     def graph(self, protocol, x, charges, molecule):
-        edge_index, edge_attr = radius_edges(x, protocol.cutoff)
+        coarse = None
+        if protocol.coarse_cutoff is not None:
+            if not isinstance(molecule, CoarseNodes):
+                raise ConfigError(f"the model joins its {protocol.coarse_atom!r} atoms by coarse edges: pass "
+                                  f"molecule=protocol.coarse_nodes(atom names) with the state")
+            coarse = molecule.index
+        edge_index, edge_attr = radius_edges(x, protocol.cutoff, coarse, protocol.coarse_cutoff)
         node_attr = None
         if protocol.charge_scale is not None:
             if charges is None:

@@ -225,7 +225,8 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
         baselines, reference: include the no-motion and linear rows, and the reference MD row.
         atom_names: [N] atom names: also the bond-length errors by kind of bond ("CA–N", ...).
         source: the trajectory, for messages and the table.
-        molecule: the heavy atoms' graph, for models of many molecules. seed: a generative model's random stream
+        molecule: the heavy atoms' graph, for models of many molecules (MD models with coarse edges find theirs
+            by ``atom_names``). seed: a generative model's random stream
             (each window from ``seed``; a generative model's S2S is that of one draw, not of the mean).
 
     Each model's state is the one it was trained on (:func:`~geomol.inference.dynamics.rollout.state_at`: the velocity
@@ -259,8 +260,10 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
                 variants = [(name, None)] + ([(f"{name} + bond restoring", BondRestoring(graph, x))]
                                              if restore_bonds else [])
                 state = state_at(model.protocol, positions, s, source)
+                nodes = molecule if molecule is not None or atom_names is None else \
+                    model.protocol.coarse_nodes(atom_names, source)
                 for row, constrain in variants:
-                    predicted = _model_frames(model, *state[:2], offsets, charges, constrain, molecule, seed)
+                    predicted = _model_frames(model, *state[:2], offsets, charges, constrain, nodes, seed)
                     if predicted is None:
                         rows[row].diverged += 1
                     else:

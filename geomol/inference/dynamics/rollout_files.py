@@ -84,9 +84,12 @@ def start_state(universe, atoms, start: int, velocity_from=None, *, topology=Non
         if before < 0 or start >= n_frames:
             raise TrajectoryError(f"has {n_frames} frame(s): the start state at frame {start} needs frames {before} … "
                                   f"{start} (the model's velocity is a backward difference)", source=source)
-        pair = np.stack([_positions(universe, atoms, before, source), _positions(universe, atoms, start, source)])
-        x, v, note = state_at(protocol, pair, 1)
-        return x, v, note.replace("[1]", f"[{start}]").replace("[0]", f"[{before}]")
+        span = start - before  # state_at reads frames 0 (before) and span (start) of these, nothing between
+        first, last = _positions(universe, atoms, before, source), _positions(universe, atoms, start, source)
+        frames = np.zeros((span + 1, *last.shape), dtype=last.dtype)
+        frames[0], frames[span] = first, last
+        x, v, note = state_at(protocol, frames, span)
+        return x, v, note.replace(f"[{span}]", f"[{start}]").replace("[0]", f"[{before}]")
     if isinstance(velocity_from, (int, np.integer)) and not isinstance(velocity_from, bool):
         later = int(velocity_from)
         if later == start or later < 0:
@@ -189,7 +192,8 @@ def rollout_trajectory(model: DynamicsModel, topology, trajectory=None, *, out, 
             writer.write(x, t0, start)
             written.append(start), times.append(t0)
         generator = torch.Generator(model.device).manual_seed(seed)
-        for window in iter_windows(model, x, v, total, charges, constrain=restoring, generator=generator):
+        for window in iter_windows(model, x, v, total, charges, constrain=restoring, generator=generator,
+                                   molecule=protocol.coarse_nodes(atoms.names, source)):
             for i in kept_frames(window, output_frames, horizon):
                 frame, positions = start + int(window.frame_offsets[i]), window.positions[i].float().cpu().numpy()
                 writer.write(positions, t0 + (frame - start) * dt, frame)

@@ -36,6 +36,7 @@ from geomol.errors import ConfigError, DatasetError, TrajectoryError
 from geomol.data.vocab import VOCAB, BLOCK_UNK, atom_index, position_code, position_index, residue_block_symbol
 from geomol.data.datasets.trajectories.trajectory import velocity_at, displacement_scale, trajectory_graph
 from geomol.data.dynamics.graphs import radius_edges
+from geomol.data.dynamics.systems import CoarseNodes
 from geomol.data.io.trajectory import atom_elements, open_selection, trajectory_files
 
 __all__ = ["MDTrajectory", "MDTrajectoryDataset", "md_target_offsets", "md_split_ranges", "open_selection"]
@@ -123,13 +124,16 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
             for trajectories saved every integration step, whose neighbouring windows are nearly the same).
         particles: "atom" (each selected atom is a node, blocks are residues) or "residue" (each
             residue's centroid is a node and its own block; charge = the residue's net charge).
+        coarse_atom, coarse_cutoff: atoms of this name (e.g. ``CA``) closer than ``coarse_cutoff`` Å are joined by
+            coarse edges as well (:func:`~geomol.data.dynamics.graphs.radius_edges`; atom particles only).
     """
 
     def __init__(self, source: MDTrajectory | str | os.PathLike, trajectory=None, *, split: str = "train",
                  selection: str = "backbone", delta: int = 15, num_timesteps: int = 4, cutoff: float = 8.0,
                  ratios=(0.6, 0.2, 0.2), leak_free: bool = False, charge_feature: bool | str = "auto",
                  particles: str = "atom", start_stride: int = 1, velocity_span: int = 1,
-                 velocity_direction: str = "forward"):
+                 velocity_direction: str = "forward", coarse_atom: str | None = None,
+                 coarse_cutoff: float | None = None):
         if split not in ("train", "valid", "test"):
             raise DatasetError(f"unknown split {split!r} (train | valid | test)")
         if delta < num_timesteps - 1 or num_timesteps < 1 or cutoff <= 0:
@@ -156,6 +160,7 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         self.start_stride = start_stride
         self.particles = particles
         self._set_particles(particles, charge_feature)
+        self.coarse_atom, self.coarse_cutoff, self.coarse = self._coarse(coarse_atom, coarse_cutoff)
 
     def _set_particles(self, particles: str, charge_feature) -> None:
         """Per-particle positions [F, n, 3], types, blocks and scaled charges of atoms or residues."""
@@ -176,6 +181,17 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
             self.atom_pos = np.array([position_index(position_code(n, e)) for n, e in zip(traj.names, traj.elements)])
             self.block_id = traj.residue_block
         self.node_attr = self._charge_feature(charge_feature, charges)
+
+    def _coarse(self, atom: str | None, cutoff: float | None):
+        """(atom name, cutoff, :class:`~geomol.data.dynamics.systems.CoarseNodes`) of the coarse edges, or Nones."""
+        if (atom is None) != (cutoff is None):
+            raise ConfigError(f"coarse edges need both an atom name and a cutoff, got {atom!r} and {cutoff!r}")
+        if atom is None:
+            return None, None, None
+        if cutoff <= 0 or self.particles != "atom":
+            raise ConfigError(f"coarse edges need a positive cutoff and atom particles (got {cutoff} Å, "
+                              f"{self.particles} particles)")
+        return atom, float(cutoff), CoarseNodes.named(self.traj.names, atom, source=self.traj.source[0])
 
     def _charge_feature(self, charge_feature, charges):
         """[n, 1] charges scaled by the largest (the maximum, or the largest magnitude if none is > 0).
@@ -212,7 +228,8 @@ class MDTrajectoryDataset(torch.utils.data.Dataset):
         start, targets = self.frames(i)
         pos = self.positions
         x = torch.from_numpy(pos[start])
-        edge_index, dist = radius_edges(x, self.cutoff)
+        edge_index, dist = radius_edges(x, self.cutoff, None if self.coarse is None else self.coarse.index,
+                                        self.coarse_cutoff)
         velocity = velocity_at(pos, start, self.velocity_span, self.velocity_direction)
         return trajectory_graph(pos[start], velocity, pos[targets].transpose(1, 0, 2),
                                 edge_index, dist, node_attr=self.node_attr, atom_types=self.atom_types,
