@@ -164,8 +164,8 @@ def iter_windows(model: DynamicsModel, x, v, windows: int, charges=None,
     and seed the next window (e.g. :class:`~geomol.inference.dynamics.bond_restoring.BondRestoring`).
     ``molecule``: the heavy atoms' graph for models of many molecules
     (:class:`~geomol.data.dynamics.systems.MoleculeGraph`), or an MD model's coarse nodes
-    (``model.protocol.coarse_nodes(atom names)``, for a model with coarse edges). ``generator``: the random stream of a generative
-    model (default: seeded with 0, so that a rollout repeats).
+    (``model.protocol.coarse_nodes(atom names)``, for a model with coarse edges). ``generator``: the random
+    stream of a generative model (default: seeded with 0, so that a rollout repeats).
     Runs under ``torch.inference_mode``; only the current state is kept between windows. A window
     whose positions are non-finite, or spread over more than ``BLOW_UP_FACTOR`` times the starting
     system's size (a blown-up rollout: errors fed back window after window grew without bound), ends
