@@ -98,3 +98,40 @@ def test_file_rollout_start_state_reads_a_backward_velocity_over_its_span(span):
     expected_x, expected_v, _ = state_at(protocol, positions, 10)
     assert np.allclose(x, expected_x) and np.allclose(v, expected_v, atol=1e-6)
     assert note == f"(x[10] − x[{10 - span}]) / {span}"
+
+
+def test_a_model_with_coarse_edges_trains_saves_and_rolls_out_a_file(tmp_path):
+    import lightning.pytorch as pl
+
+    import geomol
+    from geomol.tasks import DynamicsModule, MDTrajectoryDataModule
+
+    data = MDTrajectoryDataModule(datafiles.PSF, datafiles.DCD, cutoff=3.5, coarse_atom="CA", coarse_cutoff=10.0,
+                                  batch_size=4)
+    module = DynamicsModule(node_features=2, edge_features=3, hidden=16, num_layers=2, num_timesteps=4, lr=1e-3)
+    trainer = pl.Trainer(max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, limit_val_batches=0, accelerator="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(module, data)
+    path = tmp_path / "coarse.ckpt"
+    trainer.save_checkpoint(path)
+    model = geomol.load_model(str(path))
+    assert (model.protocol.coarse_atom, model.protocol.coarse_cutoff) == ("CA", 10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = geomol.rollout(model, datafiles.PSF, datafiles.DCD, start=0, windows=2, out=tmp_path / "roll.xyz",
+                                progress=False)
+    frames = _positions(tmp_path / "roll.xyz")
+    assert np.isfinite(frames).all() and len(frames) == len(result.frames) == 1 + 2 * 4
+    assert np.abs(frames[1:] - frames[:1]).max() > 0  # it moved
+
+
+def _positions(path) -> np.ndarray:
+    """[F, N, 3] every frame of a trajectory file."""
+    import MDAnalysis as mda
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        universe = mda.Universe(str(path))
+        return np.stack([universe.atoms.positions.copy() for _ in universe.trajectory])
