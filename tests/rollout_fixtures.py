@@ -26,16 +26,17 @@ TINY_EGNO = dict(node_features=2, edge_features=2, hidden=16, num_layers=2, num_
 MD_MODEL = "egno-fkbp12"  # the shipped protein model the MD rollout tests use
 
 
-def train_tiny_egno(folder: Path) -> Path:
-    """Fit a tiny EGNO for 6 steps on PSF + DCD (CA atoms, Δ 15, P 4); returns the checkpoint path."""
+def train_tiny_egno(folder: Path, data=None, module_args: dict | None = None, steps: int = 6) -> Path:
+    """Fit a tiny EGNO (``module_args``, default :data:`TINY_EGNO`) for ``steps`` steps on ``data`` (default: PSF + DCD,
+    CA atoms, Δ 15, P 4); returns the checkpoint path."""
     import lightning.pytorch as pl
 
     from geomol.tasks import DynamicsModule, MDTrajectoryDataModule
 
     pl.seed_everything(0, verbose=False)
-    data = MDTrajectoryDataModule(datafiles.PSF, datafiles.DCD, selection=SELECTION, batch_size=8)
-    module = DynamicsModule(**TINY_EGNO)
-    trainer = pl.Trainer(max_steps=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+    data = data or MDTrajectoryDataModule(datafiles.PSF, datafiles.DCD, selection=SELECTION, batch_size=8)
+    module = DynamicsModule(**(module_args or TINY_EGNO))
+    trainer = pl.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, limit_val_batches=0, accelerator="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -101,21 +101,13 @@ def test_file_rollout_start_state_reads_a_backward_velocity_over_its_span(span):
 
 
 def test_a_model_with_coarse_edges_trains_saves_and_rolls_out_a_file(tmp_path):
-    import lightning.pytorch as pl
-
     import geomol
-    from geomol.tasks import DynamicsModule, MDTrajectoryDataModule
+    from geomol.tasks import MDTrajectoryDataModule
+    from tests.rollout_fixtures import TINY_EGNO, train_tiny_egno
 
     data = MDTrajectoryDataModule(datafiles.PSF, datafiles.DCD, cutoff=3.5, coarse_atom="CA", coarse_cutoff=10.0,
                                   batch_size=4)
-    module = DynamicsModule(node_features=2, edge_features=3, hidden=16, num_layers=2, num_timesteps=4, lr=1e-3)
-    trainer = pl.Trainer(max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, limit_val_batches=0, accelerator="cpu")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer.fit(module, data)
-    path = tmp_path / "coarse.ckpt"
-    trainer.save_checkpoint(path)
+    path = train_tiny_egno(tmp_path, data, {**TINY_EGNO, "edge_features": 3}, steps=3)
     model = geomol.load_model(str(path))
     assert (model.protocol.coarse_atom, model.protocol.coarse_cutoff) == ("CA", 10.0)
     with warnings.catch_warnings():
