@@ -40,7 +40,8 @@ from geomol.inference.dynamics.dynamics_model import DynamicsModel
 from geomol.data.dynamics.protocol import TrajectoryProtocol
 
 __all__ = ["Window", "ArrayRollout", "OUTPUT_FRAMES", "num_windows", "horizon_for_frames", "next_velocity", "iter_windows",
-           "kept_frames", "rollout_arrays", "progress_bar", "frames_before", "state_frames", "state_at"]
+           "kept_frames", "rollout_arrays", "progress_bar", "frames_before", "state_frames", "state_at",
+           "state_of_frames"]
 
 OUTPUT_FRAMES = ("all", "ends")
 
@@ -136,12 +137,17 @@ def state_at(protocol: TrajectoryProtocol, positions, start: int, source=None) -
         span, direction = protocol.velocity_span, protocol.velocity_direction
         raise TrajectoryError(f"has {len(positions)} frame(s): the state at frame {start} needs frames {first} … {last} "
                               f"(the model's velocity is a {direction} difference over {span} frame(s))", source=source)
-    x, span = np.asarray(positions[start]), protocol.velocity_span
+    other = last if protocol.velocity_direction == "forward" else first
+    return state_of_frames(protocol, positions[start], positions[other], start)
+
+
+def state_of_frames(protocol: TrajectoryProtocol, x_start, x_other, start: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """:func:`state_at` from the two frames it reads: ``x_start`` [N, 3] (frame ``start``) and ``x_other`` [N, 3],
+    the velocity's other end (frame start + s for a forward difference, start − s for a backward one)."""
+    x, other, span = np.asarray(x_start), np.asarray(x_other), protocol.velocity_span
     if protocol.velocity_direction == "forward":
-        return x, (np.asarray(positions[start + span]) - x) / (span * protocol.frame_time), \
-            f"(x[{start + span}] − x[{start}]) / {span}"
-    return x, (x - np.asarray(positions[start - span])) / (span * protocol.frame_time), \
-        f"(x[{start}] − x[{start - span}]) / {span}"
+        return x, (other - x) / (span * protocol.frame_time), f"(x[{start + span}] − x[{start}]) / {span}"
+    return x, (x - other) / (span * protocol.frame_time), f"(x[{start}] − x[{start - span}]) / {span}"
 
 
 BLOW_UP_FACTOR = 1000.0

@@ -252,6 +252,8 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
     if reference:
         rows["reference"] = _Row("reference MD", "reference MD", kinds)
     charges = None if charges is None else torch.as_tensor(np.asarray(charges, dtype=np.float64))
+    nodes = {name: molecule if molecule is not None or atom_names is None else
+             model.protocol.coarse_nodes(atom_names, source) for name, model in models.items()}
     index = np.asarray(offsets)
     with progress_bar(len(starts), progress, "evaluating") as advance:
         for s in starts:
@@ -260,10 +262,8 @@ def evaluate_rollouts(models: Mapping[str, DynamicsModel], positions, graph: Cov
                 variants = [(name, None)] + ([(f"{name} + bond restoring", BondRestoring(graph, x))]
                                              if restore_bonds else [])
                 state = state_at(model.protocol, positions, s, source)
-                nodes = molecule if molecule is not None or atom_names is None else \
-                    model.protocol.coarse_nodes(atom_names, source)
                 for row, constrain in variants:
-                    predicted = _model_frames(model, *state[:2], offsets, charges, constrain, nodes, seed)
+                    predicted = _model_frames(model, *state[:2], offsets, charges, constrain, nodes[name], seed)
                     if predicted is None:
                         rows[row].diverged += 1
                     else:

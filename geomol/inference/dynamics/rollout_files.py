@@ -37,7 +37,7 @@ from geomol.errors import ConfigError, TrajectoryError
 from geomol.inference.dynamics.bond_restoring import BondRestoring
 from geomol.inference.dynamics.dynamics_model import DynamicsModel
 from geomol.inference.dynamics.rollout import (OUTPUT_FRAMES, frames_before, iter_windows, kept_frames, num_windows,
-                                              progress_bar, state_at)
+                                              progress_bar, state_of_frames)
 from geomol.inference.dynamics.rollout_chemistry import ChemistryTracker
 from geomol.inference.dynamics.rollout_output import FrameWriter, TrajectoryRollout
 from geomol.inference.dynamics.rollout_report import ReferenceComparison, plot_rollout, write_summary
@@ -84,12 +84,8 @@ def start_state(universe, atoms, start: int, velocity_from=None, *, topology=Non
         if before < 0 or start >= n_frames:
             raise TrajectoryError(f"has {n_frames} frame(s): the start state at frame {start} needs frames {before} … "
                                   f"{start} (the model's velocity is a backward difference)", source=source)
-        span = start - before  # state_at reads frames 0 (before) and span (start) of these, nothing between
-        first, last = _positions(universe, atoms, before, source), _positions(universe, atoms, start, source)
-        frames = np.zeros((span + 1, *last.shape), dtype=last.dtype)
-        frames[0], frames[span] = first, last
-        x, v, note = state_at(protocol, frames, span)
-        return x, v, note.replace(f"[{span}]", f"[{start}]").replace("[0]", f"[{before}]")
+        return state_of_frames(protocol, _positions(universe, atoms, start, source),
+                               _positions(universe, atoms, before, source), start)
     if isinstance(velocity_from, (int, np.integer)) and not isinstance(velocity_from, bool):
         later = int(velocity_from)
         if later == start or later < 0:
