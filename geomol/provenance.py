@@ -3,6 +3,7 @@
 Every benchmark JSON, cross-validation fold and rollout summary carries ``"provenance": provenance()``::
 
     {"command": "python benchmarks/affinity_cv.py train --fold 0 ...", "commit": "4bc1d60…", "dirty": false,
+     "changed_files": [],
      "versions": {"geomol": "0.1.0", "python": "3.12.3", "torch": "2.13.0", ...},
      "torch_threads": 1, "machine": "x86_64 Linux-…", "cpus": 2, "load_average": [1.9, 2.1, 2.0],
      "cpu": {"model": "AMD EPYC", "logical_cpus": 2, "physical_cores": 2, "caches": {"L1d": "32K", ...}, ...},
@@ -13,9 +14,10 @@ how many logical CPUs share each) and vector instructions, so that speed figures
 apart without guessing.
 
 ``commit`` and ``dirty`` come from the git checkout holding the ``geomol`` package (None when it
-is not one, e.g. an installed wheel). Absolute paths on the command line are recorded relative to the
-working directory when inside it, else as ``.../<last part>`` (:func:`portable_command`): a result file
-committed to the repository names no folder of the machine that produced it.
+is not one, e.g. an installed wheel); ``changed_files`` names the tracked files that made it dirty (e.g. only
+an earlier benchmark's result file, when several run one after the other). Absolute paths on the command line are
+recorded relative to the working directory when inside it, else as ``.../<last part>`` (:func:`portable_command`):
+a result file committed to the repository names no folder of the machine that produced it.
 """
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ from typing import Any, Sequence
 
 from geomol.version import PACKAGE_DIR, __version__
 
-__all__ = ["provenance", "library_versions", "git_commit", "portable_command", "portable_arguments",
-           "user_command", "cpu_description"]
+__all__ = ["provenance", "library_versions", "git_commit", "changed_files", "portable_command",
+           "portable_arguments", "user_command", "cpu_description"]
 
 _LIBRARIES = ("torch", "lightning", "torch_geometric", "e3nn", "numpy", "rdkit", "biopython", "MDAnalysis",
               "scikit-learn")
@@ -50,22 +52,37 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def git_commit() -> tuple[str | None, bool | None]:
-    """(HEAD commit, whether tracked files differ from it) of the checkout holding geomol; (None, None) outside git."""
-    root = PACKAGE_DIR.parent
+def _git(root: Path, *args: str) -> str | None:
+    """``git -C root args``'s output as printed, or None where git is missing, fails or hangs."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
 
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
-        return None, None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return commit, bool(status) if status is not None else None
+def git_commit(root: Path | None = None) -> tuple[str | None, bool | None]:
+    """(HEAD commit, whether tracked files differ from it) of the checkout at ``root`` (default: the one holding
+    geomol); (None, None) outside git."""
+    commit, changed = _checkout_state(root)
+    return commit, None if commit is None or changed is None else bool(changed)
+
+
+def _checkout_state(root: Path | None = None) -> tuple[str | None, list[str] | None]:
+    """(HEAD commit, :func:`changed_files`) of the checkout at ``root``; (None, None) outside git."""
+    commit = _git(root or PACKAGE_DIR.parent, "rev-parse", "HEAD")
+    return (None, None) if commit is None else (commit.strip(), changed_files(root))
+
+
+def changed_files(root: Path | None = None, limit: int = 20) -> list[str] | None:
+    """The tracked files of the checkout at ``root`` (default: the one holding geomol) that differ from HEAD,
+    sorted, at most ``limit`` and then ``"… and N more"``; None outside git. A record marked dirty by an earlier
+    benchmark's result file alone, not by code, can then be told apart."""
+    status = _git(root or PACKAGE_DIR.parent, "status", "--porcelain", "--untracked-files=no")
+    if status is None:
+        return None
+    paths = sorted(line[3:].split(" -> ")[-1] for line in status.splitlines() if line.strip())
+    return paths if len(paths) <= limit else [*paths[:limit], f"… and {len(paths) - limit} more"]
 
 
 def _portable_path(value: str, cwd: Path) -> str:
@@ -173,10 +190,11 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """The record described in the module notes; ``argv`` defaults to this process's command line."""
     import torch
 
-    commit, dirty = git_commit()
+    commit, changed = _checkout_state()
+    dirty = None if commit is None or changed is None else bool(changed)
     load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
     return {"command": portable_command(sys.argv if argv is None else argv),
-            "commit": commit, "dirty": dirty, "versions": library_versions(),
+            "commit": commit, "dirty": dirty, "changed_files": changed, "versions": library_versions(),
             "torch_threads": torch.get_num_threads(), "machine": f"{platform.machine()} {platform.platform()}",
             "cpus": os.cpu_count(), "load_average": load, "cpu": cpu_description(),
             "threads_environment": {name: os.environ[name] for name in THREAD_ENVIRONMENT if name in os.environ},
