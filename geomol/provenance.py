@@ -64,14 +64,16 @@ def _git(root: Path, *args: str) -> str | None:
 def git_commit(root: Path | None = None) -> tuple[str | None, bool | None]:
     """(HEAD commit, whether tracked files differ from it) of the checkout at ``root`` (default: the one holding
     geomol); (None, None) outside git."""
-    commit, changed = _checkout_state(root)
-    return commit, None if commit is None or changed is None else bool(changed)
+    return _checkout_state(root)[:2]
 
 
-def _checkout_state(root: Path | None = None) -> tuple[str | None, list[str] | None]:
-    """(HEAD commit, :func:`changed_files`) of the checkout at ``root``; (None, None) outside git."""
+def _checkout_state(root: Path | None = None) -> tuple[str | None, bool | None, list[str] | None]:
+    """(HEAD commit, dirty, :func:`changed_files`) of the checkout at ``root``; Nones outside git."""
     commit = _git(root or PACKAGE_DIR.parent, "rev-parse", "HEAD")
-    return (None, None) if commit is None else (commit.strip(), changed_files(root))
+    if commit is None:
+        return None, None, None
+    changed = changed_files(root)
+    return commit.strip(), None if changed is None else bool(changed), changed
 
 
 def changed_files(root: Path | None = None, limit: int = 20) -> list[str] | None:
@@ -190,8 +192,7 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """The record described in the module notes; ``argv`` defaults to this process's command line."""
     import torch
 
-    commit, changed = _checkout_state()
-    dirty = None if commit is None or changed is None else bool(changed)
+    commit, dirty, changed = _checkout_state()
     load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
     return {"command": portable_command(sys.argv if argv is None else argv),
             "commit": commit, "dirty": dirty, "changed_files": changed, "versions": library_versions(),
